@@ -1,0 +1,43 @@
+//===- SLDialect.td - the SpeedLoader dialect --------------------------------------------------===//
+//
+// The `sl` dialect describes a language model as SpeedLoader compiles it: tensor operations on
+// parameters that stay in the model file, later partitioned into layers, differentiated and
+// scheduled into sub-batch loops with explicit transfers.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#ifndef SL_DIALECT_TD
+#define SL_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def SL_Dialect : Dialect {
+  let name = "sl";
+  let cppNamespace = "::sl";
+  let summary = "SpeedLoader: layer-major, sub-batched training and inference of large models";
+  let description = [{
+    The `sl` dialect is what `sl-opt` imports ONNX models into and what its passes rewrite into a
+    SpeedLoader schedule. Values are ranked tensors; a dimension may stay dynamic (`?`) until
+    `sl-bind-shapes` binds the batch and sequence sizes. Parameters are never copied into the IR:
+    `sl.param` records where their bytes are in the model file, so the IR of a 70B-parameter model is
+    as small as that of a toy.
+
+    Every operation follows ONNX semantics for the operator it comes from (broadcasting included),
+    so an imported graph means exactly what the exported model meant.
+  }];
+}
+
+class SL_Op<string mnemonic, list<Trait> traits = []> : Op<SL_Dialect, mnemonic, traits>;
+
+// An op whose result type follows from its operands by a shape rule. A result written with `?`
+// where the rule knows the size (or the other way round) is accepted: both describe the same
+// run-time tensor.
+class SL_InferredOp<string mnemonic, list<Trait> traits = []>
+    : SL_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
+  let extraClassDeclaration = [{
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual);
+  }];
+}
+
+#endif // SL_DIALECT_TD

@@ -1,0 +1,26 @@
+//===- Pipelines.cpp - named sl-opt pipelines from ONNX to a schedule --------------------------===//
+
+#include "sl/Pipelines/Pipelines.h"
+
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace sl {
+
+void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
+  pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq}));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+}
+
+void registerPipelines() {
+  mlir::PassPipelineRegistration<InferPipelineOptions>(
+      "sl-infer",
+      "Compile an imported model for inference: bind batch/seq sizes, simplify. With "
+      "`-o FILE.slsched` sl-opt then writes the inference schedule.",
+      buildInferPipeline);
+}
+
+} // namespace sl

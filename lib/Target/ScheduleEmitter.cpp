@@ -1,0 +1,357 @@
+//===- ScheduleEmitter.cpp - write an sl module as a SpeedLoader schedule ----------------------===//
+//
+// The forward schedule of this first version: every parameter and input lives in the host pool;
+// a host-to-device copy brings each to the device arena once; compute kernels run on the compute
+// stream after the copies they need (events); each output is copied back to the host pool.
+// Buffers are laid out one after another; liveness-based reuse is sl-allocate's job.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Target/ScheduleEmitter.h"
+
+#include "sl/Dialect/SLDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "schedule/schedule.pb.h"
+
+using namespace mlir;
+namespace pb = sl::schedule;
+
+namespace sl {
+namespace {
+
+constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
+constexpr uint32_t kVersion = 1;
+// Device buffers start on 256-byte boundaries (what cuBLAS and vector loads like); host buffers
+// on 64-byte ones (a cache line).
+constexpr uint64_t kDeviceAlignment = 256;
+constexpr uint64_t kHostAlignment = 64;
+
+constexpr uint32_t kComputeStream = 0;
+constexpr uint32_t kHostToDeviceStream = 1;
+constexpr uint32_t kDeviceToHostStream = 2;
+
+uint64_t alignTo(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+FailureOr<pb::DType> dtypeOf(Location loc, Type type) {
+  if (type.isF32())
+    return pb::F32;
+  if (type.isF16())
+    return pb::F16;
+  if (type.isBF16())
+    return pb::BF16;
+  if (type.isF64())
+    return pb::F64;
+  if (type.isInteger(64))
+    return pb::I64;
+  if (type.isInteger(32))
+    return pb::I32;
+  if (type.isInteger(1))
+    return pb::BOOL;
+  return emitError(loc) << "element type " << type << " cannot be scheduled";
+}
+
+std::string locationName(Location loc) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+class Emitter {
+public:
+  Emitter(func::FuncOp func, llvm::StringRef schedulePath) : func(func), schedulePath(schedulePath) {}
+
+  LogicalResult run(pb::Schedule &schedule);
+
+private:
+  FailureOr<uint32_t> addBuffer(Location loc, Value value, pb::MemorySpace space,
+                                llvm::StringRef name);
+  FailureOr<uint32_t> deviceBufferOf(Location loc, Value value);
+  LogicalResult addParameter(ParamOp op);
+  LogicalResult addCompute(Operation *op);
+  pb::Kernel *addKernel(pb::OpKind kind, uint32_t stream, Location loc);
+  std::string parameterFile(llvm::StringRef file);
+  uint32_t newEvent() {
+    out->set_num_events(out->num_events() + 1);
+    return out->num_events() - 1;
+  }
+
+  func::FuncOp func;
+  llvm::StringRef schedulePath;
+  pb::Schedule *out = nullptr;
+  uint64_t deviceBytes = 0, hostBytes = 0;
+  llvm::DenseMap<Value, uint32_t> deviceBuffer;
+  // Event recorded when a value's device buffer is ready, if it was written on another stream.
+  llvm::DenseMap<Value, uint32_t> readyEvent;
+  // Index of the compute kernel that wrote a value.
+  llvm::DenseMap<Value, int> producer;
+  // Device buffer and ready event of each parameter, by name.
+  llvm::StringMap<std::pair<uint32_t, uint32_t>> paramBuffers;
+};
+
+FailureOr<uint32_t> Emitter::addBuffer(Location loc, Value value, pb::MemorySpace space,
+                                       llvm::StringRef name) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  if (!type)
+    return emitError(loc) << "value of type " << value.getType() << " cannot be scheduled";
+  if (!type.hasStaticShape())
+    return emitError(loc) << "'" << name << "' has dynamic shape " << type
+                          << "; bind the batch and sequence sizes first "
+                             "(--sl-infer=\"batch=N seq=N\" or --sl-bind-shapes)";
+  FailureOr<pb::DType> dtype = dtypeOf(loc, type.getElementType());
+  if (failed(dtype))
+    return failure();
+  uint64_t bytes = uint64_t(type.getNumElements()) * std::max<uint64_t>(
+                                                          1, type.getElementTypeBitWidth() / 8);
+  uint64_t &top = space == pb::DEVICE ? deviceBytes : hostBytes;
+  uint64_t offset = alignTo(top, space == pb::DEVICE ? kDeviceAlignment : kHostAlignment);
+  top = offset + bytes;
+
+  pb::Buffer *buffer = out->add_buffers();
+  buffer->set_id(out->buffers_size() - 1);
+  buffer->set_name(name.str());
+  buffer->set_space(space);
+  buffer->set_offset(offset);
+  buffer->set_bytes(bytes);
+  buffer->set_dtype(*dtype);
+  for (int64_t dim : type.getShape())
+    buffer->add_shape(dim);
+  return buffer->id();
+}
+
+pb::Kernel *Emitter::addKernel(pb::OpKind kind, uint32_t stream, Location loc) {
+  pb::Kernel *kernel = out->add_kernels();
+  kernel->set_op(kind);
+  kernel->set_stream(stream);
+  kernel->set_name(locationName(loc));
+  return kernel;
+}
+
+std::string Emitter::parameterFile(llvm::StringRef file) {
+  llvm::SmallString<256> scheduleDir(llvm::sys::path::parent_path(schedulePath));
+  llvm::sys::fs::make_absolute(scheduleDir);
+  llvm::SmallString<256> fileDir(llvm::sys::path::parent_path(file));
+  llvm::sys::fs::make_absolute(fileDir);
+  llvm::sys::path::remove_dots(scheduleDir, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(fileDir, /*remove_dot_dot=*/true);
+  if (scheduleDir == fileDir)
+    return llvm::sys::path::filename(file).str();
+  llvm::SmallString<256> absolute(file);
+  llvm::sys::fs::make_absolute(absolute);
+  return absolute.str().str();
+}
+
+// Host copy of a value produced outside the function body (input or parameter), brought to the
+// device by one copy that records the event its consumers wait for.
+LogicalResult Emitter::addParameter(ParamOp op) {
+  if (auto it = paramBuffers.find(op.getName()); it != paramBuffers.end()) {
+    deviceBuffer[op.getResult()] = it->second.first;
+    readyEvent[op.getResult()] = it->second.second;
+    return success();
+  }
+  if (!op.getFile())
+    return op.emitError("parameter '")
+           << op.getName()
+           << "' has no byte location in a model file (inline data from ONNX text or MLIR); "
+              "compile from a binary .onnx model";
+  FailureOr<uint32_t> host = addBuffer(op.getLoc(), op.getResult(), pb::HOST, op.getName());
+  if (failed(host))
+    return failure();
+  uint32_t device = *addBuffer(op.getLoc(), op.getResult(), pb::DEVICE, op.getName());
+  const pb::Buffer &buffer = out->buffers(*host);
+  pb::Parameter *param = out->add_parameters();
+  param->set_name(op.getName().str());
+  param->set_buffer(*host);
+  param->set_file(parameterFile(*op.getFile()));
+  param->set_file_offset(uint64_t(*op.getOffset()));
+  param->set_bytes(buffer.bytes());
+  param->set_dtype(buffer.dtype());
+  *param->mutable_shape() = buffer.shape();
+
+  pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
+  copy->add_operands(*host);
+  copy->add_results(device);
+  uint32_t event = newEvent();
+  copy->add_record_events(event);
+  deviceBuffer[op.getResult()] = device;
+  readyEvent[op.getResult()] = event;
+  paramBuffers[op.getName()] = {device, event};
+  return success();
+}
+
+FailureOr<uint32_t> Emitter::deviceBufferOf(Location loc, Value value) {
+  auto it = deviceBuffer.find(value);
+  if (it == deviceBuffer.end())
+    return emitError(loc) << "operand is defined by an operation that cannot be scheduled";
+  return it->second;
+}
+
+LogicalResult Emitter::addCompute(Operation *op) {
+  std::optional<pb::OpKind> kind =
+      llvm::TypeSwitch<Operation *, std::optional<pb::OpKind>>(op)
+          .Case<MatmulOp>([](auto) { return pb::MATMUL; })
+          .Case<GemmOp>([](auto) { return pb::GEMM; })
+          .Case<AddOp>([](auto) { return pb::ADD; })
+          .Case<MulOp>([](auto) { return pb::MUL; })
+          .Case<ReluOp>([](auto) { return pb::RELU; })
+          .Case<SigmoidOp>([](auto) { return pb::SIGMOID; })
+          .Case<SiluOp>([](auto) { return pb::SILU; })
+          .Default([](auto) { return std::nullopt; });
+  if (!kind)
+    return op->emitError("operation '") << op->getName() << "' cannot be scheduled yet";
+
+  pb::Kernel *kernel = addKernel(*kind, kComputeStream, op->getLoc());
+  llvm::SmallDenseSet<uint32_t> waited;
+  for (Value operand : op->getOperands()) {
+    FailureOr<uint32_t> buffer = deviceBufferOf(op->getLoc(), operand);
+    if (failed(buffer))
+      return failure();
+    kernel->add_operands(*buffer);
+    if (auto it = readyEvent.find(operand); it != readyEvent.end() && waited.insert(it->second).second)
+      kernel->add_wait_events(it->second);
+  }
+  FailureOr<uint32_t> result =
+      addBuffer(op->getLoc(), op->getResult(0), pb::DEVICE, locationName(op->getLoc()));
+  if (failed(result))
+    return failure();
+  kernel->add_results(*result);
+  deviceBuffer[op->getResult(0)] = *result;
+  producer[op->getResult(0)] = out->kernels_size() - 1;
+  if (auto gemm = llvm::dyn_cast<GemmOp>(op)) {
+    pb::GemmAttributes *attrs = kernel->mutable_gemm();
+    attrs->set_trans_a(gemm.getTransA());
+    attrs->set_trans_b(gemm.getTransB());
+    attrs->set_alpha(gemm.getAlpha().convertToFloat());
+    attrs->set_beta(gemm.getBeta().convertToFloat());
+  }
+  return success();
+}
+
+LogicalResult Emitter::run(pb::Schedule &schedule) {
+  out = &schedule;
+  schedule.set_magic(kMagic);
+  schedule.set_version(kVersion);
+  schedule.set_kind("infer");
+  for (auto [id, kind] : {std::pair(kComputeStream, pb::COMPUTE),
+                          std::pair(kHostToDeviceStream, pb::HOST_TO_DEVICE),
+                          std::pair(kDeviceToHostStream, pb::DEVICE_TO_HOST)}) {
+    pb::Stream *stream = schedule.add_streams();
+    stream->set_id(id);
+    stream->set_kind(kind);
+  }
+
+  Block &body = func.getBody().front();
+  if (!func.getBody().hasOneBlock())
+    return func.emitError("only single-block functions can be scheduled");
+
+  for (BlockArgument arg : body.getArguments()) {
+    std::string name = "arg" + std::to_string(arg.getArgNumber());
+    if (auto attr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "sl.name"))
+      name = attr.str();
+    FailureOr<uint32_t> host = addBuffer(func.getLoc(), arg, pb::HOST, name);
+    if (failed(host))
+      return failure();
+    uint32_t device = *addBuffer(func.getLoc(), arg, pb::DEVICE, name);
+    pb::Binding *binding = schedule.add_inputs();
+    binding->set_name(name);
+    binding->set_buffer(*host);
+    pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, func.getLoc());
+    copy->set_name("input " + name);
+    copy->add_operands(*host);
+    copy->add_results(device);
+    uint32_t event = newEvent();
+    copy->add_record_events(event);
+    deviceBuffer[arg] = device;
+    readyEvent[arg] = event;
+  }
+
+  for (Operation &op : body.without_terminator()) {
+    LogicalResult result = llvm::isa<ParamOp>(op) ? addParameter(llvm::cast<ParamOp>(op))
+                                                  : addCompute(&op);
+    if (failed(result))
+      return failure();
+  }
+
+  auto ret = llvm::dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!ret)
+    return func.emitError("function must end in func.return");
+  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    std::string name = "output" + std::to_string(index);
+    if (auto attr = func.getResultAttrOfType<StringAttr>(index, "sl.name"))
+      name = attr.str();
+    FailureOr<uint32_t> device = deviceBufferOf(ret.getLoc(), value);
+    FailureOr<uint32_t> host = addBuffer(ret.getLoc(), value, pb::HOST, name);
+    if (failed(device) || failed(host))
+      return failure();
+    pb::Binding *binding = schedule.add_outputs();
+    binding->set_name(name);
+    binding->set_buffer(*host);
+    pb::Kernel *copy = addKernel(pb::COPY, kDeviceToHostStream, ret.getLoc());
+    copy->set_name("output " + name);
+    copy->add_operands(*device);
+    copy->add_results(*host);
+    // Wait for whoever wrote the value: its compute kernel, or the copy that brought it in.
+    if (auto it = producer.find(value); it != producer.end()) {
+      uint32_t event = newEvent();
+      schedule.mutable_kernels(it->second)->add_record_events(event);
+      copy->add_wait_events(event);
+    } else {
+      copy->add_wait_events(readyEvent.lookup(value));
+    }
+  }
+
+  schedule.set_device_arena_bytes(alignTo(deviceBytes, kDeviceAlignment));
+  schedule.set_host_pool_bytes(alignTo(hostBytes, kHostAlignment));
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
+                               const ScheduleEmitOptions &options) {
+  auto func = module.lookupSymbol<func::FuncOp>(options.entryName);
+  if (!func || func.isExternal())
+    return module.emitError("no function '") << options.entryName << "' to schedule";
+
+  pb::Schedule schedule;
+  schedule.set_producer(options.producer);
+  if (failed(Emitter(func, path).run(schedule)))
+    return failure();
+
+  std::string bytes;
+  if (!schedule.SerializeToString(&bytes))
+    return module.emitError("cannot serialize the schedule");
+  std::string temp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temp, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return module.emitError("cannot write '") << temp << "': " << ec.message();
+    os << bytes;
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(temp);
+      return module.emitError("cannot write '") << temp << "': " << os.error().message();
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return module.emitError("cannot write '") << path << "': " << ec.message();
+  }
+  return success();
+}
+
+} // namespace sl

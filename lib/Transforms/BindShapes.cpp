@@ -1,0 +1,118 @@
+//===- BindShapes.cpp - sl-bind-shapes: make a model's shapes static ----------------------------===//
+
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+namespace sl {
+#define GEN_PASS_DEF_BINDSHAPESPASS
+#include "sl/SLPasses.h.inc"
+} // namespace sl
+
+using namespace mlir;
+
+namespace {
+
+enum class DimRole { Batch, Seq, Unknown };
+
+DimRole roleOfName(llvm::StringRef name) {
+  return llvm::StringSwitch<DimRole>(name)
+      .Cases("batch", "batch_size", "N", DimRole::Batch)
+      .Cases("seq", "sequence", "seq_len", "sequence_length", "S", DimRole::Seq)
+      .Default(DimRole::Unknown);
+}
+
+struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
+  using BindShapesPassBase::BindShapesPassBase;
+
+  void runOnOperation() override {
+    if (batch < 0 || seq < 0) {
+      getOperation().emitError("sl-bind-shapes: batch and seq must be positive, got batch=")
+          << batch << " seq=" << seq;
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(bindFunction(func)))
+        return signalPassFailure();
+  }
+
+  FailureOr<int64_t> sizeFor(func::FuncOp func, unsigned argIndex, unsigned axis) {
+    llvm::StringRef dimName;
+    if (auto names = func.getArgAttrOfType<ArrayAttr>(argIndex, "sl.dims"))
+      if (axis < names.size())
+        if (auto str = llvm::dyn_cast<StringAttr>(names[axis]))
+          dimName = str.getValue();
+    DimRole role = roleOfName(dimName);
+    if (role == DimRole::Unknown && dimName.empty())
+      role = axis == 0 ? DimRole::Batch : axis == 1 ? DimRole::Seq : DimRole::Unknown;
+
+    std::string input = "#" + std::to_string(argIndex);
+    if (auto name = func.getArgAttrOfType<StringAttr>(argIndex, "sl.name"))
+      input = "'" + name.getValue().str() + "'";
+    std::string dim = "dimension " + std::to_string(axis);
+    if (!dimName.empty())
+      dim += " ('" + dimName.str() + "')";
+
+    if (role == DimRole::Unknown)
+      return func.emitError("input ") << input << " " << dim
+                                      << " is dynamic and is neither a batch nor a sequence "
+                                         "dimension; export the model with it static";
+    int64_t size = role == DimRole::Batch ? batch : seq;
+    if (size == 0)
+      return func.emitError("input ")
+             << input << " " << dim << " is dynamic: give its size with "
+             << (role == DimRole::Batch ? "batch=N" : "seq=N");
+    return size;
+  }
+
+  LogicalResult bindFunction(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    SmallVector<Type> argTypes;
+    for (BlockArgument arg : entry.getArguments()) {
+      auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
+      if (type && !type.hasStaticShape()) {
+        SmallVector<int64_t> shape(type.getShape());
+        for (auto [axis, dim] : llvm::enumerate(shape)) {
+          if (!ShapedType::isDynamic(dim))
+            continue;
+          FailureOr<int64_t> size = sizeFor(func, arg.getArgNumber(), axis);
+          if (failed(size))
+            return failure();
+          dim = *size;
+        }
+        arg.setType(RankedTensorType::get(shape, type.getElementType(), type.getEncoding()));
+      }
+      argTypes.push_back(arg.getType());
+    }
+
+    // Types flow forward: re-infer every result in program order from its (updated) operands.
+    WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+      auto inferable = llvm::dyn_cast<InferTypeOpInterface>(op);
+      if (!inferable)
+        return WalkResult::advance();
+      SmallVector<Type> types;
+      if (failed(inferable.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                            op->getRawDictionaryAttrs(),
+                                            op->getPropertiesStorage(), op->getRegions(), types)))
+        return WalkResult::interrupt();
+      for (auto [result, type] : llvm::zip(op->getResults(), types))
+        result.setType(type);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+
+    SmallVector<Type> resultTypes;
+    for (Block &block : func.getBody())
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(block.getTerminator()))
+        resultTypes.assign(ret.getOperandTypes().begin(), ret.getOperandTypes().end());
+    func.setFunctionType(FunctionType::get(func.getContext(), argTypes, resultTypes));
+    return success();
+  }
+};
+
+} // namespace

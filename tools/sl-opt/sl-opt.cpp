@@ -1,0 +1,123 @@
+//===- sl-opt.cpp - the SpeedLoader compiler driver --------------------------------------------===//
+//
+// mlir-opt with two additions: it reads ONNX models (.onnx, .onnxtxt) as well as MLIR, and when
+// the output file ends in .slsched (or --emit=schedule) it writes the schedule for sl-run instead
+// of MLIR text.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Import/ONNXImporter.h"
+#include "sl/InitAll.h"
+#include "sl/Target/ScheduleEmitter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <cstdlib>
+
+namespace {
+
+enum class EmitKind { Auto, MLIR, Schedule };
+
+llvm::cl::opt<EmitKind> emitKind(
+    "emit", llvm::cl::desc("What to write to the output file"), llvm::cl::init(EmitKind::Auto),
+    llvm::cl::values(
+        clEnumValN(EmitKind::Auto, "auto",
+                   "a schedule if the output file name ends in .slsched, else MLIR (default)"),
+        clEnumValN(EmitKind::MLIR, "mlir", "MLIR text"),
+        clEnumValN(EmitKind::Schedule, "schedule", "a SpeedLoader schedule for sl-run")));
+
+constexpr const char *kOverview = R"(sl-opt: the SpeedLoader compiler
+
+Reads an ONNX model (.onnx or .onnxtxt) or MLIR, runs the passes and pipelines given on the
+command line, and writes MLIR or, when the output ends in .slsched, a schedule for sl-run.
+
+  sl-opt model.onnx --sl-infer="batch=4 seq=128" -o model.slsched   compile for sl-run
+  sl-opt model.onnx                                                 show the imported IR
+  sl-opt model.onnx --sl-infer="batch=4"                            show the compiled IR
+)";
+
+// Imports an ONNX model and prints it (with locations, so later errors still name ONNX nodes) as
+// the buffer MlirOptMain parses: the IR holds no weights, so this costs nothing.
+std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
+                                                   mlir::DialectRegistry &registry) {
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module = sl::importOnnxFile(path, &context);
+  if (!module)
+    return nullptr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, mlir::OpPrintingFlags().enableDebugInfo());
+  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  mlir::DialectRegistry registry;
+  sl::registerAllDialects(registry);
+  sl::registerAllPasses();
+
+  auto [inputFilename, outputFilename] =
+      mlir::registerAndParseCLIOptions(argc, argv, kOverview, registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  if (sl::isOnnxFileName(inputFilename)) {
+    input = importToBuffer(inputFilename, registry);
+  } else {
+    std::string error;
+    input = mlir::openInputFile(inputFilename, &error);
+    if (!input)
+      llvm::errs() << "sl-opt: " << error << "\n";
+  }
+  if (!input)
+    return EXIT_FAILURE;
+
+  bool schedule = emitKind == EmitKind::Schedule ||
+                  (emitKind == EmitKind::Auto && llvm::StringRef(outputFilename).ends_with(".slsched"));
+  if (!schedule) {
+    std::string error;
+    auto output = mlir::openOutputFile(outputFilename, &error);
+    if (!output) {
+      llvm::errs() << "sl-opt: " << error << "\n";
+      return EXIT_FAILURE;
+    }
+    if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+      return EXIT_FAILURE;
+    output->keep();
+    return EXIT_SUCCESS;
+  }
+
+  if (outputFilename == "-") {
+    llvm::errs() << "sl-opt: a schedule is binary; name an output file with -o\n";
+    return EXIT_FAILURE;
+  }
+  // Run the pipeline given on the command line, as MlirOptMain would, then emit the module.
+  mlir::MLIRContext context(registry);
+  context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return EXIT_FAILURE;
+  mlir::PassManager pm(&context);
+  if (mlir::failed(mlir::applyPassManagerCLOptions(pm)) ||
+      mlir::failed(config.setupPassPipeline(pm)) || mlir::failed(pm.run(*module)))
+    return EXIT_FAILURE;
+  return mlir::succeeded(sl::emitScheduleFile(*module, outputFilename)) ? EXIT_SUCCESS
+                                                                        : EXIT_FAILURE;
+}
