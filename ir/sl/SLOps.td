@@ -94,6 +94,25 @@ def SL_GemmOp : SL_InferredOp<"gemm", [Pure]> {
   }];
 }
 
+def SL_TransposeOp : SL_InferredOp<"transpose", [Pure]> {
+  let summary = "permute the dimensions of a tensor (ONNX Transpose)";
+  let description = [{
+    Result dimension `i` is input dimension `perm[i]`; `perm` is a permutation of
+    `0 .. rank-1`. Exporters write it for a linear layer's weight when constant folding is off.
+
+    Example:
+
+    ```mlir
+    %wt = sl.transpose %w [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins SL_FloatTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs SL_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input $perm attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
 //===--------------------------------------------------------------------------------------------===//
 // Elementwise
 //===--------------------------------------------------------------------------------------------===//

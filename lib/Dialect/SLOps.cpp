@@ -59,6 +59,9 @@ bool MatmulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compat
 bool GemmOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
 bool AddOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
 bool MulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
+bool TransposeOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReturnTypes(l, r);
+}
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          ValueRange operands, DictionaryAttr attributes,
@@ -98,6 +101,15 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   Adaptor adaptor(operands, attributes, properties, regions);
   return pushInferred(inferBroadcastType(loc, "sl.mul", adaptor.getLhs().getType(),
                                          adaptor.getRhs().getType()),
+                      inferredReturnTypes);
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr attributes,
+                                            OpaqueProperties properties, RegionRange regions,
+                                            SmallVectorImpl<Type> &inferredReturnTypes) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  return pushInferred(inferTransposeType(loc, adaptor.getInput().getType(), adaptor.getPerm()),
                       inferredReturnTypes);
 }
 

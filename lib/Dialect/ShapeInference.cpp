@@ -150,4 +150,29 @@ FailureOr<RankedTensorType> inferGemmType(std::optional<Location> loc, Type aTyp
   return result;
 }
 
+FailureOr<RankedTensorType> inferTransposeType(std::optional<Location> loc, Type inputType,
+                                               ArrayRef<int64_t> perm) {
+  auto input = asRanked(loc, "sl.transpose", "input", inputType);
+  if (failed(input))
+    return failure();
+  SmallVector<bool> seen(input->getRank(), false);
+  bool valid = int64_t(perm.size()) == input->getRank();
+  for (int64_t axis : perm) {
+    valid = valid && axis >= 0 && axis < input->getRank() && !seen[axis];
+    if (valid)
+      seen[axis] = true;
+  }
+  if (!valid) {
+    std::string permText;
+    llvm::raw_string_ostream os(permText);
+    llvm::interleaveComma(perm, os);
+    return emitOptionalError(loc, "sl.transpose: perm [", permText,
+                             "] is not a permutation of the dimensions of ", shapeString(*input));
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t axis : perm)
+    shape.push_back(input->getDimSize(axis));
+  return RankedTensorType::get(shape, input->getElementType());
+}
+
 } // namespace sl

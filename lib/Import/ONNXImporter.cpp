@@ -97,8 +97,8 @@ std::string Importer::nodeName(const onnx::NodeProto &node) {
 }
 
 InFlightDiagnostic Importer::nodeError(const onnx::NodeProto &node) {
-  llvm::StringRef domain = node.domain().empty() ? "ai.onnx" : node.domain();
-  return emitError(nodeLoc(node)) << "node '" << nodeName(node) << "' (op_type '"
+  std::string domain = node.domain().empty() ? "ai.onnx" : node.domain();
+  return emitError(nodeLoc(node)) << path << ": node '" << nodeName(node) << "' (op_type '"
                                   << node.op_type() << "', domain '" << domain << "', opset "
                                   << opset << "): ";
 }
@@ -400,6 +400,24 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node) {
       result = builder.create<AddOp>(loc, *type, (*ops)[0], (*ops)[1]);
     else
       result = builder.create<MulOp>(loc, *type, (*ops)[0], (*ops)[1]);
+  } else if (opType == "Transpose") {
+    auto ops = operands(1);
+    if (failed(ops))
+      return failure();
+    Value x = (*ops)[0];
+    SmallVector<int64_t> perm;
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (attr.name() == "perm")
+        perm.assign(attr.ints().begin(), attr.ints().end());
+    // Without perm, ONNX reverses the dimensions.
+    if (perm.empty())
+      if (auto ranked = llvm::dyn_cast<RankedTensorType>(x.getType()))
+        for (int64_t axis = ranked.getRank() - 1; axis >= 0; --axis)
+          perm.push_back(axis);
+    auto type = inferFor(node, [&](Location l) { return inferTransposeType(l, x.getType(), perm); });
+    if (failed(type))
+      return failure();
+    result = builder.create<TransposeOp>(loc, *type, x, perm);
   } else if (opType == "Relu" || opType == "Sigmoid" || opType == "Identity") {
     auto ops = operands(1);
     if (failed(ops))

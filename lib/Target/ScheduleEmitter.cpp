@@ -209,6 +209,7 @@ LogicalResult Emitter::addCompute(Operation *op) {
           .Case<ReluOp>([](auto) { return pb::RELU; })
           .Case<SigmoidOp>([](auto) { return pb::SIGMOID; })
           .Case<SiluOp>([](auto) { return pb::SILU; })
+          .Case<TransposeOp>([](auto) { return pb::TRANSPOSE; })
           .Default([](auto) { return std::nullopt; });
   if (!kind)
     return op->emitError("operation '") << op->getName() << "' cannot be scheduled yet";
@@ -237,6 +238,9 @@ LogicalResult Emitter::addCompute(Operation *op) {
     attrs->set_alpha(gemm.getAlpha().convertToFloat());
     attrs->set_beta(gemm.getBeta().convertToFloat());
   }
+  if (auto transpose = llvm::dyn_cast<TransposeOp>(op))
+    for (int64_t axis : transpose.getPerm())
+      kernel->mutable_transpose()->add_perm(axis);
   return success();
 }
 

@@ -137,3 +137,21 @@ func.func @relu_integer(%a: tensor<4xi32>) -> tensor<4xi32> {
   %y = sl.relu %a : tensor<4xi32>
   return %y : tensor<4xi32>
 }
+
+// -----
+
+func.func @transpose_not_permutation(%a: tensor<2x3x4xf32>) -> tensor<2x2x4xf32> {
+  // expected-error @+2 {{sl.transpose: perm [0, 0, 2] is not a permutation of the dimensions of 'tensor<2x3x4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.transpose %a [0, 0, 2] : tensor<2x3x4xf32> -> tensor<2x2x4xf32>
+  return %y : tensor<2x2x4xf32>
+}
+
+// -----
+
+func.func @transpose_rank(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+2 {{sl.transpose: perm [1, 0, 2] is not a permutation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.transpose %a [1, 0, 2] : tensor<2x3xf32> -> tensor<3x2xf32>
+  return %y : tensor<3x2xf32>
+}

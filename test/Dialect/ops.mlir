@@ -40,3 +40,12 @@ func.func @vectors(%v: tensor<32xf32>, %m: tensor<2x32x16xf32>) -> tensor<2x16xf
   %y = sl.matmul %v, %m : tensor<32xf32>, tensor<2x32x16xf32> -> tensor<2x16xf32>
   return %y : tensor<2x16xf32>
 }
+
+// CHECK-LABEL: func.func @transpose
+func.func @transpose(%w: tensor<64x32xf32>, %x: tensor<2x3x4xf32>) -> (tensor<32x64xf32>, tensor<4x2x3xf32>) {
+  // CHECK: sl.transpose %{{.+}} [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>
+  %t = sl.transpose %w [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>
+  // CHECK: sl.transpose %{{.+}} [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+  %u = sl.transpose %x [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+  return %t, %u : tensor<32x64xf32>, tensor<4x2x3xf32>
+}

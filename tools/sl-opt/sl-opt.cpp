@@ -10,6 +10,7 @@
 #include "sl/InitAll.h"
 #include "sl/Target/ScheduleEmitter.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Parser/Parser.h"
@@ -52,6 +53,12 @@ command line, and writes MLIR or, when the output ends in .slsched, a schedule f
 std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
                                                    mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
+  // Import errors carry the file and node names in their text; a location prefix adds nothing.
+  mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
+    llvm::errs() << "sl-opt: " << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note")
+                 << ": " << diag.str() << "\n";
+    return mlir::success();
+  });
   mlir::OwningOpRef<mlir::ModuleOp> module = sl::importOnnxFile(path, &context);
   if (!module)
     return nullptr;

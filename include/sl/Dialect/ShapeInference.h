@@ -29,6 +29,11 @@ mlir::FailureOr<mlir::RankedTensorType> inferGemmType(std::optional<mlir::Locati
                                                       mlir::Type a, mlir::Type b,
                                                       mlir::Type c, bool transA, bool transB);
 
+/// ONNX Transpose: `perm` must be a permutation of the input's dimensions.
+mlir::FailureOr<mlir::RankedTensorType> inferTransposeType(std::optional<mlir::Location> loc,
+                                                           mlir::Type input,
+                                                           llvm::ArrayRef<int64_t> perm);
+
 } // namespace sl
 
 #endif // SL_DIALECT_SHAPEINFERENCE_H
