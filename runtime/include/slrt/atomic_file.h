@@ -1,0 +1,15 @@
+// Whole-file writes that never leave a partial file behind.
+#pragma once
+
+#include <string>
+
+namespace slrt {
+
+// Writes `contents` to a temporary file beside `path`, flushes it and renames it over `path`. On
+// any failure the temporary is removed, `path` is untouched, and an Error names the path.
+void writeFileAtomically(const std::string &path, const std::string &contents);
+
+// Reads a whole file; throws Error naming the path when it cannot.
+std::string readFile(const std::string &path);
+
+} // namespace slrt

@@ -1,0 +1,25 @@
+// NumPy .npy files: how sl-run takes inputs and writes outputs.
+//
+// Supported: format versions 1.0 and 2.0, C order, little-endian '<f4', '<f8', '<i8', '<i4'.
+// Anything else is refused with a message that says what was found, never guessed at.
+#pragma once
+
+#include <string>
+
+#include "slrt/host_tensor.h"
+
+namespace slrt {
+
+// Parses the bytes of a .npy file. `source` names them in error messages (usually the path).
+HostTensor decodeNpy(const std::string &bytes, const std::string &source);
+
+// The bytes of a version 1.0 .npy file (2.0 only if the header needs it). Throws Error for a dtype
+// .npy cannot express here.
+std::string encodeNpy(const HostTensor &tensor);
+
+HostTensor readNpy(const std::string &path);
+
+// Writes atomically: readers see the old file or the whole new one, never a partial file.
+void writeNpy(const std::string &path, const HostTensor &tensor);
+
+} // namespace slrt

@@ -1,0 +1,28 @@
+// Reading a schedule file into memory, verified.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.pb.h"
+
+namespace slrt {
+
+struct LoadedSchedule {
+  // The path the schedule was read from, as given.
+  std::string path;
+  sl::schedule::Schedule schedule;
+  // parameterFiles[i] is schedule.parameters(i).file resolved against the schedule's directory.
+  std::vector<std::string> parameterFiles;
+};
+
+// Reads, parses and verifies a schedule file: the magic bytes (0x0D then 'SLSC'), the protobuf, the
+// version, verifySchedule, and every parameter file. Throws Error whose message starts with `path`.
+LoadedSchedule loadSchedule(const std::string &path);
+
+// Resolves each parameter's file against `baseDir` (absolute paths are kept) and checks that the
+// file exists and holds file_offset + bytes bytes. Returns the resolved paths in parameter order.
+std::vector<std::string> resolveParameterFiles(const sl::schedule::Schedule &schedule,
+                                               const std::string &baseDir);
+
+} // namespace slrt

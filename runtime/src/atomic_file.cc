@@ -1,0 +1,78 @@
+#include "slrt/atomic_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "slrt/error.h"
+
+namespace slrt {
+namespace {
+
+std::string errnoText() { return std::strerror(errno); }
+
+// Writes all of `contents`, retrying short writes and EINTR.
+bool writeAll(int fd, const std::string &contents) {
+  const char *p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+} // namespace
+
+void writeFileAtomically(const std::string &path, const std::string &contents) {
+  // The temporary sits in the target's directory so that rename() stays within one file system and
+  // is atomic; mkstemp makes its name unique among concurrent writers.
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw makeError(path, ": cannot create a temporary file to write it (", errnoText(), ")");
+  // mkstemp creates 0600; give the file the permissions an ordinary create would.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
+  std::string why = ok ? "" : errnoText();
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    why = errnoText();
+  }
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    why = errnoText();
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw makeError(path, ": cannot write (", why, ")");
+  }
+}
+
+std::string readFile(const std::string &path) {
+  std::FILE *file = std::fopen(path.c_str(), "rb");
+  if (!file)
+    throw makeError(path, ": cannot open (", errnoText(), ")");
+  std::string contents;
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0)
+    contents.append(chunk, n);
+  bool failed = std::ferror(file);
+  std::fclose(file);
+  if (failed)
+    throw makeError(path, ": cannot read");
+  return contents;
+}
+
+} // namespace slrt

@@ -1,0 +1,34 @@
+// The CPU backend: the reference for numerics. Both memory spaces are 64-byte aligned RAM, every
+// kernel is fp32 and runs synchronously, GEMMs go through OpenBLAS.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+
+#include "slrt/backend.h"
+
+namespace slrt {
+
+class CpuBackend final : public Backend {
+public:
+  std::string name() const override { return "cpu"; }
+  void allocate(uint64_t deviceArenaBytes, uint64_t hostPoolBytes) override;
+  std::byte *deviceArena() override { return arena_.get(); }
+  std::byte *hostPool() override { return pool_.get(); }
+  void execute(const sl::schedule::Kernel &kernel, const std::vector<const TensorRef *> &operands,
+               const std::vector<const TensorRef *> &results) override;
+  void copy(const TensorRef &src, const TensorRef &dst) override;
+  void synchronize() override {}
+
+private:
+  struct FreeDeleter {
+    void operator()(std::byte *p) const { std::free(p); }
+  };
+  using Memory = std::unique_ptr<std::byte, FreeDeleter>;
+  static Memory allocateAligned(uint64_t bytes, const char *what);
+
+  Memory arena_;
+  Memory pool_;
+};
+
+} // namespace slrt

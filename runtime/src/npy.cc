@@ -1,0 +1,260 @@
+#include "slrt/npy.h"
+
+#include <cctype>
+#include <cstring>
+#include <map>
+
+#include "slrt/atomic_file.h"
+#include "slrt/error.h"
+
+namespace slrt {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+
+struct DescrEntry {
+  const char *descr;
+  DType dtype;
+};
+// Only little-endian: the runtime runs on little-endian machines and never byte-swaps.
+constexpr DescrEntry kDescrs[] = {
+    {"<f4", sl::schedule::F32},
+    {"<f8", sl::schedule::F64},
+    {"<i8", sl::schedule::I64},
+    {"<i4", sl::schedule::I32},
+};
+
+// The header is a Python dict literal such as
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// This parser accepts exactly the subset NumPy writes: string keys; string, bool and int-tuple
+// values.
+class HeaderParser {
+public:
+  HeaderParser(const std::string &text, const std::string &source) : text_(text), source_(source) {}
+
+  struct Header {
+    std::string descr;
+    bool fortranOrder = false;
+    Shape shape;
+  };
+
+  Header parse() {
+    Header header;
+    bool seenDescr = false, seenOrder = false, seenShape = false;
+    expect('{');
+    while (!peek('}')) {
+      std::string key = parseString();
+      expect(':');
+      if (key == "descr" && !seenDescr) {
+        header.descr = parseString();
+        seenDescr = true;
+      } else if (key == "fortran_order" && !seenOrder) {
+        header.fortranOrder = parseBool();
+        seenOrder = true;
+      } else if (key == "shape" && !seenShape) {
+        header.shape = parseShape();
+        seenShape = true;
+      } else {
+        fail("unexpected or repeated key '" + key + "'");
+      }
+      if (!peek('}'))
+        expect(',');
+    }
+    expect('}');
+    skipSpace();
+    if (pos_ != text_.size())
+      fail("unexpected text after the header dict");
+    if (!seenDescr || !seenOrder || !seenShape)
+      fail("the header must have the keys 'descr', 'fortran_order' and 'shape'");
+    return header;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string &what) const {
+    throw makeError(source_, ": bad .npy header: ", what, " in \"", text_, "\"");
+  }
+
+  void skipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])))
+      ++pos_;
+  }
+
+  bool peek(char c) {
+    skipSpace();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+
+  void expect(char c) {
+    if (!peek(c))
+      fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+
+  std::string parseString() {
+    skipSpace();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
+      fail("expected a string");
+    char quote = text_[pos_++];
+    size_t end = text_.find(quote, pos_);
+    if (end == std::string::npos)
+      fail("unterminated string");
+    std::string value = text_.substr(pos_, end - pos_);
+    pos_ = end + 1;
+    return value;
+  }
+
+  bool parseBool() {
+    skipSpace();
+    for (auto [word, value] : {std::pair{"True", true}, std::pair{"False", false}}) {
+      size_t len = std::strlen(word);
+      if (text_.compare(pos_, len, word) == 0) {
+        pos_ += len;
+        return value;
+      }
+    }
+    fail("expected True or False");
+  }
+
+  Shape parseShape() {
+    Shape shape;
+    expect('(');
+    while (!peek(')')) {
+      size_t start = pos_;
+      int64_t dim = 0;
+      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+        if (__builtin_mul_overflow(dim, 10, &dim) ||
+            __builtin_add_overflow(dim, text_[pos_] - '0', &dim))
+          fail("dimension too large");
+        ++pos_;
+      }
+      if (pos_ == start)
+        fail("expected a non-negative integer dimension");
+      shape.push_back(dim);
+      if (!peek(')'))
+        expect(',');
+    }
+    expect(')');
+    return shape;
+  }
+
+  const std::string &text_;
+  const std::string &source_;
+  size_t pos_ = 0;
+};
+
+uint32_t readLittleEndian(const std::string &bytes, size_t offset, size_t width) {
+  uint32_t value = 0;
+  for (size_t i = 0; i < width; ++i)
+    value |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  return value;
+}
+
+} // namespace
+
+HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
+  if (bytes.size() < kMagicSize + 2 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0)
+    throw makeError(source, ": not a .npy file (bad magic)");
+  int major = static_cast<unsigned char>(bytes[6]);
+  int minor = static_cast<unsigned char>(bytes[7]);
+  if ((major != 1 && major != 2) || minor != 0)
+    throw makeError(source, ": .npy format version ", major, ".", minor,
+                    " is not supported (supported: 1.0, 2.0)");
+  // Version 1.0 stores the header length in 2 bytes, 2.0 in 4.
+  size_t lengthWidth = major == 1 ? 2 : 4;
+  size_t headerStart = kMagicSize + 2 + lengthWidth;
+  if (bytes.size() < headerStart)
+    throw makeError(source, ": truncated .npy header");
+  uint64_t headerLength = readLittleEndian(bytes, kMagicSize + 2, lengthWidth);
+  if (bytes.size() - headerStart < headerLength)
+    throw makeError(source, ": truncated .npy header (", headerLength, " bytes declared, ",
+                    bytes.size() - headerStart, " present)");
+  std::string text = bytes.substr(headerStart, headerLength);
+  if (text.empty() || text.back() != '\n')
+    throw makeError(source, ": bad .npy header: it does not end with a newline");
+  HeaderParser::Header header = HeaderParser(text, source).parse();
+
+  const DescrEntry *entry = nullptr;
+  for (const DescrEntry &candidate : kDescrs)
+    if (header.descr == candidate.descr)
+      entry = &candidate;
+  if (!entry) {
+    if (!header.descr.empty() && header.descr[0] == '>')
+      throw makeError(source, ": big-endian data ('", header.descr, "') is not supported");
+    throw makeError(source, ": unsupported dtype '", header.descr,
+                    "' (supported: '<f4', '<f8', '<i8', '<i4')");
+  }
+  if (header.fortranOrder)
+    throw makeError(source, ": Fortran-order arrays are not supported; save a C-order array");
+
+  // Check the size against the bytes present before allocating, so a lying header cannot make us
+  // allocate more than the file holds.
+  std::optional<uint64_t> count = numel(header.shape);
+  uint64_t needed = 0;
+  if (!count || __builtin_mul_overflow(*count, dtypeSize(entry->dtype), &needed))
+    throw makeError(source, ": shape ", formatShape(header.shape), " is too large");
+  size_t dataStart = headerStart + headerLength;
+  uint64_t present = bytes.size() - dataStart;
+  if (present != needed)
+    throw makeError(source, ": a ", dtypeName(entry->dtype), " ", formatShape(header.shape),
+                    " array needs ", needed, " bytes of data but the file has ", present,
+                    present < needed ? " (truncated)" : "");
+  HostTensor tensor = HostTensor::zeros(entry->dtype, header.shape);
+  std::memcpy(tensor.data.data(), bytes.data() + dataStart, tensor.data.size());
+  return tensor;
+}
+
+std::string encodeNpy(const HostTensor &tensor) {
+  const DescrEntry *entry = nullptr;
+  for (const DescrEntry &candidate : kDescrs)
+    if (tensor.dtype == candidate.dtype)
+      entry = &candidate;
+  if (!entry)
+    throw makeError("cannot write a ", dtypeName(tensor.dtype), " tensor as .npy");
+
+  std::string dims;
+  for (size_t i = 0; i < tensor.shape.size(); ++i)
+    dims += (i ? ", " : "") + std::to_string(tensor.shape[i]);
+  if (tensor.shape.size() == 1)
+    dims += ","; // Python's one-element tuple
+  std::string dict = std::string("{'descr': '") + entry->descr +
+                     "', 'fortran_order': False, 'shape': (" + dims + "), }";
+
+  // NumPy pads the header with spaces and ends it with a newline so that the data starts 64-byte
+  // aligned. Version 1.0 is used unless the header length does not fit its 2-byte field.
+  auto paddedHeader = [&](size_t preamble) {
+    size_t total = (preamble + dict.size() + 1 + 63) / 64 * 64;
+    return dict + std::string(total - preamble - dict.size() - 1, ' ') + "\n";
+  };
+  int major = 1;
+  size_t preamble = kMagicSize + 2 + 2;
+  std::string header = paddedHeader(preamble);
+  if (header.size() > 0xffff) {
+    major = 2;
+    preamble = kMagicSize + 2 + 4;
+    header = paddedHeader(preamble);
+  }
+
+  std::string out(kMagic, kMagicSize);
+  out += static_cast<char>(major);
+  out += '\0';
+  for (size_t i = 0; i < preamble - kMagicSize - 2; ++i)
+    out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  out += header;
+  out.append(reinterpret_cast<const char *>(tensor.data.data()), tensor.data.size());
+  return out;
+}
+
+HostTensor readNpy(const std::string &path) { return decodeNpy(readFile(path), path); }
+
+void writeNpy(const std::string &path, const HostTensor &tensor) {
+  std::string bytes;
+  try {
+    bytes = encodeNpy(tensor);
+  } catch (const Error &e) {
+    throw makeError(path, ": ", e.what());
+  }
+  writeFileAtomically(path, bytes);
+}
+
+} // namespace slrt
