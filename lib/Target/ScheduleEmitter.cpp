@@ -317,6 +317,7 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
     }
   }
 
+  schedule.set_end_magic(kMagic);
   schedule.set_device_arena_bytes(alignTo(deviceBytes, kDeviceAlignment));
   schedule.set_host_pool_bytes(alignTo(hostBytes, kHostAlignment));
   return success();

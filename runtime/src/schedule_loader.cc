@@ -49,6 +49,8 @@ LoadedSchedule loadSchedule(const std::string &path) {
     if (loaded.schedule.version() != kScheduleVersion)
       throw makeError("schedule version ", loaded.schedule.version(),
                       " is not supported (this runtime supports version ", kScheduleVersion, ")");
+    if (loaded.schedule.end_magic() != kScheduleMagic)
+      throw Error("truncated schedule (the end marker is missing)");
     verifySchedule(loaded.schedule);
     std::string dir = std::filesystem::path(path).parent_path().string();
     loaded.parameterFiles = resolveParameterFiles(loaded.schedule, dir.empty() ? "." : dir);

@@ -78,6 +78,21 @@ TEST_F(ScheduleLoaderTest, RejectsTruncatedFile) {
   EXPECT_THAT(errorOf([&] { loadSchedule(path); }), HasSubstr("truncated or corrupt"));
 }
 
+TEST_F(ScheduleLoaderTest, RejectsFileCutBetweenKernels) {
+  // A cut exactly between two kernels still parses as a shorter schedule; the end marker, written
+  // last, is what is missing.
+  sl::schedule::Schedule head = mlp.schedule;
+  head.clear_end_magic();
+  head.mutable_kernels()->RemoveLast();
+  std::string bytes = mlp.schedule.SerializeAsString();
+  std::string prefix = head.SerializeAsString();
+  ASSERT_EQ(bytes.compare(0, prefix.size(), prefix), 0);
+  std::string path = dir.file("short.slsched");
+  writeBytes(path, prefix);
+  EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
+              HasSubstr("short.slsched: truncated schedule (the end marker is missing)"));
+}
+
 TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
   std::string path = dir.file("bad.slsched");
   std::string bytes = mlp.schedule.SerializeAsString();

@@ -108,6 +108,7 @@ TinyMlp TinyMlp::build(uint32_t seed, const std::string &paramsFile) {
   Schedule &s = mlp.schedule;
   s.set_magic(kScheduleMagic);
   s.set_version(kScheduleVersion);
+  s.set_end_magic(kScheduleMagic);
   s.set_kind("infer");
   s.set_producer("slrt unit tests (hand-built)");
   s.set_host_pool_bytes(512);
