@@ -15,6 +15,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 def SL_Dialect : Dialect {
   let name = "sl";
   let cppNamespace = "::sl";
+  let hasConstantMaterializer = 1;
   let summary = "SpeedLoader: layer-major, sub-batched training and inference of large models";
   let description = [{
     The `sl` dialect is what `sl-opt` imports ONNX models into and what its passes rewrite into a
@@ -37,6 +38,11 @@ class SL_InferredOp<string mnemonic, list<Trait> traits = []>
     : SL_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
   let extraClassDeclaration = [{
     static bool isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual);
+  }];
+  let extraClassDefinition = [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual) {
+      return ::sl::compatibleReturnTypes(inferred, actual);
+    }
   }];
 }
 

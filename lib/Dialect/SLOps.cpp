@@ -1,5 +1,13 @@
 //===- SLOps.cpp - verifiers, type inference and canonicalisation of sl operations --------------===//
+//
+// Every shape rule lives in an op's inferReturnTypes, so the verifier, the importer (which builds
+// an op and then asks it for its type) and sl-bind-shapes (which re-infers after binding) agree.
+// Rules read the values of shape, axis and bound operands when they are constants and leave the
+// affected dimensions dynamic otherwise.
+//
+//===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
 
@@ -15,8 +23,62 @@ using namespace mlir;
 
 namespace sl {
 
+bool compatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != actual.size())
+    return false;
+  for (auto [a, b] : llvm::zip(inferred, actual))
+    if (getElementTypeOrSelf(a) != getElementTypeOrSelf(b) || failed(verifyCompatibleShape(a, b)))
+      return false;
+  return true;
+}
+
+Operation *SLDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                          Location loc) {
+  auto elements = llvm::dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+namespace {
+
+constexpr int64_t kDynamic = ShapedType::kDynamic;
+
+LogicalResult pushType(SmallVectorImpl<Type> &types, ArrayRef<int64_t> shape, Type element) {
+  types.push_back(RankedTensorType::get(shape, element));
+  return success();
+}
+
+LogicalResult pushInferred(FailureOr<RankedTensorType> type, SmallVectorImpl<Type> &types) {
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+RankedTensorType rankedType(Value value) {
+  return llvm::dyn_cast<RankedTensorType>(value.getType());
+}
+
+// Normalises an ONNX axis in [-rank, rank) to [0, rank).
+FailureOr<int64_t> normalizeAxis(std::optional<Location> loc, llvm::StringRef op, int64_t axis,
+                                 int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return emitOptionalError(loc, op, ": axis ", axis, " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+} // namespace
+
 //===--------------------------------------------------------------------------------------------===//
-// ParamOp
+// Verifiers
 //===--------------------------------------------------------------------------------------------===//
 
 LogicalResult ParamOp::verify() {
@@ -33,84 +95,481 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError("value of type ") << getValue().getType() << " does not match result type "
+                                         << getType();
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return normalizeAxis(getLoc(), "sl.softmax", getAxis(), getType().getRank());
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto type = getType();
+  FailureOr<int64_t> axis = normalizeAxis(getLoc(), "sl.layer_norm", getAxis(), type.getRank());
+  if (failed(axis))
+    return failure();
+  if (getInput().getType() != type)
+    return emitOpError("result type ") << type << " differs from the input's "
+                                       << getInput().getType();
+  ArrayRef<int64_t> normalized = type.getShape().drop_front(*axis);
+  for (Value operand : {getScale(), getBias()}) {
+    if (!operand)
+      continue;
+    auto shape = broadcastShapes(rankedType(operand).getShape(), normalized);
+    if (!shape || failed(verifyCompatibleShape(*shape, normalized)))
+      return emitOpError("scale and bias must broadcast to the normalised dimensions ")
+             << quoted(RankedTensorType::get(normalized, type.getElementType())) << ", got "
+             << operand.getType();
+  }
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto type = getType();
+  if (getInput().getType() != type)
+    return emitOpError("result type ") << type << " differs from the input's "
+                                       << getInput().getType();
+  auto scale = getScale().getType();
+  if (type.getRank() == 0 || scale.getRank() != 1 ||
+      failed(verifyCompatibleShape(ArrayRef<int64_t>{scale.getDimSize(0)},
+                                   ArrayRef<int64_t>{type.getShape().back()})))
+    return emitOpError("scale must be a vector of the last dimension's size, got ")
+           << scale << " for " << type;
+  return success();
+}
+
+LogicalResult RotaryOp::verify() {
+  auto type = getType();
+  if (getInput().getType() != type)
+    return emitOpError("result type ") << type << " differs from the input's "
+                                       << getInput().getType();
+  if (type.getRank() < 2)
+    return emitOpError("input must have rank >= 2, got ") << type;
+  int64_t d = type.getShape().back();
+  if (!ShapedType::isDynamic(d) && d % 2 != 0)
+    return emitOpError("the rotated dimension must be even, got ") << d;
+  for (Value table : {getCos(), getSin()}) {
+    auto shape = broadcastShapes(rankedType(table).getShape(), type.getShape());
+    if (!shape || failed(verifyCompatibleShape(*shape, type.getShape())))
+      return emitOpError("cos and sin must broadcast to the input ") << type << ", got "
+                                                                      << table.getType();
+  }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
+  auto out = getType();
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4 || out.getRank() != 4)
+    return emitOpError("q, k, v and the result must have rank 4 ([batch, heads, seq, dim]), got ")
+           << q << ", " << k << ", " << v << " and " << out;
+  auto conflict = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  if (conflict(q.getDimSize(0), k.getDimSize(0)) || conflict(k.getDimSize(0), v.getDimSize(0)))
+    return emitOpError("q, k and v must have one batch size");
+  if (conflict(k.getDimSize(1), v.getDimSize(1)) || conflict(k.getDimSize(2), v.getDimSize(2)))
+    return emitOpError("k and v must have the same heads and length, got ") << k << " and " << v;
+  if (conflict(q.getDimSize(3), k.getDimSize(3)))
+    return emitOpError("q and k must have one head dimension, got ") << q << " and " << k;
+  int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) && (hkv == 0 || hq % hkv != 0))
+    return emitOpError("query heads (") << hq << ") must be a multiple of key/value heads ("
+                                        << hkv << ")";
+  SmallVector<int64_t> expected = {q.getDimSize(0), hq, q.getDimSize(2), v.getDimSize(3)};
+  if (failed(verifyCompatibleShape(expected, out.getShape())) ||
+      out.getElementType() != q.getElementType())
+    return emitOpError("result must be ")
+           << quoted(RankedTensorType::get(expected, q.getElementType())) << ", got " << out;
+  if (getMask()) {
+    SmallVector<int64_t> scores = {q.getDimSize(0), hq, q.getDimSize(2), k.getDimSize(2)};
+    auto shape = broadcastShapes(rankedType(getMask()).getShape(), scores);
+    if (!shape || failed(verifyCompatibleShape(*shape, scores)))
+      return emitOpError("mask ") << getMask().getType() << " must broadcast to the scores "
+                                  << quoted(RankedTensorType::get(scores, q.getElementType()));
+  }
+  return success();
+}
+
 //===--------------------------------------------------------------------------------------------===//
 // Type inference
 //===--------------------------------------------------------------------------------------------===//
 
-static LogicalResult pushInferred(FailureOr<RankedTensorType> type,
-                                  SmallVectorImpl<Type> &inferredReturnTypes) {
-  if (failed(type))
-    return failure();
-  inferredReturnTypes.push_back(*type);
-  return success();
-}
+#define SL_INFER(Op)                                                                               \
+  LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,          \
+                                     ValueRange operands, DictionaryAttr attributes,              \
+                                     OpaqueProperties properties, RegionRange regions,            \
+                                     SmallVectorImpl<Type> &types)
 
-static bool compatibleReturnTypes(TypeRange inferred, TypeRange actual) {
-  if (inferred.size() != actual.size())
-    return false;
-  for (auto [a, b] : llvm::zip(inferred, actual))
-    if (getElementTypeOrSelf(a) != getElementTypeOrSelf(b) ||
-        failed(verifyCompatibleShape(a, b)))
-      return false;
-  return true;
-}
-
-bool MatmulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
-bool GemmOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
-bool AddOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
-bool MulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) { return compatibleReturnTypes(l, r); }
-bool TransposeOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
-  return compatibleReturnTypes(l, r);
-}
-
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         ValueRange operands, DictionaryAttr attributes,
-                                         OpaqueProperties properties, RegionRange regions,
-                                         SmallVectorImpl<Type> &inferredReturnTypes) {
+SL_INFER(MatmulOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
-  return pushInferred(
-      inferMatmulType(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType()),
-      inferredReturnTypes);
+  return pushInferred(inferMatmulType(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType()),
+                      types);
 }
 
-LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                       ValueRange operands, DictionaryAttr attributes,
-                                       OpaqueProperties properties, RegionRange regions,
-                                       SmallVectorImpl<Type> &inferredReturnTypes) {
+SL_INFER(GemmOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
   Type cType = adaptor.getC() ? adaptor.getC().getType() : Type();
   return pushInferred(inferGemmType(loc, adaptor.getA().getType(), adaptor.getB().getType(), cType,
                                     adaptor.getTransA(), adaptor.getTransB()),
-                      inferredReturnTypes);
+                      types);
 }
 
-LogicalResult AddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                      ValueRange operands, DictionaryAttr attributes,
-                                      OpaqueProperties properties, RegionRange regions,
-                                      SmallVectorImpl<Type> &inferredReturnTypes) {
-  Adaptor adaptor(operands, attributes, properties, regions);
-  return pushInferred(inferBroadcastType(loc, "sl.add", adaptor.getLhs().getType(),
-                                         adaptor.getRhs().getType()),
-                      inferredReturnTypes);
-}
-
-LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                      ValueRange operands, DictionaryAttr attributes,
-                                      OpaqueProperties properties, RegionRange regions,
-                                      SmallVectorImpl<Type> &inferredReturnTypes) {
-  Adaptor adaptor(operands, attributes, properties, regions);
-  return pushInferred(inferBroadcastType(loc, "sl.mul", adaptor.getLhs().getType(),
-                                         adaptor.getRhs().getType()),
-                      inferredReturnTypes);
-}
-
-LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            ValueRange operands, DictionaryAttr attributes,
-                                            OpaqueProperties properties, RegionRange regions,
-                                            SmallVectorImpl<Type> &inferredReturnTypes) {
+SL_INFER(TransposeOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
   return pushInferred(inferTransposeType(loc, adaptor.getInput().getType(), adaptor.getPerm()),
-                      inferredReturnTypes);
+                      types);
+}
+
+#define SL_INFER_BROADCAST(Op, name)                                                               \
+  SL_INFER(Op) {                                                                                   \
+    Adaptor adaptor(operands, attributes, properties, regions);                                    \
+    return pushInferred(                                                                           \
+        inferBroadcastType(loc, name, adaptor.getLhs().getType(), adaptor.getRhs().getType()),     \
+        types);                                                                                    \
+  }
+SL_INFER_BROADCAST(AddOp, "sl.add")
+SL_INFER_BROADCAST(SubOp, "sl.sub")
+SL_INFER_BROADCAST(MulOp, "sl.mul")
+SL_INFER_BROADCAST(DivOp, "sl.div")
+SL_INFER_BROADCAST(PowOp, "sl.pow")
+
+#define SL_INFER_COMPARISON(Op, name)                                                              \
+  SL_INFER(Op) {                                                                                   \
+    Adaptor adaptor(operands, attributes, properties, regions);                                    \
+    auto type =                                                                                    \
+        inferBroadcastType(loc, name, adaptor.getLhs().getType(), adaptor.getRhs().getType());     \
+    if (failed(type))                                                                              \
+      return failure();                                                                            \
+    return pushType(types, type->getShape(), IntegerType::get(context, 1));                        \
+  }
+SL_INFER_COMPARISON(EqualOp, "sl.equal")
+SL_INFER_COMPARISON(LessOp, "sl.less")
+
+SL_INFER(WhereOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto x = rankedType(adaptor.getX()), y = rankedType(adaptor.getY());
+  auto c = rankedType(adaptor.getCondition());
+  if (x.getElementType() != y.getElementType())
+    return emitOptionalError(loc, "sl.where: x and y element types differ: ", x.getElementType(),
+                             " and ", y.getElementType());
+  auto shape = broadcastShapes(c.getShape(), x.getShape());
+  if (shape)
+    shape = broadcastShapes(*shape, y.getShape());
+  if (!shape)
+    return emitOptionalError(loc, "sl.where: shapes ", quoted(c), ", ", quoted(x), " and ",
+                             quoted(y), " cannot be broadcast together");
+  return pushType(types, *shape, x.getElementType());
+}
+
+SL_INFER(CastOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  return pushType(types, rankedType(adaptor.getInput()).getShape(), adaptor.getTo());
+}
+
+SL_INFER(ShapeOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  int64_t rank = rankedType(adaptor.getInput()).getRank();
+  // ONNX clamps start and end into [0, rank] after adding rank to negative values.
+  auto clampIndex = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t(0), rank); };
+  int64_t start = clampIndex(adaptor.getStart());
+  int64_t end = clampIndex(adaptor.getEnd().value_or(rank));
+  return pushType(types, {std::max<int64_t>(end - start, 0)}, IntegerType::get(context, 64));
+}
+
+SL_INFER(GatherOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  if (data.getRank() == 0)
+    return emitOptionalError(loc, "sl.gather: data must have rank >= 1");
+  FailureOr<int64_t> axis = normalizeAxis(loc, "sl.gather", adaptor.getAxis(), data.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  return pushType(types, shape, data.getElementType());
+}
+
+SL_INFER(ReshapeOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto input = rankedType(adaptor.getInput());
+  auto shapeType = rankedType(adaptor.getShape());
+  if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
+    return emitOptionalError(loc, "sl.reshape: the target shape must be a 1-D tensor of static "
+                                  "length, got ", quoted(shapeType));
+  int64_t rank = shapeType.getDimSize(0);
+  std::optional<SmallVector<int64_t>> target = constantInts(adaptor.getShape());
+  if (!target)
+    return pushType(types, SmallVector<int64_t>(rank, kDynamic), input.getElementType());
+  SmallVector<int64_t> shape;
+  int64_t inferred = -1;
+  for (auto [i, dim] : llvm::enumerate(*target)) {
+    if (dim == 0 && !adaptor.getAllowzero()) {
+      if (int64_t(i) >= input.getRank())
+        return emitOptionalError(loc, "sl.reshape: target dimension ", i,
+                                 " is 0 (copy) but the input has rank ", input.getRank());
+      shape.push_back(input.getDimSize(i));
+    } else if (dim == -1) {
+      if (inferred >= 0)
+        return emitOptionalError(loc, "sl.reshape: the target shape has more than one -1");
+      inferred = i;
+      shape.push_back(kDynamic);
+    } else if (dim < -1) {
+      return emitOptionalError(loc, "sl.reshape: invalid target dimension ", dim);
+    } else {
+      shape.push_back(dim);
+    }
+  }
+  if (input.hasStaticShape()) {
+    int64_t rest = 1;
+    bool restStatic = true;
+    for (auto [i, d] : llvm::enumerate(shape))
+      if (int64_t(i) != inferred) {
+        restStatic &= !ShapedType::isDynamic(d);
+        rest *= ShapedType::isDynamic(d) ? 1 : d;
+      }
+    int64_t total = input.getNumElements();
+    if (restStatic && inferred >= 0) {
+      if (rest == 0 || total % rest != 0)
+        return emitOptionalError(loc, "sl.reshape: cannot reshape ", quoted(input),
+                                 " with -1 into ", rest, "-element pieces");
+      shape[inferred] = total / rest;
+    } else if (restStatic && inferred < 0 && rest != total) {
+      return emitOptionalError(loc, "sl.reshape: cannot reshape ", quoted(input), " (", total,
+                               " elements) into ",
+                               quoted(RankedTensorType::get(shape, input.getElementType())));
+    }
+  }
+  return pushType(types, shape, input.getElementType());
+}
+
+SL_INFER(ConcatOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "sl.concat: needs at least one input");
+  auto first = rankedType(adaptor.getInputs().front());
+  FailureOr<int64_t> axis = normalizeAxis(loc, "sl.concat", adaptor.getAxis(), first.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value input : adaptor.getInputs()) {
+    auto type = rankedType(input);
+    if (type.getRank() != first.getRank() || type.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "sl.concat: inputs ", quoted(first), " and ", quoted(type),
+                               " differ in rank or element type");
+    for (int64_t d = 0; d < first.getRank(); ++d) {
+      int64_t dim = type.getDimSize(d);
+      if (d == *axis) {
+        shape[d] = ShapedType::isDynamic(shape[d]) || ShapedType::isDynamic(dim) ? kDynamic
+                                                                                 : shape[d] + dim;
+      } else if (ShapedType::isDynamic(shape[d])) {
+        shape[d] = dim;
+      } else if (!ShapedType::isDynamic(dim) && dim != shape[d]) {
+        return emitOptionalError(loc, "sl.concat: inputs ", quoted(first), " and ", quoted(type),
+                                 " differ in dimension ", d, ", which is not the axis ", *axis);
+      }
+    }
+  }
+  return pushType(types, shape, first.getElementType());
+}
+
+std::pair<int64_t, int64_t> sliceBounds(int64_t dim, int64_t start, int64_t end,
+                                               int64_t step) {
+  auto norm = [&](int64_t v) { return v < 0 ? (v < -dim ? -dim - 1 : v) + dim : v; };
+  start = norm(start);
+  end = norm(end);
+  int64_t count;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    count = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    start = std::clamp<int64_t>(start, -1, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+  }
+  return {start, count};
+}
+
+SL_INFER(SliceOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto data = rankedType(adaptor.getData());
+  int64_t rank = data.getRank();
+  auto starts = constantInts(adaptor.getStarts()), ends = constantInts(adaptor.getEnds());
+  std::optional<SmallVector<int64_t>> axes, steps;
+  if (adaptor.getAxes())
+    axes = constantInts(adaptor.getAxes());
+  else if (starts)
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+  if (adaptor.getSteps())
+    steps = constantInts(adaptor.getSteps());
+  else if (starts)
+    steps = SmallVector<int64_t>(starts->size(), 1);
+
+  SmallVector<int64_t> shape(data.getShape());
+  if (!axes) {
+    // Which axes are sliced is unknown: every dimension may change.
+    return pushType(types, SmallVector<int64_t>(rank, kDynamic), data.getElementType());
+  }
+  for (auto [i, rawAxis] : llvm::enumerate(*axes)) {
+    FailureOr<int64_t> axis = normalizeAxis(loc, "sl.slice", rawAxis, rank);
+    if (failed(axis))
+      return failure();
+    if (!starts || !ends || !steps || starts->size() != axes->size() ||
+        ends->size() != axes->size() || steps->size() != axes->size()) {
+      if (starts && ends && steps &&
+          (starts->size() != ends->size() || starts->size() != steps->size()))
+        return emitOptionalError(loc, "sl.slice: starts, ends, axes and steps differ in length");
+      shape[*axis] = kDynamic;
+      continue;
+    }
+    int64_t step = (*steps)[i];
+    if (step == 0)
+      return emitOptionalError(loc, "sl.slice: step 0 on axis ", *axis);
+    if (ShapedType::isDynamic(data.getDimSize(*axis))) {
+      shape[*axis] = kDynamic;
+      continue;
+    }
+    shape[*axis] = sliceBounds(data.getDimSize(*axis), (*starts)[i], (*ends)[i], step).second;
+  }
+  return pushType(types, shape, data.getElementType());
+}
+
+SL_INFER(ExpandOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto input = rankedType(adaptor.getInput());
+  auto shapeType = rankedType(adaptor.getShape());
+  if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
+    return emitOptionalError(loc, "sl.expand: the shape must be a 1-D tensor of static length");
+  std::optional<SmallVector<int64_t>> target = constantInts(adaptor.getShape());
+  if (!target) {
+    int64_t rank = std::max(input.getRank(), shapeType.getDimSize(0));
+    return pushType(types, SmallVector<int64_t>(rank, kDynamic), input.getElementType());
+  }
+  auto shape = broadcastShapes(input.getShape(), *target);
+  if (!shape)
+    return emitOptionalError(loc, "sl.expand: ", quoted(input), " cannot be broadcast to ",
+                             quoted(RankedTensorType::get(*target, input.getElementType())));
+  return pushType(types, *shape, input.getElementType());
+}
+
+SL_INFER(TriluOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto input = rankedType(adaptor.getInput());
+  if (input.getRank() < 2)
+    return emitOptionalError(loc, "sl.trilu: input must have rank >= 2, got ", quoted(input));
+  if (adaptor.getK() && rankedType(adaptor.getK()).getNumElements() > 1)
+    return emitOptionalError(loc, "sl.trilu: k must be a single value");
+  types.push_back(input);
+  return success();
+}
+
+SL_INFER(ConstantOfShapeOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto value = llvm::cast<ElementsAttr>(adaptor.getValue());
+  if (value.getNumElements() != 1)
+    return emitOptionalError(loc, "sl.constant_of_shape: value must have one element");
+  auto shapeType = rankedType(adaptor.getShape());
+  if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
+    return emitOptionalError(loc, "sl.constant_of_shape: the shape must be a 1-D tensor of static "
+                                  "length");
+  Type element = value.getElementType();
+  if (auto target = constantInts(adaptor.getShape())) {
+    for (int64_t d : *target)
+      if (d < 0)
+        return emitOptionalError(loc, "sl.constant_of_shape: negative dimension ", d);
+    return pushType(types, *target, element);
+  }
+  return pushType(types, SmallVector<int64_t>(shapeType.getDimSize(0), kDynamic), element);
+}
+
+SL_INFER(RangeOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto type = rankedType(adaptor.getStart());
+  for (Value v : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()})
+    if (rankedType(v).getNumElements() != 1 || rankedType(v).getElementType() != type.getElementType())
+      return emitOptionalError(loc, "sl.range: start, limit and delta must be scalars of one type");
+  int64_t count = kDynamic;
+  if (auto ints = [&]() -> std::optional<SmallVector<double>> {
+        SmallVector<double> v;
+        for (Value x : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()}) {
+          auto c = x.getDefiningOp<ConstantOp>();
+          if (!c)
+            return std::nullopt;
+          if (auto i = constantInts(c.getValue()))
+            v.push_back(double((*i)[0]));
+          else if (auto f = constantFloats(c.getValue()))
+            v.push_back((*f)[0]);
+          else
+            return std::nullopt;
+        }
+        return v;
+      }()) {
+    double start = (*ints)[0], limit = (*ints)[1], delta = (*ints)[2];
+    if (delta == 0)
+      return emitOptionalError(loc, "sl.range: delta is 0");
+    count = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  }
+  return pushType(types, {count}, type.getElementType());
+}
+
+static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op, Value inputValue,
+                                 Value axesValue, bool keepdims, bool noopWithEmptyAxes,
+                                 SmallVectorImpl<Type> &types) {
+  auto input = rankedType(inputValue);
+  int64_t rank = input.getRank();
+  SmallVector<int64_t> axes;
+  if (axesValue) {
+    auto values = constantInts(axesValue);
+    if (!values)
+      return emitOptionalError(loc, op, ": axes must be constant");
+    for (int64_t a : *values) {
+      FailureOr<int64_t> axis = normalizeAxis(loc, op, a, rank);
+      if (failed(axis))
+        return failure();
+      axes.push_back(*axis);
+    }
+  }
+  if (axes.empty()) {
+    if (noopWithEmptyAxes) {
+      types.push_back(input);
+      return success();
+    }
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    if (!reduced)
+      shape.push_back(input.getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  return pushType(types, shape, input.getElementType());
+}
+
+SL_INFER(ReduceMeanOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  return inferReduce(loc, "sl.reduce_mean", adaptor.getInput(), adaptor.getAxes(),
+                     adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
+}
+
+SL_INFER(ReduceSumOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  return inferReduce(loc, "sl.reduce_sum", adaptor.getInput(), adaptor.getAxes(),
+                     adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
 }
 
 //===--------------------------------------------------------------------------------------------===//

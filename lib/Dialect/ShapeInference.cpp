@@ -7,14 +7,17 @@
 using namespace mlir;
 
 namespace sl {
-namespace {
 
-std::string shapeString(RankedTensorType type) {
+std::string quoted(Type type) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "'" << type << "'";
   return s;
 }
+
+namespace {
+
+std::string shapeString(RankedTensorType type) { return quoted(type); }
 
 FailureOr<RankedTensorType> asRanked(std::optional<Location> loc, llvm::StringRef opName,
                                      llvm::StringRef what, Type type) {
@@ -40,7 +43,12 @@ std::optional<int64_t> broadcastDim(int64_t a, int64_t b) {
   return std::nullopt;
 }
 
-// Broadcasts two shapes aligned at their trailing dimension.
+bool dimsConflict(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+}
+
+} // namespace
+
 std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> out(rank);
@@ -54,12 +62,6 @@ std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a, ArrayRe
   }
   return out;
 }
-
-bool dimsConflict(int64_t a, int64_t b) {
-  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
-}
-
-} // namespace
 
 FailureOr<RankedTensorType> inferBroadcastType(std::optional<Location> loc,
                                                llvm::StringRef opName, Type lhsType,

@@ -8,7 +8,7 @@
 
 #include "sl/Import/ONNXImporter.h"
 
-#include "InitializerLocations.h"
+#include "Importer.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
 
@@ -18,6 +18,7 @@
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -25,6 +26,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <climits>
+#include <cstring>
 
 using namespace mlir;
 
@@ -48,43 +50,15 @@ std::string absolute(llvm::StringRef path) {
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 21;
 
-class Importer {
-public:
-  Importer(MLIRContext *context, llvm::StringRef path)
-      : context(context), builder(context), path(absolute(path)) {}
+} // namespace
 
-  OwningOpRef<ModuleOp> run(const ImportOptions &options);
+namespace import {
 
-private:
-  LogicalResult load();
-  LogicalResult checkOpset();
-  LogicalResult importInputs(SmallVectorImpl<Type> &types, SmallVectorImpl<Attribute> &argAttrs);
-  LogicalResult importNode(const onnx::NodeProto &node);
-  FailureOr<Value> lookup(const onnx::NodeProto &node, int index);
-  FailureOr<Value> param(const onnx::NodeProto &node, const onnx::TensorProto &tensor);
-  FailureOr<RankedTensorType> tensorType(const onnx::TypeProto &type, llvm::StringRef what,
-                                         SmallVectorImpl<Attribute> *dimNames = nullptr);
+Importer::Importer(MLIRContext *context, llvm::StringRef path)
+    : context(context), builder(context), path(absolute(path)) {}
 
-  InFlightDiagnostic fileError() { return emitError(fileLoc()) << path << ": "; }
-  InFlightDiagnostic nodeError(const onnx::NodeProto &node);
-  Location fileLoc() { return FileLineColLoc::get(context, path, 0, 0); }
-  Location nodeLoc(const onnx::NodeProto &node);
-  std::string nodeName(const onnx::NodeProto &node);
-
-  /// Runs a shape rule and, if it fails, reports its message as an error of `node`.
-  template <typename Rule>
-  FailureOr<RankedTensorType> inferFor(const onnx::NodeProto &node, Rule rule);
-
-  MLIRContext *context;
-  OpBuilder builder;
-  std::string path;
-  onnx::ModelProto model;
-  int64_t opset = 0;
-  llvm::StringMap<import::ByteRange> dataLocations;
-  llvm::StringMap<const onnx::TensorProto *> initializers;
-  llvm::StringMap<Value> values;
-  int nodeIndex = 0;
-};
+InFlightDiagnostic Importer::fileError() { return emitError(fileLoc()) << path << ": "; }
+Location Importer::fileLoc() { return FileLineColLoc::get(context, path, 0, 0); }
 
 Location Importer::nodeLoc(const onnx::NodeProto &node) {
   return NameLoc::get(StringAttr::get(context, nodeName(node)), fileLoc());
@@ -103,20 +77,45 @@ InFlightDiagnostic Importer::nodeError(const onnx::NodeProto &node) {
                                   << opset << "): ";
 }
 
-template <typename Rule>
-FailureOr<RankedTensorType> Importer::inferFor(const onnx::NodeProto &node, Rule rule) {
+LogicalResult Importer::inferResultType(const onnx::NodeProto &node, Operation *op) {
   std::string message;
-  FailureOr<RankedTensorType> type = failure();
+  SmallVector<Type> types;
+  LogicalResult inferred = failure();
   {
     ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
       message = diag.str();
       return success();
     });
-    type = rule(nodeLoc(node));
+    auto inferable = llvm::cast<InferTypeOpInterface>(op);
+    inferred = inferable.inferReturnTypes(context, op->getLoc(), op->getOperands(),
+                                          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                          op->getRegions(), types);
   }
-  if (failed(type))
-    nodeError(node) << message;
-  return type;
+  if (failed(inferred)) {
+    op->erase();
+    return nodeError(node) << message;
+  }
+  for (auto [result, type] : llvm::zip(op->getResults(), types))
+    result.setType(type);
+  return success();
+}
+
+Value Importer::foldOrKeep(Operation *op) {
+  SmallVector<OpFoldResult> folded;
+  if (failed(op->fold(folded)) || folded.size() != 1)
+    return op->getResult(0);
+  Value replacement;
+  if (auto value = llvm::dyn_cast<Value>(folded[0])) {
+    replacement = value;
+  } else {
+    auto attr = llvm::dyn_cast<ElementsAttr>(llvm::cast<Attribute>(folded[0]));
+    if (!attr || attr.getType() != op->getResult(0).getType())
+      return op->getResult(0);
+    replacement = builder.create<ConstantOp>(op->getLoc(), attr.getType(), attr);
+  }
+  op->getResult(0).replaceAllUsesWith(replacement);
+  op->erase();
+  return replacement;
 }
 
 FailureOr<Type> elementType(MLIRContext *context, int32_t onnxType) {
@@ -132,6 +131,12 @@ FailureOr<Type> elementType(MLIRContext *context, int32_t onnxType) {
   case onnx::TensorProto::INT64:
     return Type(IntegerType::get(context, 64));
   case onnx::TensorProto::INT32:
+  // Narrow integers (masks stored as uint8 buffers, for one) are widened to i32, which holds
+  // every value they can have; no exported graph relies on their wrap-around.
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
     return Type(IntegerType::get(context, 32));
   case onnx::TensorProto::BOOL:
     return Type(IntegerType::get(context, 1));
@@ -299,14 +304,132 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
   return Value(op.getResult());
 }
 
-FailureOr<Value> Importer::lookup(const onnx::NodeProto &node, int index) {
+FailureOr<Value> Importer::constant(const onnx::NodeProto &node,
+                                   const onnx::TensorProto &tensor) {
+  FailureOr<Type> element = elementType(context, tensor.data_type());
+  if (failed(element))
+    return nodeError(node) << "constant '" << tensor.name() << "' has unsupported element type "
+                           << onnx::TensorProto::DataType_Name(
+                                  onnx::TensorProto::DataType(tensor.data_type()));
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+    return nodeError(node) << "constant '" << tensor.name()
+                           << "' keeps its data in an external file, which only floating-point "
+                              "parameters may do";
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > (int64_t(1) << 40))
+      return nodeError(node) << "constant '" << tensor.name() << "' has invalid dimension " << d;
+    numel *= d;
+  }
+  if (numel > (int64_t(1) << 28))
+    return nodeError(node) << "constant '" << tensor.name() << "' is too large (" << numel
+                           << " elements)";
+  unsigned width = element->getIntOrFloatBitWidth();
+  // Bytes per element as stored, which differs from the MLIR type for widened narrow integers.
+  unsigned bytesPerElement;
+  bool isSigned = true;
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::BOOL:
+  case onnx::TensorProto::INT8:
+    bytesPerElement = 1;
+    break;
+  case onnx::TensorProto::UINT8:
+    bytesPerElement = 1;
+    isSigned = false;
+    break;
+  case onnx::TensorProto::UINT16:
+    isSigned = false;
+    bytesPerElement = 2;
+    break;
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    bytesPerElement = 2;
+    break;
+  default:
+    bytesPerElement = width / 8;
+  }
+
+  // Each element as its raw bits, from raw_data (little-endian) or the typed field.
+  SmallVector<uint64_t> bits;
+  const std::string &raw = tensor.raw_data();
+  if (!raw.empty()) {
+    if (raw.size() != uint64_t(numel) * bytesPerElement)
+      return nodeError(node) << "constant '" << tensor.name() << "' holds " << raw.size()
+                             << " bytes, its shape and type need " << numel * bytesPerElement;
+    for (int64_t i = 0; i < numel; ++i) {
+      uint64_t v = 0;
+      std::memcpy(&v, raw.data() + i * bytesPerElement, bytesPerElement);
+      if (isSigned && bytesPerElement < 8 && llvm::isa<IntegerType>(*element))
+        v = uint64_t(llvm::SignExtend64(v, bytesPerElement * 8));
+      bits.push_back(v);
+    }
+  } else {
+    switch (tensor.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      for (float f : tensor.float_data()) {
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
+        bits.push_back(b);
+      }
+      break;
+    case onnx::TensorProto::DOUBLE:
+      for (double d : tensor.double_data()) {
+        uint64_t b;
+        std::memcpy(&b, &d, 8);
+        bits.push_back(b);
+      }
+      break;
+    case onnx::TensorProto::INT64:
+      for (int64_t v : tensor.int64_data())
+        bits.push_back(uint64_t(v));
+      break;
+    default: // INT32, BOOL, FLOAT16 and BFLOAT16 live in int32_data.
+      for (int32_t v : tensor.int32_data())
+        bits.push_back(uint64_t(int64_t(v)));
+      break;
+    }
+    if (int64_t(bits.size()) != numel)
+      return nodeError(node) << "constant '" << tensor.name() << "' holds " << bits.size()
+                             << " values, its shape needs " << numel;
+  }
+
+  auto type = RankedTensorType::get(shape, *element);
+  DenseElementsAttr attr;
+  if (auto floatType = llvm::dyn_cast<FloatType>(*element)) {
+    SmallVector<APFloat> floats;
+    for (uint64_t b : bits)
+      floats.emplace_back(floatType.getFloatSemantics(), APInt(width, b));
+    attr = DenseElementsAttr::get(type, floats);
+  } else {
+    SmallVector<APInt> ints;
+    for (uint64_t b : bits)
+      ints.push_back(element->isInteger(1) ? APInt(1, b != 0) : APInt(width, b, /*isSigned=*/true));
+    attr = DenseElementsAttr::get(type, ints);
+  }
+  return Value(builder.create<ConstantOp>(nodeLoc(node), type, attr).getResult());
+}
+
+Value Importer::constantInts(Location loc, ArrayRef<int64_t> values, bool scalar) {
+  auto type = RankedTensorType::get(scalar ? ArrayRef<int64_t>{} : ArrayRef<int64_t>{int64_t(values.size())},
+                                    builder.getI64Type());
+  return builder.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, values)).getResult();
+}
+
+FailureOr<Value> Importer::optionalInput(const onnx::NodeProto &node, int index) {
   if (index >= node.input_size() || node.input(index).empty())
-    return nodeError(node) << "input " << index << " is missing";
+    return Value();
   const std::string &name = node.input(index);
   if (auto it = values.find(name); it != values.end())
     return it->second;
   if (auto it = initializers.find(name); it != initializers.end()) {
-    FailureOr<Value> value = param(node, *it->second);
+    const onnx::TensorProto &tensor = *it->second;
+    FailureOr<Type> element = elementType(context, tensor.data_type());
+    // Floating-point initializers are the model's parameters and stay in the file, except
+    // scalars, which exporters use as constants (epsilons, exponents, scales) that passes read.
+    bool parameter = succeeded(element) && llvm::isa<FloatType>(*element) && tensor.dims_size() > 0;
+    FailureOr<Value> value = parameter ? param(node, tensor) : constant(node, tensor);
     if (succeeded(value))
       values[name] = *value;
     return value;
@@ -315,126 +438,43 @@ FailureOr<Value> Importer::lookup(const onnx::NodeProto &node, int index) {
                          << "input or initializer";
 }
 
-static std::optional<int64_t> intAttr(const onnx::NodeProto &node, llvm::StringRef name) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return attr.i();
-  return std::nullopt;
+FailureOr<Value> Importer::input(const onnx::NodeProto &node, int index) {
+  FailureOr<Value> value = optionalInput(node, index);
+  if (succeeded(value) && !*value)
+    return nodeError(node) << "input " << index << " is missing";
+  return value;
 }
 
-static std::optional<float> floatAttr(const onnx::NodeProto &node, llvm::StringRef name) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return attr.f();
-  return std::nullopt;
+FailureOr<SmallVector<Value>> Importer::importSubgraph(const onnx::NodeProto &node,
+                                                      const onnx::GraphProto &graph) {
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    initializers[tensor.name()] = &tensor;
+  for (const onnx::NodeProto &inner : graph.node())
+    if (failed(importNode(inner)))
+      return failure();
+  SmallVector<Value> results;
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    auto it = values.find(output.name());
+    if (it == values.end())
+      return nodeError(node) << "branch output '" << output.name() << "' is not computed";
+    results.push_back(it->second);
+  }
+  return results;
 }
 
 LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return nodeError(node) << "operators of domain '" << node.domain() << "' are not supported";
-  llvm::StringRef opType = node.op_type();
-  if (node.output_size() != 1 || node.output(0).empty())
-    return nodeError(node) << "expected exactly one output, got " << node.output_size();
-  Location loc = nodeLoc(node);
-
-  auto operands = [&](int count) -> FailureOr<SmallVector<Value>> {
-    if (node.input_size() != count)
-      return nodeError(node) << "expected " << count << " inputs, got " << node.input_size();
-    SmallVector<Value> result;
-    for (int i = 0; i < count; ++i) {
-      FailureOr<Value> value = lookup(node, i);
-      if (failed(value))
-        return failure();
-      result.push_back(*value);
-    }
-    return result;
-  };
-
-  Value result;
-  if (opType == "Gemm") {
-    if (node.input_size() < 2 || node.input_size() > 3)
-      return nodeError(node) << "expected 2 or 3 inputs, got " << node.input_size();
-    FailureOr<Value> a = lookup(node, 0), b = lookup(node, 1);
-    if (failed(a) || failed(b))
-      return failure();
-    Value c;
-    if (node.input_size() == 3 && !node.input(2).empty()) {
-      FailureOr<Value> value = lookup(node, 2);
-      if (failed(value))
-        return failure();
-      c = *value;
-    }
-    bool transA = intAttr(node, "transA").value_or(0) != 0;
-    bool transB = intAttr(node, "transB").value_or(0) != 0;
-    auto type = inferFor(node, [&](Location l) {
-      return inferGemmType(l, a->getType(), b->getType(), c ? c.getType() : Type(), transA,
-                           transB);
-    });
-    if (failed(type))
-      return failure();
-    result = builder.create<GemmOp>(loc, *type, *a, *b, c, transA, transB,
-                                    llvm::APFloat(floatAttr(node, "alpha").value_or(1.0f)),
-                                    llvm::APFloat(floatAttr(node, "beta").value_or(1.0f)));
-  } else if (opType == "MatMul") {
-    auto ops = operands(2);
-    if (failed(ops))
-      return failure();
-    auto type = inferFor(node, [&](Location l) {
-      return inferMatmulType(l, (*ops)[0].getType(), (*ops)[1].getType());
-    });
-    if (failed(type))
-      return failure();
-    result = builder.create<MatmulOp>(loc, *type, (*ops)[0], (*ops)[1]);
-  } else if (opType == "Add" || opType == "Mul") {
-    auto ops = operands(2);
-    if (failed(ops))
-      return failure();
-    bool add = opType == "Add";
-    auto type = inferFor(node, [&](Location l) {
-      return inferBroadcastType(l, add ? "sl.add" : "sl.mul", (*ops)[0].getType(),
-                                (*ops)[1].getType());
-    });
-    if (failed(type))
-      return failure();
-    if (add)
-      result = builder.create<AddOp>(loc, *type, (*ops)[0], (*ops)[1]);
-    else
-      result = builder.create<MulOp>(loc, *type, (*ops)[0], (*ops)[1]);
-  } else if (opType == "Transpose") {
-    auto ops = operands(1);
-    if (failed(ops))
-      return failure();
-    Value x = (*ops)[0];
-    SmallVector<int64_t> perm;
-    for (const onnx::AttributeProto &attr : node.attribute())
-      if (attr.name() == "perm")
-        perm.assign(attr.ints().begin(), attr.ints().end());
-    // Without perm, ONNX reverses the dimensions.
-    if (perm.empty())
-      if (auto ranked = llvm::dyn_cast<RankedTensorType>(x.getType()))
-        for (int64_t axis = ranked.getRank() - 1; axis >= 0; --axis)
-          perm.push_back(axis);
-    auto type = inferFor(node, [&](Location l) { return inferTransposeType(l, x.getType(), perm); });
-    if (failed(type))
-      return failure();
-    result = builder.create<TransposeOp>(loc, *type, x, perm);
-  } else if (opType == "Relu" || opType == "Sigmoid" || opType == "Identity") {
-    auto ops = operands(1);
-    if (failed(ops))
-      return failure();
-    Value x = (*ops)[0];
-    if (opType != "Identity" && !llvm::isa<FloatType>(getElementTypeOrSelf(x.getType())))
-      return nodeError(node) << "expected a floating-point input, got " << x.getType();
-    if (opType == "Relu")
-      result = builder.create<ReluOp>(loc, x.getType(), x);
-    else if (opType == "Sigmoid")
-      result = builder.create<SigmoidOp>(loc, x.getType(), x);
-    else
-      result = x;
-  } else {
-    return nodeError(node) << "unsupported operator";
+  FailureOr<SmallVector<Value>> results = convertNode(*this, node);
+  if (failed(results))
+    return failure();
+  for (auto [index, name] : llvm::enumerate(node.output())) {
+    if (name.empty())
+      continue;
+    if (index >= results->size() || !(*results)[index])
+      return nodeError(node) << "output " << index << " ('" << name << "') is not supported";
+    values[name] = (*results)[index];
   }
-  values[node.output(0)] = result;
   return success();
 }
 
@@ -497,11 +537,11 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   return module;
 }
 
-} // namespace
+} // namespace import
 
 OwningOpRef<ModuleOp> importOnnxFile(llvm::StringRef path, MLIRContext *context,
                                      const ImportOptions &options) {
-  return Importer(context, path).run(options);
+  return import::Importer(context, path).run(options);
 }
 
 } // namespace sl

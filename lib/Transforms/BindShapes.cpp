@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
@@ -89,7 +91,46 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
       argTypes.push_back(arg.getType());
     }
 
-    // Types flow forward: re-infer every result in program order from its (updated) operands.
+    // Types flow forward from the bound inputs, and folding turns shape arithmetic into constants,
+    // which makes more types static (a Reshape whose target shape just became a constant): repeat
+    // both until nothing changes.
+    FrozenRewritePatternSet patterns = canonicalizationPatterns(func.getContext());
+    for (int round = 0;; ++round) {
+      FailureOr<bool> refined = refineTypes(func);
+      if (failed(refined))
+        return failure();
+      bool folded = false;
+      if (failed(applyPatternsAndFoldGreedily(func, patterns, GreedyRewriteConfig(), &folded)))
+        return func.emitError("sl-bind-shapes: folding did not converge");
+      if (!*refined && !folded)
+        break;
+      if (round == kMaxRounds)
+        return func.emitError("sl-bind-shapes: shapes did not settle after ") << kMaxRounds
+                                                                               << " rounds";
+    }
+
+    SmallVector<Type> resultTypes;
+    for (Block &block : func.getBody())
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(block.getTerminator()))
+        resultTypes.assign(ret.getOperandTypes().begin(), ret.getOperandTypes().end());
+    func.setFunctionType(FunctionType::get(func.getContext(), argTypes, resultTypes));
+
+    WalkResult dynamic = func.walk([&](Operation *op) {
+      for (Type type : op->getResultTypes())
+        if (auto ranked = llvm::dyn_cast<RankedTensorType>(type); ranked && !ranked.hasStaticShape()) {
+          op->emitError("result ") << type << " is still dynamic after binding batch=" << batch
+                                   << " seq=" << seq
+                                   << ": its shape depends on values known only at run time";
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    return failure(dynamic.wasInterrupted());
+  }
+
+  /// Re-infers every result type in program order; true if any changed.
+  static FailureOr<bool> refineTypes(func::FuncOp func) {
+    bool changed = false;
     WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
       auto inferable = llvm::dyn_cast<InferTypeOpInterface>(op);
       if (!inferable)
@@ -100,19 +141,27 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
                                             op->getPropertiesStorage(), op->getRegions(), types)))
         return WalkResult::interrupt();
       for (auto [result, type] : llvm::zip(op->getResults(), types))
-        result.setType(type);
+        if (result.getType() != type) {
+          result.setType(type);
+          changed = true;
+        }
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
       return failure();
-
-    SmallVector<Type> resultTypes;
-    for (Block &block : func.getBody())
-      if (auto ret = llvm::dyn_cast<func::ReturnOp>(block.getTerminator()))
-        resultTypes.assign(ret.getOperandTypes().begin(), ret.getOperandTypes().end());
-    func.setFunctionType(FunctionType::get(func.getContext(), argTypes, resultTypes));
-    return success();
+    return changed;
   }
+
+  static FrozenRewritePatternSet canonicalizationPatterns(MLIRContext *context) {
+    RewritePatternSet patterns(context);
+    for (Dialect *dialect : context->getLoadedDialects())
+      dialect->getCanonicalizationPatterns(patterns);
+    for (RegisteredOperationName op : context->getRegisteredOperations())
+      op.getCanonicalizationPatterns(patterns, context);
+    return FrozenRewritePatternSet(std::move(patterns));
+  }
+
+  static constexpr int kMaxRounds = 32;
 };
 
 } // namespace

@@ -11,6 +11,12 @@
 
 #include "sl/SLOpsDialect.h.inc"
 
+namespace sl {
+/// Inferred and written result types agree when element types are equal and shapes compatible:
+/// a `?` where inference knows the size (or the other way round) describes the same tensor.
+bool compatibleReturnTypes(mlir::TypeRange inferred, mlir::TypeRange actual);
+} // namespace sl
+
 #define GET_OP_CLASSES
 #include "sl/SLOps.h.inc"
 

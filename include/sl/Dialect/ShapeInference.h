@@ -12,8 +12,17 @@
 #include "mlir/IR/Location.h"
 
 #include <optional>
+#include <string>
 
 namespace sl {
+
+/// A type in quotes, as diagnostics print types: 'tensor<4x8xf32>'.
+std::string quoted(mlir::Type type);
+
+/// NumPy broadcasting of two shapes (aligned at the last dimension; a dynamic dimension against
+/// n > 1 becomes n); nullopt when they do not broadcast.
+std::optional<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> a,
+                                                          llvm::ArrayRef<int64_t> b);
 
 /// NumPy / ONNX multidirectional broadcasting of two ranked tensor types of one element type.
 mlir::FailureOr<mlir::RankedTensorType>
@@ -33,6 +42,10 @@ mlir::FailureOr<mlir::RankedTensorType> inferGemmType(std::optional<mlir::Locati
 mlir::FailureOr<mlir::RankedTensorType> inferTransposeType(std::optional<mlir::Location> loc,
                                                            mlir::Type input,
                                                            llvm::ArrayRef<int64_t> perm);
+
+/// ONNX Slice on one axis of size `dim` (static): the first index read, after ONNX's clamping,
+/// and how many elements the slice has.
+std::pair<int64_t, int64_t> sliceBounds(int64_t dim, int64_t start, int64_t end, int64_t step);
 
 } // namespace sl
 

@@ -1,0 +1,34 @@
+//===- ConstantValues.h - reading the values of sl.constant operands ----------------------------===//
+//
+// Shape, axis and bound operands are tensors; their values matter to type inference, folding and
+// schedule emission once they are constants.
+//
+//===--------------------------------------------------------------------------------------------===//
+#ifndef SL_DIALECT_CONSTANTVALUES_H
+#define SL_DIALECT_CONSTANTVALUES_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Value.h"
+
+#include <optional>
+
+namespace sl {
+
+/// The elements of an integer (or i1) constant as int64, in row-major order.
+std::optional<llvm::SmallVector<int64_t>> constantInts(mlir::Attribute attr);
+std::optional<llvm::SmallVector<int64_t>> constantInts(mlir::Value value);
+
+/// The elements of a floating-point constant as double, in row-major order.
+std::optional<llvm::SmallVector<double>> constantFloats(mlir::Attribute attr);
+
+/// A dense attribute of `type` from int64 or double values (converted to the element type).
+mlir::DenseElementsAttr makeDense(mlir::RankedTensorType type, llvm::ArrayRef<int64_t> values);
+mlir::DenseElementsAttr makeDense(mlir::RankedTensorType type, llvm::ArrayRef<double> values);
+
+/// Folds give up above this many result elements: constants are for shapes and small tables, and
+/// a bigger one would bloat the IR and the schedule for nothing (the kernel computes it as fast).
+constexpr int64_t kMaxFoldedElements = 1 << 16;
+
+} // namespace sl
+
+#endif // SL_DIALECT_CONSTANTVALUES_H

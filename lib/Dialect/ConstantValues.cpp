@@ -1,0 +1,78 @@
+//===- ConstantValues.cpp - reading the values of sl.constant operands --------------------------===//
+
+#include "sl/Dialect/ConstantValues.h"
+
+#include "sl/Dialect/SLDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+
+namespace sl {
+
+std::optional<SmallVector<int64_t>> constantInts(Attribute attr) {
+  auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !llvm::isa<IntegerType>(dense.getElementType()))
+    return std::nullopt;
+  SmallVector<int64_t> values;
+  bool isBool = dense.getElementType().isInteger(1);
+  for (const APInt &v : dense.getValues<APInt>())
+    values.push_back(isBool ? int64_t(v.getBoolValue()) : v.getSExtValue());
+  return values;
+}
+
+std::optional<SmallVector<int64_t>> constantInts(Value value) {
+  if (!value)
+    return std::nullopt;
+  auto constant = value.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  return constantInts(constant.getValue());
+}
+
+std::optional<SmallVector<double>> constantFloats(Attribute attr) {
+  auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !llvm::isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  SmallVector<double> values;
+  for (const APFloat &v : dense.getValues<APFloat>()) {
+    bool lost;
+    APFloat d = v;
+    d.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+    values.push_back(d.convertToDouble());
+  }
+  return values;
+}
+
+DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<int64_t> values) {
+  Type element = type.getElementType();
+  if (auto intType = llvm::dyn_cast<IntegerType>(element)) {
+    SmallVector<APInt> ints;
+    for (int64_t v : values)
+      ints.push_back(intType.getWidth() == 1 ? APInt(1, v != 0)
+                                             : APInt(intType.getWidth(), v, /*isSigned=*/true));
+    return DenseElementsAttr::get(type, ints);
+  }
+  SmallVector<double> doubles(values.begin(), values.end());
+  return makeDense(type, ArrayRef<double>(doubles));
+}
+
+DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<double> values) {
+  Type element = type.getElementType();
+  if (auto floatType = llvm::dyn_cast<FloatType>(element)) {
+    SmallVector<APFloat> floats;
+    for (double v : values) {
+      APFloat f(v);
+      bool lost;
+      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      floats.push_back(f);
+    }
+    return DenseElementsAttr::get(type, floats);
+  }
+  SmallVector<int64_t> ints;
+  for (double v : values)
+    ints.push_back(element.isInteger(1) ? int64_t(v != 0) : int64_t(v));
+  return makeDense(type, ArrayRef<int64_t>(ints));
+}
+
+} // namespace sl

@@ -1,0 +1,444 @@
+//===- SLFolders.cpp - constant folding of sl operations ----------------------------------------===//
+//
+// Folding turns an exporter's shape arithmetic (Shape, Gather, Concat, Unsqueeze, arithmetic on
+// i64, Range, ConstantOfShape, ...) into constants once sl-bind-shapes has made the input shapes
+// static. Integers fold exactly in int64; floats in double, rounded to the element type once.
+// Folds stop at kMaxFoldedElements result elements, except splats, which cost nothing.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Dialect/ConstantValues.h"
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/ShapeInference.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace sl {
+
+std::pair<int64_t, int64_t> sliceBounds(int64_t dim, int64_t start, int64_t end, int64_t step);
+
+namespace {
+
+/// A folded value: shape, and its elements as int64 (integer and i1 types) or double (floats).
+struct Values {
+  SmallVector<int64_t> shape;
+  bool isFloat = false;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+
+  int64_t size() const { return isFloat ? int64_t(floats.size()) : int64_t(ints.size()); }
+  double at(int64_t i) const { return isFloat ? floats[i] : double(ints[i]); }
+};
+
+std::optional<Values> valuesOf(Attribute attr) {
+  auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  auto type = llvm::dyn_cast<RankedTensorType>(dense.getType());
+  if (!type || type.getNumElements() > kMaxFoldedElements)
+    return std::nullopt;
+  Values v;
+  v.shape.assign(type.getShape().begin(), type.getShape().end());
+  if (auto ints = constantInts(dense)) {
+    v.ints = std::move(*ints);
+  } else if (auto floats = constantFloats(dense)) {
+    v.isFloat = true;
+    v.floats = std::move(*floats);
+  } else {
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// The values of `v`'s shape vector when `v` is an sl.shape whose input has static dimensions in
+/// some places: dynamic ones are ShapedType::kDynamic. Lets Gather and Slice of a shape fold when
+/// they pick only static dimensions, before the other dimensions are bound.
+std::optional<Values> partialShapeValues(Value v) {
+  auto shape = v.getDefiningOp<ShapeOp>();
+  if (!shape)
+    return std::nullopt;
+  auto input = llvm::cast<RankedTensorType>(shape.getInput().getType());
+  int64_t rank = input.getRank();
+  auto clampIndex = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t(0), rank); };
+  int64_t start = clampIndex(shape.getStart()), end = clampIndex(shape.getEnd().value_or(rank));
+  Values values;
+  for (int64_t d = start; d < end; ++d)
+    values.ints.push_back(input.getDimSize(d));
+  values.shape = {int64_t(values.ints.size())};
+  return values;
+}
+
+bool picksOnlyStatic(const Values &values, ArrayRef<int64_t> picks) {
+  return llvm::none_of(picks, [&](int64_t i) { return ShapedType::isDynamic(values.ints[i]); });
+}
+
+bool foldable(RankedTensorType type) {
+  return type && type.hasStaticShape() && type.getNumElements() <= kMaxFoldedElements;
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+/// For each element of `result` (row-major), the index of the element of `operand` that NumPy
+/// broadcasting reads.
+SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> operand, ArrayRef<int64_t> result) {
+  int64_t n = 1;
+  for (int64_t d : result)
+    n *= d;
+  SmallVector<int64_t> resultStrides = stridesOf(result), operandStrides = stridesOf(operand);
+  size_t offset = result.size() - operand.size();
+  SmallVector<int64_t> indices(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t index = 0;
+    for (size_t d = offset; d < result.size(); ++d) {
+      int64_t coord = (i / resultStrides[d]) % result[d];
+      if (operand[d - offset] != 1)
+        index += coord * operandStrides[d - offset];
+    }
+    indices[i] = index;
+  }
+  return indices;
+}
+
+Attribute toAttr(RankedTensorType type, ArrayRef<double> values) {
+  return makeDense(type, values);
+}
+
+/// Folds an elementwise binary op; `fn` gets doubles (exact for the int64 values shapes hold).
+template <typename Fn>
+OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType resultType, Fn fn) {
+  if (!foldable(resultType))
+    return {};
+  auto lhs = valuesOf(lhsAttr), rhs = valuesOf(rhsAttr);
+  if (!lhs || !rhs || lhs->isFloat != rhs->isFloat)
+    return {};
+  SmallVector<int64_t> li = broadcastIndices(lhs->shape, resultType.getShape());
+  SmallVector<int64_t> ri = broadcastIndices(rhs->shape, resultType.getShape());
+  bool integerResult = !lhs->isFloat;
+  SmallVector<double> out;
+  for (size_t i = 0; i < li.size(); ++i) {
+    std::optional<double> v = fn(lhs->at(li[i]), rhs->at(ri[i]), integerResult);
+    if (!v)
+      return {};
+    out.push_back(*v);
+  }
+  return toAttr(resultType, out);
+}
+
+/// Gathers `source` elements at `indices` into a constant of `type`.
+OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, RankedTensorType type) {
+  SmallVector<double> out;
+  for (int64_t i : indices)
+    out.push_back(source.at(i));
+  if (!source.isFloat) {
+    SmallVector<int64_t> ints;
+    for (int64_t i : indices)
+      ints.push_back(source.ints[i]);
+    return makeDense(type, ArrayRef<int64_t>(ints));
+  }
+  return toAttr(type, out);
+}
+
+RankedTensorType resultType(Operation *op) {
+  return llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
+}
+
+} // namespace
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult AddOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool) -> std::optional<double> { return x + y; });
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool) -> std::optional<double> { return x - y; });
+}
+
+OpFoldResult MulOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool) -> std::optional<double> { return x * y; });
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool integer) -> std::optional<double> {
+                      if (!integer)
+                        return x / y;
+                      if (y == 0)
+                        return std::nullopt; // leave the run-time error to the kernel
+                      return std::trunc(x / y);
+                    });
+}
+
+OpFoldResult PowOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool) -> std::optional<double> {
+                      return std::pow(x, y);
+                    });
+}
+
+OpFoldResult EqualOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool) -> std::optional<double> { return x == y; });
+}
+
+OpFoldResult LessOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](double x, double y, bool) -> std::optional<double> { return x < y; });
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor a) {
+  auto v = valuesOf(a.getInput());
+  if (!v || !foldable(getType()))
+    return {};
+  if (!v->isFloat) {
+    SmallVector<int64_t> out;
+    for (int64_t x : v->ints)
+      out.push_back(-x);
+    return makeDense(getType(), ArrayRef<int64_t>(out));
+  }
+  SmallVector<double> out;
+  for (double x : v->floats)
+    out.push_back(-x);
+  return toAttr(getType(), out);
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getType())
+    return getInput();
+  auto v = valuesOf(a.getInput());
+  if (!v || !foldable(getType()))
+    return {};
+  Type to = getType().getElementType();
+  if (!v->isFloat)
+    return makeDense(getType(), ArrayRef<int64_t>(v->ints));
+  SmallVector<double> out;
+  for (double x : v->floats)
+    out.push_back(to.isInteger(1) ? double(x != 0) : llvm::isa<IntegerType>(to) ? std::trunc(x) : x);
+  return toAttr(getType(), out);
+}
+
+OpFoldResult WhereOp::fold(FoldAdaptor a) {
+  auto c = valuesOf(a.getCondition()), x = valuesOf(a.getX()), y = valuesOf(a.getY());
+  if (!c || !x || !y || x->isFloat != y->isFloat || !foldable(getType()))
+    return {};
+  ArrayRef<int64_t> shape = getType().getShape();
+  SmallVector<int64_t> ci = broadcastIndices(c->shape, shape), xi = broadcastIndices(x->shape, shape),
+                       yi = broadcastIndices(y->shape, shape);
+  if (!x->isFloat) {
+    SmallVector<int64_t> out;
+    for (size_t i = 0; i < ci.size(); ++i)
+      out.push_back(c->ints[ci[i]] ? x->ints[xi[i]] : y->ints[yi[i]]);
+    return makeDense(getType(), ArrayRef<int64_t>(out));
+  }
+  SmallVector<double> out;
+  for (size_t i = 0; i < ci.size(); ++i)
+    out.push_back(c->ints[ci[i]] ? x->floats[xi[i]] : y->floats[yi[i]]);
+  return toAttr(getType(), out);
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  int64_t rank = input.getRank();
+  auto clampIndex = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t(0), rank); };
+  int64_t start = clampIndex(getStart()), end = clampIndex(getEnd().value_or(rank));
+  SmallVector<int64_t> dims;
+  for (int64_t d = start; d < end; ++d) {
+    if (input.isDynamicDim(d))
+      return {};
+    dims.push_back(input.getDimSize(d));
+  }
+  return makeDense(getType(), ArrayRef<int64_t>(dims));
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  auto data = valuesOf(a.getData()), indices = valuesOf(a.getIndices());
+  if (!data)
+    data = partialShapeValues(getData());
+  if (!data || !indices || !foldable(getType()))
+    return {};
+  int64_t rank = int64_t(data->shape.size());
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t axisDim = data->shape[axis];
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= data->shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= data->shape[d];
+  SmallVector<int64_t> picks;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t index : indices->ints) {
+      if (index < -axisDim || index >= axisDim)
+        return {};
+      if (index < 0)
+        index += axisDim;
+      for (int64_t i = 0; i < inner; ++i)
+        picks.push_back((o * axisDim + index) * inner + i);
+    }
+  if (!data->isFloat && !picksOnlyStatic(*data, picks))
+    return {};
+  return gatherValues(*data, picks, getType());
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
+  // Equal types are the identity only when static: tensor<?x4> can reshape to another tensor<?x4>.
+  if (getType().hasStaticShape() && getInput().getType() == getType())
+    return getInput();
+  auto input = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getInput());
+  if (!input || !getType().hasStaticShape())
+    return {};
+  return input.reshape(getType());
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor a) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  if (!foldable(getType()))
+    return {};
+  SmallVector<Values> inputs;
+  for (Attribute attr : a.getInputs()) {
+    auto v = valuesOf(attr);
+    if (!v || (!inputs.empty() && v->isFloat != inputs[0].isFloat))
+      return {};
+    inputs.push_back(std::move(*v));
+  }
+  int64_t rank = getType().getRank();
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= getType().getDimSize(d);
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Values &v : inputs) {
+      int64_t chunk = v.size() / std::max<int64_t>(outer, 1);
+      for (int64_t i = o * chunk; i < (o + 1) * chunk; ++i) {
+        if (v.isFloat)
+          floats.push_back(v.floats[i]);
+        else
+          ints.push_back(v.ints[i]);
+      }
+    }
+  if (inputs[0].isFloat)
+    return toAttr(getType(), floats);
+  return makeDense(getType(), ArrayRef<int64_t>(ints));
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor a) {
+  auto data = valuesOf(a.getData());
+  if (!data)
+    data = partialShapeValues(getData());
+  if (!data || !foldable(getType()))
+    return {};
+  auto starts = constantInts(a.getStarts()), ends = constantInts(a.getEnds());
+  if (!starts || !ends)
+    return {};
+  int64_t rank = int64_t(data->shape.size());
+  SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+  SmallVector<int64_t> steps(starts->size(), 1);
+  if (getAxes()) {
+    auto v = constantInts(a.getAxes());
+    if (!v)
+      return {};
+    axes = *v;
+  }
+  if (getSteps()) {
+    auto v = constantInts(a.getSteps());
+    if (!v)
+      return {};
+    steps = *v;
+  }
+  SmallVector<int64_t> first(rank, 0), step(rank, 1);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = axis < 0 ? axis + rank : axis;
+    first[d] = sliceBounds(data->shape[d], (*starts)[i], (*ends)[i], steps[i]).first;
+    step[d] = steps[i];
+  }
+  SmallVector<int64_t> sourceStrides = stridesOf(data->shape);
+  ArrayRef<int64_t> shape = getType().getShape();
+  SmallVector<int64_t> resultStrides = stridesOf(shape);
+  SmallVector<int64_t> picks;
+  for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i) {
+    int64_t index = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      index += (first[d] + ((i / resultStrides[d]) % shape[d]) * step[d]) * sourceStrides[d];
+    picks.push_back(index);
+  }
+  if (!data->isFloat && !picksOnlyStatic(*data, picks))
+    return {};
+  return gatherValues(*data, picks, getType());
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor a) {
+  if (getType().hasStaticShape() && getInput().getType() == getType())
+    return getInput();
+  auto input = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getInput());
+  if (!input || !getType().hasStaticShape())
+    return {};
+  if (input.isSplat())
+    return SplatElementsAttr::get(getType(), input.getSplatValue<Attribute>());
+  auto v = valuesOf(input);
+  if (!v || !foldable(getType()))
+    return {};
+  return gatherValues(*v, broadcastIndices(v->shape, getType().getShape()), getType());
+}
+
+OpFoldResult TriluOp::fold(FoldAdaptor a) {
+  auto v = valuesOf(a.getInput());
+  if (!v || !foldable(getType()))
+    return {};
+  int64_t k = 0;
+  if (getK()) {
+    auto kv = constantInts(a.getK());
+    if (!kv || kv->size() != 1)
+      return {};
+    k = (*kv)[0];
+  }
+  int64_t rows = v->shape[v->shape.size() - 2], cols = v->shape.back();
+  SmallVector<double> out;
+  SmallVector<int64_t> ints;
+  for (int64_t i = 0; i < v->size(); ++i) {
+    int64_t r = (i / cols) % rows, c = i % cols;
+    bool keep = getUpper() ? c - r >= k : c - r <= k;
+    if (v->isFloat)
+      out.push_back(keep ? v->floats[i] : 0.0);
+    else
+      ints.push_back(keep ? v->ints[i] : 0);
+  }
+  if (v->isFloat)
+    return toAttr(getType(), out);
+  return makeDense(getType(), ArrayRef<int64_t>(ints));
+}
+
+OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
+  if (!getType().hasStaticShape())
+    return {};
+  auto value = llvm::cast<DenseElementsAttr>(getValue());
+  return SplatElementsAttr::get(getType(), value.getValues<Attribute>()[0]);
+}
+
+OpFoldResult RangeOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
+  auto start = valuesOf(a.getStart()), delta = valuesOf(a.getDelta());
+  if (!start || !delta)
+    return {};
+  SmallVector<double> out;
+  for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i)
+    out.push_back(start->at(0) + double(i) * delta->at(0));
+  return toAttr(getType(), out);
+}
+
+} // namespace sl

@@ -1,0 +1,599 @@
+//===- OnnxOps.cpp - ONNX operators to sl operations --------------------------------------------===//
+//
+// One converter per ONNX operator. Converters keep ONNX's semantics exactly (broadcasting,
+// negative axes, optional inputs, opset differences) and leave shape arithmetic as ops: it folds
+// away in sl-bind-shapes once the batch and sequence sizes are bound.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "Importer.h"
+
+#include "sl/Dialect/ConstantValues.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+
+namespace sl::import {
+namespace {
+
+using Results = SmallVector<Value>;
+
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, llvm::StringRef name) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+int64_t intAttr(const onnx::NodeProto &node, llvm::StringRef name, int64_t fallback) {
+  const onnx::AttributeProto *attr = findAttr(node, name);
+  return attr ? attr->i() : fallback;
+}
+
+float floatAttr(const onnx::NodeProto &node, llvm::StringRef name, float fallback) {
+  const onnx::AttributeProto *attr = findAttr(node, name);
+  return attr ? attr->f() : fallback;
+}
+
+std::optional<SmallVector<int64_t>> intsAttr(const onnx::NodeProto &node, llvm::StringRef name) {
+  const onnx::AttributeProto *attr = findAttr(node, name);
+  if (!attr)
+    return std::nullopt;
+  return SmallVector<int64_t>(attr->ints().begin(), attr->ints().end());
+}
+
+RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+class Converter {
+public:
+  Converter(Importer &im, const onnx::NodeProto &node)
+      : im(im), node(node), b(im.builder), loc(im.nodeLoc(node)) {}
+
+  FailureOr<Results> run();
+
+private:
+  FailureOr<Value> in(int i) { return im.input(node, i); }
+  FailureOr<Value> optIn(int i) { return im.optionalInput(node, i); }
+  InFlightDiagnostic error() { return im.nodeError(node); }
+  FailureOr<Results> one(FailureOr<Value> v) {
+    if (failed(v))
+      return failure();
+    return Results{*v};
+  }
+  LogicalResult expectInputs(int min, int max) {
+    if (node.input_size() < min || node.input_size() > max)
+      return error() << "expected " << (min == max ? std::to_string(min)
+                                                    : std::to_string(min) + " to " +
+                                                          std::to_string(max))
+                     << " inputs, got " << node.input_size();
+    return success();
+  }
+  /// The axes of an op that takes them as an attribute before `inputSince` and as input
+  /// `inputIndex` from that opset on.
+  FailureOr<Value> axesOperand(int64_t inputSince, int inputIndex) {
+    if (im.opset >= inputSince)
+      return optIn(inputIndex);
+    if (auto axes = intsAttr(node, "axes"))
+      return im.constantInts(loc, *axes);
+    return Value();
+  }
+  /// The values of an operand that must be known when the graph is imported.
+  FailureOr<SmallVector<int64_t>> knownInts(Value v, llvm::StringRef what) {
+    if (auto values = sl::constantInts(v))
+      return *values;
+    return error() << what << " must be a constant";
+  }
+
+  template <typename OpT> FailureOr<Results> binary();
+  template <typename OpT> FailureOr<Results> unary();
+  FailureOr<Results> reshapeTo(Value x, ArrayRef<Value> dims);
+  Value dimOf(Value x, int64_t d);
+
+  FailureOr<Results> gemm();
+  FailureOr<Results> constantNode();
+  FailureOr<Results> cast();
+  FailureOr<Results> pow();
+  FailureOr<Results> reduce(bool mean);
+  FailureOr<Results> unsqueeze();
+  FailureOr<Results> squeeze();
+  FailureOr<Results> flatten();
+  FailureOr<Results> slice();
+  FailureOr<Results> split();
+  FailureOr<Results> layerNorm();
+  FailureOr<Results> minMax(bool max);
+  FailureOr<Results> ifNode();
+
+  Importer &im;
+  const onnx::NodeProto &node;
+  OpBuilder &b;
+  Location loc;
+};
+
+template <typename OpT> FailureOr<Results> Converter::binary() {
+  if (failed(expectInputs(2, 2)))
+    return failure();
+  FailureOr<Value> lhs = in(0), rhs = in(1);
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  return one(im.build<OpT>(node, *lhs, *rhs));
+}
+
+template <typename OpT> FailureOr<Results> Converter::unary() {
+  if (failed(expectInputs(1, 1)))
+    return failure();
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  if (!llvm::isa<FloatType>(typeOf(*x).getElementType()))
+    return error() << "expected a floating-point input, got " << x->getType();
+  return one(im.build<OpT>(node, *x));
+}
+
+/// A 1-element i64 vector holding dimension `d` of `x`: a constant when the dimension is static,
+/// else a slice of its shape (which folds once the shape is bound).
+Value Converter::dimOf(Value x, int64_t d) {
+  RankedTensorType type = typeOf(x);
+  if (!type.isDynamicDim(d))
+    return im.constantInts(loc, {type.getDimSize(d)});
+  auto vec = RankedTensorType::get({1}, b.getI64Type());
+  return b.create<ShapeOp>(loc, vec, x, b.getI64IntegerAttr(d), b.getI64IntegerAttr(d + 1));
+}
+
+/// Reshapes `x` to the concatenation of 1-element vectors `dims`.
+FailureOr<Results> Converter::reshapeTo(Value x, ArrayRef<Value> dims) {
+  Value shape;
+  if (dims.empty()) {
+    auto type = RankedTensorType::get({0}, b.getI64Type());
+    shape = b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, ArrayRef<int64_t>{}));
+  } else {
+    auto type = RankedTensorType::get({int64_t(dims.size())}, b.getI64Type());
+    shape = im.foldOrKeep(b.create<ConcatOp>(loc, type, dims, b.getI64IntegerAttr(0)));
+  }
+  return one(im.build<ReshapeOp>(node, x, shape, /*allowzero=*/true));
+}
+
+FailureOr<Results> Converter::gemm() {
+  if (failed(expectInputs(2, 3)))
+    return failure();
+  FailureOr<Value> a = in(0), bv = in(1), c = optIn(2);
+  if (failed(a) || failed(bv) || failed(c))
+    return failure();
+  return one(im.build<GemmOp>(node, *a, *bv, *c, intAttr(node, "transA", 0) != 0,
+                              intAttr(node, "transB", 0) != 0,
+                              APFloat(floatAttr(node, "alpha", 1.0f)),
+                              APFloat(floatAttr(node, "beta", 1.0f))));
+}
+
+FailureOr<Results> Converter::constantNode() {
+  if (const onnx::AttributeProto *value = findAttr(node, "value"))
+    return one(im.constant(node, value->t()));
+  if (const onnx::AttributeProto *attr = findAttr(node, "value_float")) {
+    auto type = RankedTensorType::get({}, b.getF32Type());
+    return Results{b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, attr->f()))};
+  }
+  if (const onnx::AttributeProto *attr = findAttr(node, "value_floats")) {
+    SmallVector<float> values(attr->floats().begin(), attr->floats().end());
+    auto type = RankedTensorType::get({int64_t(values.size())}, b.getF32Type());
+    return Results{b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, ArrayRef(values)))};
+  }
+  if (const onnx::AttributeProto *attr = findAttr(node, "value_int"))
+    return Results{im.constantInts(loc, {attr->i()}, /*scalar=*/true)};
+  if (auto ints = intsAttr(node, "value_ints"))
+    return Results{im.constantInts(loc, *ints)};
+  return error() << "only tensor, float and integer constants are supported";
+}
+
+FailureOr<Results> Converter::cast() {
+  if (failed(expectInputs(1, 1)))
+    return failure();
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  FailureOr<Type> to = elementType(im.context, int32_t(intAttr(node, "to", 0)));
+  if (failed(to))
+    return error() << "cannot cast to ONNX type " << intAttr(node, "to", 0);
+  return one(im.build<CastOp>(node, *x, TypeAttr::get(*to)));
+}
+
+FailureOr<Results> Converter::pow() {
+  if (failed(expectInputs(2, 2)))
+    return failure();
+  FailureOr<Value> x = in(0), y = in(1);
+  if (failed(x) || failed(y))
+    return failure();
+  // ONNX lets the exponent have its own type; compute in the base's.
+  Type element = typeOf(*x).getElementType();
+  Value exponent = *y;
+  if (typeOf(exponent).getElementType() != element) {
+    auto cast = b.create<CastOp>(loc, typeOf(exponent).clone(element), exponent,
+                                 TypeAttr::get(element));
+    exponent = cast.getResult();
+  }
+  return one(im.build<PowOp>(node, *x, exponent));
+}
+
+FailureOr<Results> Converter::reduce(bool mean) {
+  if (failed(expectInputs(1, 2)))
+    return failure();
+  FailureOr<Value> x = in(0);
+  // ReduceSum takes axes as an input from opset 13, ReduceMean from opset 18.
+  FailureOr<Value> axes = axesOperand(mean ? 18 : 13, 1);
+  if (failed(x) || failed(axes))
+    return failure();
+  bool keepdims = intAttr(node, "keepdims", 1) != 0;
+  bool noop = intAttr(node, "noop_with_empty_axes", 0) != 0;
+  if (mean)
+    return one(im.build<ReduceMeanOp>(node, *x, *axes, keepdims, noop));
+  return one(im.build<ReduceSumOp>(node, *x, *axes, keepdims, noop));
+}
+
+FailureOr<Results> Converter::unsqueeze() {
+  FailureOr<Value> x = in(0);
+  FailureOr<Value> axesValue = axesOperand(13, 1);
+  if (failed(x) || failed(axesValue))
+    return failure();
+  if (!*axesValue)
+    return error() << "axes are required";
+  FailureOr<SmallVector<int64_t>> axes = knownInts(*axesValue, "axes");
+  if (failed(axes))
+    return failure();
+  int64_t rank = typeOf(*x).getRank() + int64_t(axes->size());
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t axis : *axes) {
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank || inserted[a])
+      return error() << "axis " << axis << " is out of range or repeated for rank " << rank;
+    inserted[a] = true;
+  }
+  SmallVector<Value> dims;
+  for (int64_t d = 0, source = 0; d < rank; ++d)
+    dims.push_back(inserted[d] ? im.constantInts(loc, {1}) : dimOf(*x, source++));
+  return reshapeTo(*x, dims);
+}
+
+FailureOr<Results> Converter::squeeze() {
+  FailureOr<Value> x = in(0);
+  FailureOr<Value> axesValue = axesOperand(13, 1);
+  if (failed(x) || failed(axesValue))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  SmallVector<bool> removed(type.getRank(), false);
+  if (*axesValue) {
+    FailureOr<SmallVector<int64_t>> axes = knownInts(*axesValue, "axes");
+    if (failed(axes))
+      return failure();
+    for (int64_t axis : *axes) {
+      int64_t a = axis < 0 ? axis + type.getRank() : axis;
+      if (a < 0 || a >= type.getRank())
+        return error() << "axis " << axis << " is out of range for " << type;
+      if (!type.isDynamicDim(a) && type.getDimSize(a) != 1)
+        return error() << "cannot squeeze dimension " << a << " of size " << type.getDimSize(a);
+      removed[a] = true;
+    }
+  } else {
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (type.isDynamicDim(d))
+        return error() << "squeezing without axes needs static dimensions, got " << type;
+      removed[d] = type.getDimSize(d) == 1;
+    }
+  }
+  SmallVector<Value> dims;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (!removed[d])
+      dims.push_back(dimOf(*x, d));
+  return reshapeTo(*x, dims);
+}
+
+FailureOr<Results> Converter::flatten() {
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  int64_t axis = intAttr(node, "axis", 1);
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis < 0 || axis > type.getRank())
+    return error() << "axis " << intAttr(node, "axis", 1) << " is out of range for " << type;
+  if (!type.hasStaticShape())
+    return error() << "Flatten needs a static input shape, got " << type;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= type.getDimSize(d);
+  return reshapeTo(*x, {im.constantInts(loc, {outer}),
+                        im.constantInts(loc, {type.getNumElements() / std::max<int64_t>(outer, 1)})});
+}
+
+FailureOr<Results> Converter::slice() {
+  if (failed(expectInputs(3, 5)))
+    return failure();
+  FailureOr<Value> data = in(0), starts = in(1), ends = in(2), axes = optIn(3), steps = optIn(4);
+  if (failed(data) || failed(starts) || failed(ends) || failed(axes) || failed(steps))
+    return failure();
+  return one(im.build<SliceOp>(node, *data, *starts, *ends, *axes, *steps));
+}
+
+FailureOr<Results> Converter::split() {
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  int64_t axis = intAttr(node, "axis", 0);
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis < 0 || axis >= type.getRank())
+    return error() << "axis " << intAttr(node, "axis", 0) << " is out of range for " << type;
+  int64_t outputs = node.output_size();
+  SmallVector<int64_t> sizes;
+  FailureOr<Value> splitInput = im.opset >= 13 ? optIn(1) : FailureOr<Value>(Value());
+  if (failed(splitInput))
+    return failure();
+  if (*splitInput) {
+    FailureOr<SmallVector<int64_t>> known = knownInts(*splitInput, "split");
+    if (failed(known))
+      return failure();
+    sizes = *known;
+  } else if (auto attr = intsAttr(node, "split")) {
+    sizes = *attr;
+  } else {
+    int64_t dim = type.getDimSize(axis);
+    if (type.isDynamicDim(axis))
+      return error() << "an even split needs a static dimension " << axis << ", got " << type;
+    int64_t pieces = intAttr(node, "num_outputs", outputs);
+    int64_t chunk = (dim + pieces - 1) / std::max<int64_t>(pieces, 1);
+    for (int64_t i = 0; i < pieces; ++i)
+      sizes.push_back(std::min(chunk, dim - i * chunk));
+  }
+  if (int64_t(sizes.size()) != outputs)
+    return error() << "split into " << sizes.size() << " pieces but the node has " << outputs
+                   << " outputs";
+  Results results;
+  int64_t start = 0;
+  for (int64_t size : sizes) {
+    FailureOr<Value> piece =
+        im.build<SliceOp>(node, *x, im.constantInts(loc, {start}),
+                          im.constantInts(loc, {start + size}), im.constantInts(loc, {axis}),
+                          Value());
+    if (failed(piece))
+      return failure();
+    results.push_back(*piece);
+    start += size;
+  }
+  return results;
+}
+
+FailureOr<Results> Converter::layerNorm() {
+  if (failed(expectInputs(2, 3)))
+    return failure();
+  FailureOr<Value> x = in(0), scale = in(1), bias = optIn(2);
+  if (failed(x) || failed(scale) || failed(bias))
+    return failure();
+  // Only the normalised output: the optional mean and inverse deviation outputs are for training
+  // frameworks, and exporters leave them unused.
+  if (node.output_size() > 1 && !node.output(1).empty())
+    return error() << "the Mean and InvStdDev outputs are not supported";
+  auto op = b.create<LayerNormOp>(loc, x->getType(), *x, *scale, *bias,
+                                  b.getI64IntegerAttr(intAttr(node, "axis", -1)),
+                                  b.getF32FloatAttr(floatAttr(node, "epsilon", 1e-5f)));
+  if (failed(op.verify())) {
+    op.erase();
+    return failure();
+  }
+  return Results{op.getResult()};
+}
+
+// Max(a, b) = a < b ? b : a, folded over any number of inputs (Min likewise): no kernel of its
+// own, and exporters use it only to clamp scores.
+FailureOr<Results> Converter::minMax(bool max) {
+  if (node.input_size() < 1)
+    return error() << "expected at least one input";
+  FailureOr<Value> acc = in(0);
+  for (int i = 1; i < node.input_size() && succeeded(acc); ++i) {
+    FailureOr<Value> next = in(i);
+    if (failed(next))
+      return failure();
+    FailureOr<Value> less =
+        max ? im.build<LessOp>(node, *acc, *next) : im.build<LessOp>(node, *next, *acc);
+    if (failed(less))
+      return failure();
+    acc = im.build<WhereOp>(node, *less, *next, *acc);
+  }
+  return one(acc);
+}
+
+// Exporters write If for a squeeze of a dimension whose size they did not know, and for other
+// tests of shapes. Once the condition is a constant (shapes fold while importing) the taken
+// branch is imported in place; a condition known only at run time is not supported.
+FailureOr<Results> Converter::ifNode() {
+  FailureOr<Value> cond = in(0);
+  if (failed(cond))
+    return failure();
+  auto value = sl::constantInts(*cond);
+  if (!value || value->size() != 1)
+    return error() << "the condition must be known when the model is compiled (it depends on "
+                      "values computed at run time)";
+  const onnx::AttributeProto *branch = findAttr(node, (*value)[0] ? "then_branch" : "else_branch");
+  if (!branch || !branch->has_g())
+    return error() << "the branch is missing";
+  return im.importSubgraph(node, branch->g());
+}
+
+FailureOr<Results> Converter::run() {
+  llvm::StringRef type = node.op_type();
+  if (type == "Gemm")
+    return gemm();
+  if (type == "MatMul")
+    return binary<MatmulOp>();
+  if (type == "Add")
+    return binary<AddOp>();
+  if (type == "Sub")
+    return binary<SubOp>();
+  if (type == "Mul")
+    return binary<MulOp>();
+  if (type == "Div")
+    return binary<DivOp>();
+  if (type == "Equal")
+    return binary<EqualOp>();
+  if (type == "Less")
+    return binary<LessOp>();
+  if (type == "Pow")
+    return pow();
+  if (type == "Relu")
+    return unary<ReluOp>();
+  if (type == "Sigmoid")
+    return unary<SigmoidOp>();
+  if (type == "Sqrt")
+    return unary<SqrtOp>();
+  if (type == "Reciprocal")
+    return unary<ReciprocalOp>();
+  if (type == "Exp")
+    return unary<ExpOp>();
+  if (type == "Erf")
+    return unary<ErfOp>();
+  if (type == "Tanh")
+    return unary<TanhOp>();
+  if (type == "Neg") {
+    FailureOr<Value> x = in(0);
+    if (failed(x))
+      return failure();
+    return Results{b.create<NegOp>(loc, *x)};
+  }
+  if (type == "Identity" || type == "Dropout") {
+    // Dropout in an inference export is the identity (its mask output is not supported).
+    if (type == "Dropout" && node.output_size() > 1 && !node.output(1).empty())
+      return error() << "Dropout's mask output is not supported";
+    return one(in(0));
+  }
+  if (type == "Constant")
+    return constantNode();
+  if (type == "Cast")
+    return cast();
+  if (type == "Softmax") {
+    FailureOr<Value> x = in(0);
+    if (failed(x))
+      return failure();
+    auto op = b.create<SoftmaxOp>(loc, *x, b.getI64IntegerAttr(intAttr(node, "axis", -1)));
+    if (failed(op.verify())) {
+      op.erase();
+      return failure();
+    }
+    return Results{op.getResult()};
+  }
+  if (type == "ReduceMean" || type == "ReduceSum")
+    return reduce(type == "ReduceMean");
+  if (type == "Gather") {
+    FailureOr<Value> data = in(0), indices = in(1);
+    if (failed(data) || failed(indices))
+      return failure();
+    return one(im.build<GatherOp>(node, *data, *indices, intAttr(node, "axis", 0)));
+  }
+  if (type == "Reshape") {
+    FailureOr<Value> x = in(0), shape = in(1);
+    if (failed(x) || failed(shape))
+      return failure();
+    return one(im.build<ReshapeOp>(node, *x, *shape, intAttr(node, "allowzero", 0) != 0));
+  }
+  if (type == "Transpose") {
+    FailureOr<Value> x = in(0);
+    if (failed(x))
+      return failure();
+    SmallVector<int64_t> perm = intsAttr(node, "perm").value_or(SmallVector<int64_t>{});
+    // Without perm, ONNX reverses the dimensions.
+    if (perm.empty())
+      for (int64_t axis = typeOf(*x).getRank() - 1; axis >= 0; --axis)
+        perm.push_back(axis);
+    return one(im.build<TransposeOp>(node, *x, perm));
+  }
+  if (type == "Unsqueeze")
+    return unsqueeze();
+  if (type == "Squeeze")
+    return squeeze();
+  if (type == "Flatten")
+    return flatten();
+  if (type == "Concat") {
+    SmallVector<Value> inputs;
+    for (int i = 0; i < node.input_size(); ++i) {
+      FailureOr<Value> v = in(i);
+      if (failed(v))
+        return failure();
+      inputs.push_back(*v);
+    }
+    if (!findAttr(node, "axis"))
+      return error() << "attribute 'axis' is required";
+    return one(im.build<ConcatOp>(node, inputs, intAttr(node, "axis", 0)));
+  }
+  if (type == "Slice")
+    return slice();
+  if (type == "Split")
+    return split();
+  if (type == "Expand") {
+    FailureOr<Value> x = in(0), shape = in(1);
+    if (failed(x) || failed(shape))
+      return failure();
+    return one(im.build<ExpandOp>(node, *x, *shape));
+  }
+  if (type == "Where") {
+    FailureOr<Value> c = in(0), x = in(1), y = in(2);
+    if (failed(c) || failed(x) || failed(y))
+      return failure();
+    if (!typeOf(*c).getElementType().isInteger(1))
+      return error() << "the condition must be bool, got " << c->getType();
+    return one(im.build<WhereOp>(node, *c, *x, *y));
+  }
+  if (type == "Trilu") {
+    FailureOr<Value> x = in(0), k = optIn(1);
+    if (failed(x) || failed(k))
+      return failure();
+    return one(im.build<TriluOp>(node, *x, *k, intAttr(node, "upper", 1) != 0));
+  }
+  if (type == "Shape") {
+    FailureOr<Value> x = in(0);
+    if (failed(x))
+      return failure();
+    const onnx::AttributeProto *end = findAttr(node, "end");
+    return one(im.build<ShapeOp>(node, *x, b.getI64IntegerAttr(intAttr(node, "start", 0)),
+                                 end ? b.getI64IntegerAttr(end->i()) : IntegerAttr()));
+  }
+  if (type == "ConstantOfShape") {
+    FailureOr<Value> shape = in(0);
+    if (failed(shape))
+      return failure();
+    Attribute value;
+    if (const onnx::AttributeProto *attr = findAttr(node, "value")) {
+      FailureOr<Value> c = im.constant(node, attr->t());
+      if (failed(c))
+        return failure();
+      value = c->getDefiningOp<ConstantOp>().getValue();
+      c->getDefiningOp()->erase();
+    } else {
+      auto f = RankedTensorType::get({1}, b.getF32Type());
+      value = DenseElementsAttr::get(f, 0.0f);
+    }
+    if (llvm::cast<ElementsAttr>(value).getNumElements() != 1)
+      return error() << "value must have exactly one element";
+    return one(im.build<ConstantOfShapeOp>(node, *shape, llvm::cast<ElementsAttr>(value)));
+  }
+  if (type == "Range") {
+    FailureOr<Value> start = in(0), limit = in(1), delta = in(2);
+    if (failed(start) || failed(limit) || failed(delta))
+      return failure();
+    return one(im.build<RangeOp>(node, *start, *limit, *delta));
+  }
+  if (type == "LayerNormalization")
+    return layerNorm();
+  if (type == "Max" || type == "Min")
+    return minMax(type == "Max");
+  if (type == "If")
+    return ifNode();
+  return error() << "unsupported operator";
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>> convertNode(Importer &importer, const onnx::NodeProto &node) {
+  return Converter(importer, node).run();
+}
+
+} // namespace sl::import
