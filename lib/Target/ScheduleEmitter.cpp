@@ -9,7 +9,9 @@
 
 #include "sl/Target/ScheduleEmitter.h"
 
+#include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/ShapeInference.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -20,6 +22,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
+
 #include "schedule/schedule.pb.h"
 
 using namespace mlir;
@@ -29,7 +33,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 // Device buffers start on 256-byte boundaries (what cuBLAS and vector loads like); host buffers
 // on 64-byte ones (a cache line).
 constexpr uint64_t kDeviceAlignment = 256;
@@ -80,6 +84,8 @@ private:
   FailureOr<uint32_t> addBuffer(Location loc, Value value, pb::MemorySpace space,
                                 llvm::StringRef name);
   FailureOr<uint32_t> deviceBufferOf(Location loc, Value value);
+  FailureOr<uint32_t> addConstant(ConstantOp op);
+  LogicalResult addAlias(Value result, Value source, Location loc);
   LogicalResult addParameter(ParamOp op);
   LogicalResult addCompute(Operation *op);
   pb::Kernel *addKernel(pb::OpKind kind, uint32_t stream, Location loc);
@@ -194,33 +200,305 @@ LogicalResult Emitter::addParameter(ParamOp op) {
 
 FailureOr<uint32_t> Emitter::deviceBufferOf(Location loc, Value value) {
   auto it = deviceBuffer.find(value);
-  if (it == deviceBuffer.end())
-    return emitError(loc) << "operand is defined by an operation that cannot be scheduled";
-  return it->second;
+  if (it != deviceBuffer.end())
+    return it->second;
+  // Constants are placed when a kernel first reads one: those that only gave shapes or axes
+  // never reach the schedule.
+  if (auto constant = value.getDefiningOp<ConstantOp>())
+    return addConstant(constant);
+  return emitError(loc) << "operand is defined by an operation that cannot be scheduled";
 }
 
-LogicalResult Emitter::addCompute(Operation *op) {
-  std::optional<pb::OpKind> kind =
-      llvm::TypeSwitch<Operation *, std::optional<pb::OpKind>>(op)
-          .Case<MatmulOp>([](auto) { return pb::MATMUL; })
-          .Case<GemmOp>([](auto) { return pb::GEMM; })
-          .Case<AddOp>([](auto) { return pb::ADD; })
-          .Case<MulOp>([](auto) { return pb::MUL; })
-          .Case<ReluOp>([](auto) { return pb::RELU; })
-          .Case<SigmoidOp>([](auto) { return pb::SIGMOID; })
-          .Case<SiluOp>([](auto) { return pb::SILU; })
-          .Case<TransposeOp>([](auto) { return pb::TRANSPOSE; })
-          .Default([](auto) { return std::nullopt; });
-  if (!kind)
-    return op->emitError("operation '") << op->getName() << "' cannot be scheduled yet";
+FailureOr<uint32_t> Emitter::addConstant(ConstantOp op) {
+  std::string name = "constant " + locationName(op.getLoc());
+  FailureOr<uint32_t> host = addBuffer(op.getLoc(), op.getResult(), pb::HOST, name);
+  if (failed(host))
+    return failure();
+  uint32_t device = *addBuffer(op.getLoc(), op.getResult(), pb::DEVICE, name);
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op.emitError("only dense constants can be scheduled");
+  // Element bytes as the runtime stores them: little-endian, one byte per bool; a splat as one.
+  std::string data;
+  auto append = [&](uint64_t bits, unsigned bytes) {
+    for (unsigned i = 0; i < bytes; ++i)
+      data.push_back(char((bits >> (8 * i)) & 0xff));
+  };
+  Type element = dense.getElementType();
+  unsigned bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
+  int64_t count = dense.isSplat() ? 1 : dense.getNumElements();
+  if (llvm::isa<FloatType>(element)) {
+    auto values = dense.getValues<APFloat>();
+    for (int64_t i = 0; i < count; ++i)
+      append(values[i].bitcastToAPInt().getZExtValue(), bytes);
+  } else {
+    auto values = dense.getValues<APInt>();
+    for (int64_t i = 0; i < count; ++i)
+      append(values[i].getZExtValue(), bytes);
+  }
+  pb::Constant *constant = out->add_constants();
+  constant->set_buffer(*host);
+  constant->set_data(std::move(data));
 
-  pb::Kernel *kernel = addKernel(*kind, kComputeStream, op->getLoc());
-  llvm::SmallDenseSet<uint32_t> waited;
-  for (Value operand : op->getOperands()) {
+  pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
+  copy->set_name(name);
+  copy->add_operands(*host);
+  copy->add_results(device);
+  uint32_t event = newEvent();
+  copy->add_record_events(event);
+  deviceBuffer[op.getResult()] = device;
+  readyEvent[op.getResult()] = event;
+  return device;
+}
+
+// A result that is its operand's bytes in another shape: a second buffer over the same bytes.
+LogicalResult Emitter::addAlias(Value result, Value source, Location loc) {
+  FailureOr<uint32_t> sourceBuffer = deviceBufferOf(loc, source);
+  if (failed(sourceBuffer))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(result.getType());
+  if (!type.hasStaticShape())
+    return emitError(loc) << "result has dynamic shape " << type;
+  pb::Buffer *buffer = out->add_buffers();
+  *buffer = out->buffers(*sourceBuffer);
+  buffer->set_id(out->buffers_size() - 1);
+  buffer->set_name(locationName(loc));
+  buffer->clear_shape();
+  for (int64_t dim : type.getShape())
+    buffer->add_shape(dim);
+  deviceBuffer[result] = buffer->id();
+  if (auto it = readyEvent.find(source); it != readyEvent.end())
+    readyEvent[result] = it->second;
+  if (auto it = producer.find(source); it != producer.end())
+    producer[result] = it->second;
+  return success();
+}
+
+namespace {
+
+int64_t normalized(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+/// The op kind of a compute op, the operands the kernel reads (shape and bound operands are
+/// attributes by now), and how to fill in its attributes.
+struct KernelPlan {
+  pb::OpKind kind = pb::OP_KIND_UNSPECIFIED;
+  SmallVector<Value> operands;
+  std::function<void(pb::Kernel &)> attributes;
+};
+
+FailureOr<KernelPlan> planKernel(Operation *op) {
+  KernelPlan plan;
+  auto simple = [&](pb::OpKind kind) -> KernelPlan & {
+    plan.kind = kind;
+    plan.operands.assign(op->operand_begin(), op->operand_end());
+    return plan;
+  };
+  auto constantOf = [&](Value v, llvm::StringRef what) -> FailureOr<SmallVector<int64_t>> {
+    if (auto values = sl::constantInts(v))
+      return *values;
+    return op->emitError() << what << " must be a constant by now (sl-bind-shapes folds it)";
+  };
+  using Result = FailureOr<KernelPlan>;
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      .Case<MatmulOp>([&](auto) -> Result { return simple(pb::MATMUL); })
+      .Case<GemmOp>([&](GemmOp gemm) -> Result {
+        pb::GemmAttributes attrs;
+        attrs.set_trans_a(gemm.getTransA());
+        attrs.set_trans_b(gemm.getTransB());
+        attrs.set_alpha(gemm.getAlpha().convertToFloat());
+        attrs.set_beta(gemm.getBeta().convertToFloat());
+        simple(pb::GEMM).attributes = [attrs](pb::Kernel &k) { *k.mutable_gemm() = attrs; };
+        return plan;
+      })
+      .Case<AddOp>([&](auto) -> Result { return simple(pb::ADD); })
+      .Case<SubOp>([&](auto) -> Result { return simple(pb::SUB); })
+      .Case<MulOp>([&](auto) -> Result { return simple(pb::MUL); })
+      .Case<DivOp>([&](auto) -> Result { return simple(pb::DIV); })
+      .Case<PowOp>([&](auto) -> Result { return simple(pb::POW); })
+      .Case<EqualOp>([&](auto) -> Result { return simple(pb::EQUAL); })
+      .Case<LessOp>([&](auto) -> Result { return simple(pb::LESS); })
+      .Case<WhereOp>([&](auto) -> Result { return simple(pb::WHERE); })
+      .Case<ReluOp>([&](auto) -> Result { return simple(pb::RELU); })
+      .Case<SigmoidOp>([&](auto) -> Result { return simple(pb::SIGMOID); })
+      .Case<SiluOp>([&](auto) -> Result { return simple(pb::SILU); })
+      .Case<SqrtOp>([&](auto) -> Result { return simple(pb::SQRT); })
+      .Case<ReciprocalOp>([&](auto) -> Result { return simple(pb::RECIPROCAL); })
+      .Case<NegOp>([&](auto) -> Result { return simple(pb::NEG); })
+      .Case<ExpOp>([&](auto) -> Result { return simple(pb::EXP); })
+      .Case<ErfOp>([&](auto) -> Result { return simple(pb::ERF); })
+      .Case<TanhOp>([&](auto) -> Result { return simple(pb::TANH); })
+      .Case<CastOp>([&](auto) -> Result { return simple(pb::CAST); })
+      .Case<SwigluOp>([&](auto) -> Result { return simple(pb::SWIGLU); })
+      .Case<GeluOp>([&](GeluOp gelu) -> Result {
+        simple(pb::GELU).attributes = [tanh = gelu.getTanh()](pb::Kernel &k) {
+          k.mutable_gelu()->set_tanh(tanh);
+        };
+        return plan;
+      })
+      .Case<TransposeOp>([&](TransposeOp transpose) -> Result {
+        SmallVector<int64_t> perm(transpose.getPerm());
+        simple(pb::TRANSPOSE).attributes = [perm](pb::Kernel &k) {
+          for (int64_t axis : perm)
+            k.mutable_transpose()->add_perm(axis);
+        };
+        return plan;
+      })
+      .Case<SoftmaxOp>([&](SoftmaxOp softmax) -> Result {
+        int64_t axis = normalized(softmax.getAxis(), softmax.getType().getRank());
+        simple(pb::SOFTMAX).attributes = [axis](pb::Kernel &k) {
+          k.mutable_axis()->set_axis(axis);
+        };
+        return plan;
+      })
+      .Case<GatherOp>([&](GatherOp gather) -> Result {
+        auto rank = llvm::cast<RankedTensorType>(gather.getData().getType()).getRank();
+        int64_t axis = normalized(gather.getAxis(), rank);
+        simple(pb::GATHER).attributes = [axis](pb::Kernel &k) { k.mutable_axis()->set_axis(axis); };
+        return plan;
+      })
+      .Case<ConcatOp>([&](ConcatOp concat) -> Result {
+        int64_t axis = normalized(concat.getAxis(), concat.getType().getRank());
+        simple(pb::CONCAT).attributes = [axis](pb::Kernel &k) { k.mutable_axis()->set_axis(axis); };
+        return plan;
+      })
+      .Case<ExpandOp>([&](ExpandOp expand) -> Result {
+        plan.kind = pb::EXPAND;
+        plan.operands = {expand.getInput()};
+        return plan;
+      })
+      .Case<SliceOp>([&](SliceOp slice) -> Result {
+        plan.kind = pb::SLICE;
+        plan.operands = {slice.getData()};
+        auto data = llvm::cast<RankedTensorType>(slice.getData().getType());
+        auto starts = constantOf(slice.getStarts(), "slice starts");
+        auto ends = constantOf(slice.getEnds(), "slice ends");
+        if (failed(starts) || failed(ends))
+          return failure();
+        SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+        SmallVector<int64_t> steps(starts->size(), 1);
+        if (slice.getAxes()) {
+          auto v = constantOf(slice.getAxes(), "slice axes");
+          if (failed(v))
+            return failure();
+          axes = *v;
+        }
+        if (slice.getSteps()) {
+          auto v = constantOf(slice.getSteps(), "slice steps");
+          if (failed(v))
+            return failure();
+          steps = *v;
+        }
+        SmallVector<int64_t> first(data.getRank(), 0), step(data.getRank(), 1);
+        for (auto [i, axis] : llvm::enumerate(axes)) {
+          int64_t d = normalized(axis, data.getRank());
+          first[d] = sliceBounds(data.getDimSize(d), (*starts)[i], (*ends)[i], steps[i]).first;
+          step[d] = steps[i];
+        }
+        plan.attributes = [first, step](pb::Kernel &k) {
+          for (auto [f, s] : llvm::zip(first, step)) {
+            k.mutable_slice()->add_starts(f);
+            k.mutable_slice()->add_steps(s);
+          }
+        };
+        return plan;
+      })
+      .Case<TriluOp>([&](TriluOp trilu) -> Result {
+        plan.kind = pb::TRILU;
+        plan.operands = {trilu.getInput()};
+        int64_t k = 0;
+        if (trilu.getK()) {
+          auto v = constantOf(trilu.getK(), "trilu k");
+          if (failed(v))
+            return failure();
+          k = (*v)[0];
+        }
+        plan.attributes = [k, upper = trilu.getUpper()](pb::Kernel &kernel) {
+          kernel.mutable_trilu()->set_upper(upper);
+          kernel.mutable_trilu()->set_k(k);
+        };
+        return plan;
+      })
+      .Case<ReduceMeanOp, ReduceSumOp>([&](auto reduce) -> Result {
+        plan.kind = llvm::isa<ReduceMeanOp>(op) ? pb::REDUCE_MEAN : pb::REDUCE_SUM;
+        plan.operands = {reduce.getInput()};
+        int64_t rank = llvm::cast<RankedTensorType>(reduce.getInput().getType()).getRank();
+        SmallVector<int64_t> axes;
+        if (reduce.getAxes()) {
+          auto v = constantOf(reduce.getAxes(), "reduction axes");
+          if (failed(v))
+            return failure();
+          for (int64_t a : *v)
+            axes.push_back(normalized(a, rank));
+        }
+        if (axes.empty())
+          axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+        llvm::sort(axes);
+        axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+        plan.attributes = [axes, keep = reduce.getKeepdims()](pb::Kernel &k) {
+          for (int64_t a : axes)
+            k.mutable_reduce()->add_axes(a);
+          k.mutable_reduce()->set_keepdims(keep);
+        };
+        return plan;
+      })
+      .Case<LayerNormOp>([&](LayerNormOp norm) -> Result {
+        int64_t axis = normalized(norm.getAxis(), norm.getType().getRank());
+        float epsilon = norm.getEpsilon().convertToFloat();
+        simple(pb::LAYER_NORM).attributes = [axis, epsilon](pb::Kernel &k) {
+          k.mutable_norm()->set_axis(axis);
+          k.mutable_norm()->set_epsilon(epsilon);
+        };
+        return plan;
+      })
+      .Case<RmsNormOp>([&](RmsNormOp norm) -> Result {
+        int64_t axis = norm.getType().getRank() - 1;
+        float epsilon = norm.getEpsilon().convertToFloat();
+        simple(pb::RMS_NORM).attributes = [axis, epsilon](pb::Kernel &k) {
+          k.mutable_norm()->set_axis(axis);
+          k.mutable_norm()->set_epsilon(epsilon);
+        };
+        return plan;
+      })
+      .Case<RotaryOp>([&](RotaryOp rotary) -> Result {
+        simple(pb::ROTARY).attributes = [interleaved = rotary.getInterleaved()](pb::Kernel &k) {
+          k.mutable_rotary()->set_interleaved(interleaved);
+        };
+        return plan;
+      })
+      .Case<AttentionOp>([&](AttentionOp attention) -> Result {
+        bool causal = attention.getCausal();
+        float scale = attention.getScale().convertToFloat();
+        simple(pb::ATTENTION).attributes = [causal, scale](pb::Kernel &k) {
+          k.mutable_attention()->set_causal(causal);
+          k.mutable_attention()->set_scale(scale);
+        };
+        return plan;
+      })
+      .Default([&](Operation *) -> Result {
+        return op->emitError("operation '")
+               << op->getName()
+               << "' cannot be scheduled: its result depends on values known only at run time";
+      });
+}
+
+} // namespace
+
+LogicalResult Emitter::addCompute(Operation *op) {
+  FailureOr<KernelPlan> plan = planKernel(op);
+  if (failed(plan))
+    return failure();
+  // Place the operands first: a constant read for the first time appends its own copy kernel.
+  SmallVector<uint32_t> operandBuffers;
+  for (Value operand : plan->operands) {
     FailureOr<uint32_t> buffer = deviceBufferOf(op->getLoc(), operand);
     if (failed(buffer))
       return failure();
-    kernel->add_operands(*buffer);
+    operandBuffers.push_back(*buffer);
+  }
+  pb::Kernel *kernel = addKernel(plan->kind, kComputeStream, op->getLoc());
+  llvm::SmallDenseSet<uint32_t> waited;
+  for (auto [operand, buffer] : llvm::zip(plan->operands, operandBuffers)) {
+    kernel->add_operands(buffer);
     if (auto it = readyEvent.find(operand); it != readyEvent.end() && waited.insert(it->second).second)
       kernel->add_wait_events(it->second);
   }
@@ -231,16 +509,8 @@ LogicalResult Emitter::addCompute(Operation *op) {
   kernel->add_results(*result);
   deviceBuffer[op->getResult(0)] = *result;
   producer[op->getResult(0)] = out->kernels_size() - 1;
-  if (auto gemm = llvm::dyn_cast<GemmOp>(op)) {
-    pb::GemmAttributes *attrs = kernel->mutable_gemm();
-    attrs->set_trans_a(gemm.getTransA());
-    attrs->set_trans_b(gemm.getTransB());
-    attrs->set_alpha(gemm.getAlpha().convertToFloat());
-    attrs->set_beta(gemm.getBeta().convertToFloat());
-  }
-  if (auto transpose = llvm::dyn_cast<TransposeOp>(op))
-    for (int64_t axis : transpose.getPerm())
-      kernel->mutable_transpose()->add_perm(axis);
+  if (plan->attributes)
+    plan->attributes(*kernel);
   return success();
 }
 
@@ -283,8 +553,15 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
   }
 
   for (Operation &op : body.without_terminator()) {
-    LogicalResult result = llvm::isa<ParamOp>(op) ? addParameter(llvm::cast<ParamOp>(op))
-                                                  : addCompute(&op);
+    LogicalResult result = success();
+    if (auto param = llvm::dyn_cast<ParamOp>(op))
+      result = addParameter(param);
+    else if (llvm::isa<ConstantOp>(op))
+      continue;
+    else if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
+      result = addAlias(reshape.getResult(), reshape.getInput(), op.getLoc());
+    else
+      result = addCompute(&op);
     if (failed(result))
       return failure();
   }
