@@ -29,4 +29,23 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseTransformerPass : Pass<"sl-fuse-transformer", "mlir::func::FuncOp"> {
+  let summary = "rewrite exported transformer blocks into fused sl ops";
+  let description = [{
+    Recognises, on static IR (after sl-bind-shapes), the decompositions exporters write for
+    RMSNorm, LayerNorm, GELU (exact and tanh), SwiGLU, rotary embeddings (rotate-half and
+    interleaved) and causal scaled-dot-product attention (multi-head and grouped-query, with the
+    exporter's mask construction and HF's repeat_kv and clamp), and rewrites each into one fused
+    op: `sl.rms_norm`, `sl.layer_norm`, `sl.gelu`, `sl.swiglu`, `sl.rotary`, `sl.attention`.
+
+    Every match checks the constants it depends on (the exponent 2, the 1/2 of GELU, the
+    epsilon, each value of the causal mask), so a graph that only looks similar is left as it is
+    and runs op by op. Canonicalisation and CSE clean up what the rewrites leave dead.
+
+    Example: `sl.mul %w, (sl.mul %x, (sl.div 1, (sl.sqrt (sl.add (sl.reduce_mean (sl.pow %x, 2)),
+    1e-6))))` becomes `sl.rms_norm %x, %w {epsilon = 1.0e-06}`.
+  }];
+  let dependentDialects = ["::sl::SLDialect"];
+}
+
 #endif // SL_PASSES_TD

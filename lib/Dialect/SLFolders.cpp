@@ -296,6 +296,10 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
   // Equal types are the identity only when static: tensor<?x4> can reshape to another tensor<?x4>.
   if (getType().hasStaticShape() && getInput().getType() == getType())
     return getInput();
+  // A round trip through another shape is the identity.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>();
+      inner && getType().hasStaticShape() && inner.getInput().getType() == getType())
+    return inner.getInput();
   auto input = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getInput());
   if (!input || !getType().hasStaticShape())
     return {};
@@ -384,6 +388,10 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
 OpFoldResult ExpandOp::fold(FoldAdaptor a) {
   if (getType().hasStaticShape() && getInput().getType() == getType())
     return getInput();
+  // A round trip through another shape is the identity.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>();
+      inner && getType().hasStaticShape() && inner.getInput().getType() == getType())
+    return inner.getInput();
   auto input = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getInput());
   if (!input || !getType().hasStaticShape())
     return {};

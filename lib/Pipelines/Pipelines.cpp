@@ -4,6 +4,7 @@
 
 #include "sl/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -12,13 +13,17 @@ namespace sl {
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
   pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq}));
   pm.addPass(mlir::createCanonicalizerPass());
+  if (options.fuse)
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseTransformerPass());
+  pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
 }
 
 void registerPipelines() {
   mlir::PassPipelineRegistration<InferPipelineOptions>(
       "sl-infer",
-      "Compile an imported model for inference: bind batch/seq sizes, simplify. With "
+      "Compile an imported model for inference: bind batch/seq sizes, fold shape arithmetic, "
+      "fuse transformer blocks (fuse=false to skip), simplify. With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);
 }

@@ -12,6 +12,9 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
                         llvm::cl::init(0)};
   Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length, for models with one"),
                       llvm::cl::init(0)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse transformer blocks into fused ops (sl-fuse-transformer)"),
+                    llvm::cl::init(true)};
 };
 
 /// `--sl-infer`: an imported model to a static, simplified forward program ready to be written

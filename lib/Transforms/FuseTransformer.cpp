@@ -1,0 +1,610 @@
+//===- FuseTransformer.cpp - sl-fuse-transformer: exporter patterns into fused ops --------------===//
+//
+// Exporters decompose every transformer building block into elementwise ops, reductions and
+// reshapes. This pass recognises the blocks on static, folded IR (after sl-bind-shapes) and
+// rewrites them into the fused ops the runtime has kernels for:
+//
+//   RMSNorm      x * 1/sqrt(mean(x^2) + eps) * w                        -> sl.rms_norm
+//   LayerNorm    (x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b     -> sl.layer_norm
+//   GELU         0.5 * x * (1 + erf(x / sqrt(2)))  and the tanh form     -> sl.gelu
+//   SwiGLU       silu(g) * u                                              -> sl.swiglu
+//   Rotary       x * cos + rotate(x) * sin, rotate-half or interleaved    -> sl.rotary
+//   Attention    softmax(q k^T / c + causal mask) v, with repeat_kv        -> sl.attention
+//
+// Every match checks the constants it relies on (exponents, 1/2, epsilons, the mask's values),
+// so a near-miss stays as it is and still runs, op by op.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Dialect/ConstantValues.h"
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/ShapeInference.h"
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace sl {
+#define GEN_PASS_DEF_FUSETRANSFORMERPASS
+#include "sl/SLPasses.h.inc"
+} // namespace sl
+
+using namespace mlir;
+using namespace sl;
+
+namespace {
+
+//===--------------------------------------------------------------------------------------------===//
+// Matching helpers
+//===--------------------------------------------------------------------------------------------===//
+
+RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// The value of a one-element (or splat) numeric constant.
+std::optional<double> scalarOf(Value v) {
+  auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  if (!constant)
+    return std::nullopt;
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  if (auto f = constantFloats(dense))
+    return (*f)[0];
+  if (auto i = sl::constantInts(dense))
+    return double((*i)[0]);
+  return std::nullopt;
+}
+
+bool isScalar(Value v, double expected, double relTol = 1e-4) {
+  std::optional<double> value = scalarOf(v);
+  return value && std::abs(*value - expected) <= relTol * std::max(1.0, std::abs(expected));
+}
+
+/// `op`'s two operands in both orders, for commutative matches.
+template <typename OpT> SmallVector<std::pair<Value, Value>, 2> bothOrders(OpT op) {
+  return {{op.getLhs(), op.getRhs()}, {op.getRhs(), op.getLhs()}};
+}
+
+template <typename OpT> OpT defining(Value v) { return v ? v.getDefiningOp<OpT>() : OpT(); }
+
+/// True if `reduce` averages over exactly the last dimension, keeping it.
+bool meanOverLastDim(ReduceMeanOp reduce) {
+  if (!reduce || !reduce.getKeepdims() || !reduce.getAxes())
+    return false;
+  auto axes = sl::constantInts(reduce.getAxes());
+  int64_t rank = typeOf(reduce.getInput()).getRank();
+  return axes && axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+}
+
+/// x^2 as pow(x, 2) or x * x; returns x.
+Value squareOf(Value v) {
+  if (auto pow = defining<PowOp>(v); pow && isScalar(pow.getRhs(), 2.0))
+    return pow.getLhs();
+  if (auto mul = defining<MulOp>(v); mul && mul.getLhs() == mul.getRhs())
+    return mul.getLhs();
+  return {};
+}
+
+/// sqrt(var + eps), either operand order of the add; returns (var, eps).
+std::optional<std::pair<Value, double>> sqrtPlusEps(Value v) {
+  auto sqrt = defining<SqrtOp>(v);
+  auto add = sqrt ? defining<AddOp>(sqrt.getInput()) : AddOp();
+  if (!add)
+    return std::nullopt;
+  for (auto [var, eps] : bothOrders(add))
+    if (auto e = scalarOf(eps); e && *e >= 0)
+      return std::make_pair(var, *e);
+  return std::nullopt;
+}
+
+/// 1 / s as div(1, s) or reciprocal(s); returns s.
+Value reciprocalOf(Value v) {
+  if (auto div = defining<DivOp>(v); div && isScalar(div.getLhs(), 1.0))
+    return div.getRhs();
+  if (auto rec = defining<ReciprocalOp>(v))
+    return rec.getInput();
+  return {};
+}
+
+bool isVectorOfLastDim(Value w, RankedTensorType x) {
+  auto type = typeOf(w);
+  return type.getRank() == 1 && type.getDimSize(0) == x.getShape().back();
+}
+
+/// The factors of a product tree: through muls used only inside the tree.
+void collectFactors(Value v, bool root, SmallVectorImpl<Value> &factors) {
+  auto mul = defining<MulOp>(v);
+  if (mul && (root || v.hasOneUse()) && mul.getType() == typeOf(v)) {
+    collectFactors(mul.getLhs(), false, factors);
+    collectFactors(mul.getRhs(), false, factors);
+    return;
+  }
+  factors.push_back(v);
+}
+
+//===--------------------------------------------------------------------------------------------===//
+// RMSNorm: w * (x * 1/sqrt(mean(x^2, -1) + eps)), or x / sqrt(...)
+//===--------------------------------------------------------------------------------------------===//
+
+struct FuseRmsNorm : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// x normalised by its RMS over the last dimension, as the exporter wrote it.
+  static std::optional<std::pair<Value, double>> normalized(Value n) {
+    auto check = [](Value x, Value s) -> std::optional<std::pair<Value, double>> {
+      auto root = sqrtPlusEps(s);
+      if (!root)
+        return std::nullopt;
+      auto mean = defining<ReduceMeanOp>(root->first);
+      if (!meanOverLastDim(mean) || squareOf(mean.getInput()) != x)
+        return std::nullopt;
+      return std::make_pair(x, root->second);
+    };
+    if (auto div = defining<DivOp>(n))
+      return check(div.getLhs(), div.getRhs());
+    if (auto mul = defining<MulOp>(n))
+      for (auto [x, r] : bothOrders(mul))
+        if (Value s = reciprocalOf(r))
+          if (auto found = check(x, s))
+            return found;
+    return std::nullopt;
+  }
+
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    for (auto [w, n] : bothOrders(op)) {
+      auto found = normalized(n);
+      if (!found || typeOf(found->first) != op.getType() || !isVectorOfLastDim(w, op.getType()))
+        continue;
+      rewriter.replaceOpWithNewOp<RmsNormOp>(op, op.getType(), found->first, w,
+                                             rewriter.getF32FloatAttr(float(found->second)));
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===--------------------------------------------------------------------------------------------===//
+// LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w [+ b]
+//===--------------------------------------------------------------------------------------------===//
+
+struct FuseLayerNorm : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    for (auto [n, w] : bothOrders(op)) {
+      auto div = defining<DivOp>(n);
+      if (!div || !isVectorOfLastDim(w, op.getType()))
+        continue;
+      auto sub = defining<SubOp>(div.getLhs());
+      auto root = sqrtPlusEps(div.getRhs());
+      if (!sub || !root)
+        continue;
+      auto mean = defining<ReduceMeanOp>(sub.getRhs());
+      auto var = defining<ReduceMeanOp>(root->first);
+      Value x = sub.getLhs();
+      if (!meanOverLastDim(mean) || mean.getInput() != x || !meanOverLastDim(var) ||
+          squareOf(var.getInput()) != sub.getResult() || typeOf(x) != op.getType())
+        continue;
+      // A bias added right after the scale belongs to the layer norm.
+      Value bias;
+      Operation *root_op = op;
+      if (op->hasOneUse())
+        if (auto add = llvm::dyn_cast<AddOp>(*op->getUsers().begin()))
+          for (auto [self, b] : bothOrders(add))
+            if (self == op.getResult() && isVectorOfLastDim(b, op.getType()) &&
+                add.getType() == op.getType()) {
+              bias = b;
+              root_op = add;
+            }
+      rewriter.setInsertionPoint(root_op);
+      auto norm = rewriter.create<LayerNormOp>(
+          op.getLoc(), op.getType(), x, w, bias, rewriter.getI64IntegerAttr(-1),
+          rewriter.getF32FloatAttr(float(root->second)));
+      rewriter.replaceOp(root_op, norm.getResult());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===--------------------------------------------------------------------------------------------===//
+// GELU: x * 0.5 * (1 + erf(x / sqrt(2))), or with tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+//===--------------------------------------------------------------------------------------------===//
+
+struct FuseGelu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// erf(x / sqrt(2)) or erf(x * (1/sqrt(2))): returns x.
+  static Value erfArgument(Value t) {
+    auto erf = defining<ErfOp>(t);
+    if (!erf)
+      return {};
+    if (auto div = defining<DivOp>(erf.getInput()); div && isScalar(div.getRhs(), std::sqrt(2.0)))
+      return div.getLhs();
+    if (auto mul = defining<MulOp>(erf.getInput()))
+      for (auto [x, c] : bothOrders(mul))
+        if (isScalar(c, 1.0 / std::sqrt(2.0)))
+          return x;
+    return {};
+  }
+
+  /// tanh(sqrt(2/pi) * (x + 0.044715 * x^3)): returns x.
+  static Value tanhArgument(Value t) {
+    auto tanh = defining<TanhOp>(t);
+    if (!tanh)
+      return {};
+    SmallVector<Value> outer;
+    collectFactors(tanh.getInput(), true, outer);
+    if (outer.size() != 2)
+      return {};
+    for (auto [c, sum] : {std::pair(outer[0], outer[1]), std::pair(outer[1], outer[0])}) {
+      auto add = defining<AddOp>(sum);
+      if (!isScalar(c, std::sqrt(2.0 / M_PI)) || !add)
+        continue;
+      for (auto [x, cubic] : bothOrders(add)) {
+        SmallVector<Value> inner;
+        collectFactors(cubic, true, inner);
+        if (inner.size() != 2)
+          continue;
+        for (auto [k, p] : {std::pair(inner[0], inner[1]), std::pair(inner[1], inner[0])}) {
+          auto pow = defining<PowOp>(p);
+          if (isScalar(k, 0.044715) && pow && pow.getLhs() == x && isScalar(pow.getRhs(), 3.0))
+            return x;
+        }
+      }
+    }
+    return {};
+  }
+
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    SmallVector<Value> factors;
+    collectFactors(op.getResult(), true, factors);
+    if (factors.size() != 3)
+      return failure();
+    // Some order of {x, 0.5, 1 + f(x)}.
+    for (int half = 0; half < 3; ++half) {
+      if (!isScalar(factors[half], 0.5))
+        continue;
+      for (int xi = 0; xi < 3; ++xi) {
+        if (xi == half)
+          continue;
+        Value x = factors[xi], g = factors[3 - half - xi];
+        auto add = defining<AddOp>(g);
+        if (!add || typeOf(x) != op.getType())
+          continue;
+        for (auto [one, t] : bothOrders(add)) {
+          if (!isScalar(one, 1.0))
+            continue;
+          bool exact = erfArgument(t) == x, approximate = !exact && tanhArgument(t) == x;
+          if (!exact && !approximate)
+            continue;
+          auto gelu = rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x);
+          if (approximate)
+            gelu.setTanh(true);
+          return success();
+        }
+      }
+    }
+    return failure();
+  }
+};
+
+//===--------------------------------------------------------------------------------------------===//
+// SwiGLU: silu(g) * u
+//===--------------------------------------------------------------------------------------------===//
+
+struct FuseSwiglu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    for (auto [s, up] : bothOrders(op)) {
+      auto silu = defining<SiluOp>(s);
+      if (!silu || silu.getType() != op.getType() || typeOf(up) != op.getType())
+        continue;
+      rewriter.replaceOpWithNewOp<SwigluOp>(op, op.getType(), silu.getInput(), up);
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===--------------------------------------------------------------------------------------------===//
+// Rotary embedding: x * cos + rotate(x) * sin
+//===--------------------------------------------------------------------------------------------===//
+
+/// A slice of the last dimension of `x`: (first index, count, step), if that is what `v` is.
+std::optional<std::tuple<Value, int64_t, int64_t, int64_t>> lastDimSlice(Value v) {
+  auto slice = defining<SliceOp>(v);
+  if (!slice)
+    return std::nullopt;
+  auto data = typeOf(slice.getData());
+  int64_t rank = data.getRank();
+  auto starts = sl::constantInts(slice.getStarts()), ends = sl::constantInts(slice.getEnds());
+  std::optional<SmallVector<int64_t>> axes =
+      slice.getAxes() ? sl::constantInts(slice.getAxes()) : SmallVector<int64_t>{rank - 1};
+  std::optional<SmallVector<int64_t>> steps =
+      slice.getSteps() ? sl::constantInts(slice.getSteps()) : SmallVector<int64_t>{1};
+  if (!starts || !ends || !axes || !steps || starts->size() != 1 || axes->size() != 1 ||
+      steps->size() != 1 || ends->size() != 1)
+    return std::nullopt;
+  if ((*axes)[0] != -1 && (*axes)[0] != rank - 1)
+    return std::nullopt;
+  auto [first, count] = sliceBounds(data.getShape().back(), (*starts)[0], (*ends)[0], (*steps)[0]);
+  return std::make_tuple(slice.getData(), first, count, (*steps)[0]);
+}
+
+/// rotate(x) for rotate-half (concat(-x[D/2:], x[:D/2])): returns x.
+Value rotateHalfOf(Value v) {
+  auto concat = defining<ConcatOp>(v);
+  if (!concat || concat.getInputs().size() != 2)
+    return {};
+  int64_t rank = concat.getType().getRank();
+  if (concat.getAxis() != -1 && concat.getAxis() != rank - 1)
+    return {};
+  auto neg = defining<NegOp>(concat.getInputs()[0]);
+  auto second = neg ? lastDimSlice(neg.getInput()) : std::nullopt;
+  auto first = lastDimSlice(concat.getInputs()[1]);
+  if (!first || !second)
+    return {};
+  auto [x1, start1, count1, step1] = *first;
+  auto [x2, start2, count2, step2] = *second;
+  int64_t d = concat.getType().getShape().back();
+  if (x1 != x2 || step1 != 1 || step2 != 1 || start1 != 0 || count1 != d / 2 ||
+      start2 != d / 2 || count2 != d / 2 || typeOf(x1) != concat.getType())
+    return {};
+  return x1;
+}
+
+/// rotate(x) for interleaved pairs: reshape(concat(unsqueeze(-x[1::2]), unsqueeze(x[0::2])), D).
+Value rotateInterleavedOf(Value v) {
+  auto flat = defining<ReshapeOp>(v);
+  auto concat = flat ? defining<ConcatOp>(flat.getInput()) : ConcatOp();
+  if (!concat || concat.getInputs().size() != 2)
+    return {};
+  auto pairs = concat.getType();
+  if (pairs.getShape().back() != 2 ||
+      (concat.getAxis() != -1 && concat.getAxis() != pairs.getRank() - 1))
+    return {};
+  auto oddHalf = defining<ReshapeOp>(concat.getInputs()[0]);
+  auto evenHalf = defining<ReshapeOp>(concat.getInputs()[1]);
+  auto neg = oddHalf ? defining<NegOp>(oddHalf.getInput()) : NegOp();
+  if (!neg || !evenHalf)
+    return {};
+  auto odd = lastDimSlice(neg.getInput()), even = lastDimSlice(evenHalf.getInput());
+  if (!odd || !even)
+    return {};
+  auto [x1, start1, count1, step1] = *even;
+  auto [x2, start2, count2, step2] = *odd;
+  int64_t d = flat.getType().getShape().back();
+  if (x1 != x2 || step1 != 2 || step2 != 2 || start1 != 0 || start2 != 1 || count1 != d / 2 ||
+      count2 != d / 2 || typeOf(x1) != flat.getType())
+    return {};
+  return x1;
+}
+
+struct FuseRotary : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp op, PatternRewriter &rewriter) const override {
+    for (auto [a, b] : bothOrders(op)) {
+      auto mulCos = defining<MulOp>(a), mulSin = defining<MulOp>(b);
+      if (!mulCos || !mulSin)
+        continue;
+      for (auto [x, cos] : bothOrders(mulCos))
+        for (auto [rot, sin] : bothOrders(mulSin)) {
+          bool half = rotateHalfOf(rot) == x, interleaved = !half && rotateInterleavedOf(rot) == x;
+          if ((!half && !interleaved) || typeOf(x) != op.getType())
+            continue;
+          auto rotary = rewriter.replaceOpWithNewOp<RotaryOp>(op, op.getType(), x, cos, sin);
+          if (interleaved)
+            rotary.setInterleaved(true);
+          if (failed(rotary.verify()))
+            return failure();
+          return success();
+        }
+    }
+    return failure();
+  }
+};
+
+//===--------------------------------------------------------------------------------------------===//
+// Attention: softmax(q k^T * scale + causal mask) v
+//===--------------------------------------------------------------------------------------------===//
+
+/// Undoes HF's repeat_kv (reshape to [B, Hkv, 1, T, D], expand the 1 to n, reshape to
+/// [B, Hkv * n, T, D]): the fused kernel maps query heads to key/value heads itself.
+Value unrepeatKv(Value v) {
+  auto merged = defining<ReshapeOp>(v);
+  auto expand = merged ? defining<ExpandOp>(merged.getInput()) : ExpandOp();
+  auto split = expand ? defining<ReshapeOp>(expand.getInput()) : ReshapeOp();
+  if (!split)
+    return v;
+  auto src = typeOf(split.getInput()), one = split.getType(), many = expand.getType();
+  auto out = typeOf(v);
+  if (src.getRank() != 4 || one.getRank() != 5 || many.getRank() != 5 || out.getRank() != 4)
+    return v;
+  bool ok = one.getShape() == ArrayRef<int64_t>{src.getDimSize(0), src.getDimSize(1), 1,
+                                                src.getDimSize(2), src.getDimSize(3)} &&
+            many.getDimSize(0) == src.getDimSize(0) && many.getDimSize(1) == src.getDimSize(1) &&
+            many.getShape().drop_front(3) == one.getShape().drop_front(3) &&
+            out.getShape() == ArrayRef<int64_t>{src.getDimSize(0),
+                                                src.getDimSize(1) * many.getDimSize(2),
+                                                src.getDimSize(2), src.getDimSize(3)};
+  return ok ? split.getInput() : v;
+}
+
+/// How a mask constant relates to causal masking of [.., S, T] scores: every entry that causal
+/// masking keeps is `keep`, every entry it drops is at most `dropAtMost`.
+bool maskIsCausal(Value mask, RankedTensorType scores, double keep, double dropAtMost,
+                  bool boolean) {
+  auto constant = defining<ConstantOp>(mask);
+  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : DenseElementsAttr();
+  if (!dense)
+    return false;
+  auto type = typeOf(mask);
+  if (type.getRank() < 2)
+    return false;
+  int64_t s = scores.getShape()[scores.getRank() - 2], t = scores.getShape().back();
+  int64_t rows = type.getShape()[type.getRank() - 2], cols = type.getShape().back();
+  if (rows != s || cols != t)
+    return false;
+  std::optional<SmallVector<double>> floats;
+  std::optional<SmallVector<int64_t>> ints;
+  if (boolean)
+    ints = sl::constantInts(dense);
+  else
+    floats = constantFloats(dense);
+  if (!floats && !ints)
+    return false;
+  int64_t n = type.getNumElements();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t row = (i / cols) % rows, col = i % cols;
+    bool kept = col <= row + t - s;
+    if (boolean) {
+      if (((*ints)[i] != 0) != kept)
+        return false;
+    } else if (kept ? (*floats)[i] != keep : (*floats)[i] > dropAtMost) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// A reshape between [B, H, ...] and [B * H, ...]: HF's OPT and GPT-2-era code run attention as
+/// batched 3-D matmuls over B * H.
+Value throughReshapeToRank(Value v, int64_t rank) {
+  if (typeOf(v).getRank() == rank)
+    return v;
+  auto reshape = defining<ReshapeOp>(v);
+  if (reshape && typeOf(reshape.getInput()).getRank() == rank)
+    return reshape.getInput();
+  return {};
+}
+
+struct FuseAttention : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  Value reshaped(PatternRewriter &rewriter, Location loc, Value v,
+                 ArrayRef<int64_t> shape) const {
+    auto type = RankedTensorType::get(shape, typeOf(v).getElementType());
+    if (typeOf(v) == type)
+      return v;
+    auto shapeType = RankedTensorType::get({int64_t(shape.size())}, rewriter.getI64Type());
+    Value target = rewriter.create<ConstantOp>(loc, shapeType,
+                                               DenseElementsAttr::get(shapeType, shape));
+    return rewriter.create<ReshapeOp>(loc, type, v, target, /*allowzero=*/false);
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+    auto softmax = defining<SoftmaxOp>(op.getLhs());
+    if (!softmax)
+      return failure();
+    int64_t rank = softmax.getType().getRank();
+    if ((rank != 3 && rank != 4) || (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1))
+      return failure();
+    // The masking happens on [B, H, S, T] scores even when the matmuls are 3-D.
+    Value scores = throughReshapeToRank(softmax.getInput(), 4);
+    if (!scores)
+      return failure();
+    auto scoresType = typeOf(scores);
+    int64_t batch = scoresType.getDimSize(0), heads = scoresType.getDimSize(1);
+    int64_t s = scoresType.getDimSize(2), t = scoresType.getDimSize(3);
+
+    // HF's clamp to the float minimum (max(scores, min)) changes nothing a causal mask keeps.
+    if (auto where = defining<WhereOp>(scores))
+      if (auto less = defining<LessOp>(where.getCondition()))
+        if (less.getLhs() == where.getY() && less.getRhs() == where.getX() &&
+            scalarOf(where.getX()) && *scalarOf(where.getX()) <= -1e30)
+          scores = where.getY();
+
+    // The causal mask, added (0 / very negative) or selected (where(tril, s, very negative)).
+    Value scaled;
+    if (auto add = defining<AddOp>(scores)) {
+      for (auto [sc, mask] : bothOrders(add))
+        if (typeOf(sc) == scoresType && maskIsCausal(mask, scoresType, 0.0, -1e4, false))
+          scaled = sc;
+    } else if (auto where = defining<WhereOp>(scores)) {
+      auto fill = scalarOf(where.getY());
+      if (fill && *fill <= -1e4 && typeOf(where.getX()) == scoresType &&
+          maskIsCausal(where.getCondition(), scoresType, 0, 0, true))
+        scaled = where.getX();
+    }
+    if (!scaled)
+      return failure();
+
+    double scale = 1.0;
+    Value product = scaled;
+    if (auto div = defining<DivOp>(scaled); div && scalarOf(div.getRhs())) {
+      scale = 1.0 / *scalarOf(div.getRhs());
+      product = div.getLhs();
+    } else if (auto mul = defining<MulOp>(scaled)) {
+      for (auto [p, c] : bothOrders(mul))
+        if (scalarOf(c) && typeOf(p) == scoresType) {
+          scale = *scalarOf(c);
+          product = p;
+        }
+    }
+    product = throughReshapeToRank(product, rank);
+    auto qk = product ? defining<MatmulOp>(product) : MatmulOp();
+    auto kt = qk ? defining<TransposeOp>(qk.getRhs()) : TransposeOp();
+    if (!kt || int64_t(kt.getPerm().size()) != rank)
+      return failure();
+    Value q = qk.getLhs(), v = op.getRhs();
+    if (typeOf(q).getRank() != rank || typeOf(v).getRank() != rank)
+      return failure();
+
+    // k^T[i] = src[perm[i]]; k swaps k^T's last two dimensions back.
+    SmallVector<int64_t> kPerm(kt.getPerm());
+    std::swap(kPerm[rank - 1], kPerm[rank - 2]);
+    rewriter.setInsertionPoint(op);
+    Value k = kt.getInput();
+    if (kPerm != llvm::to_vector(llvm::seq<int64_t>(0, rank))) {
+      auto type = inferTransposeType(std::nullopt, k.getType(), kPerm);
+      if (failed(type))
+        return failure();
+      k = rewriter.create<TransposeOp>(kt.getLoc(), *type, k, kPerm);
+    }
+    if (rank == 3) {
+      // Back to [B, H, ...]; a 3-D operand's first dimension is B * H.
+      if (typeOf(q).getDimSize(0) != batch * heads || typeOf(k).getDimSize(0) != batch * heads)
+        return failure();
+      q = reshaped(rewriter, op.getLoc(), q, {batch, heads, s, typeOf(q).getDimSize(2)});
+      k = reshaped(rewriter, op.getLoc(), k, {batch, heads, t, typeOf(k).getDimSize(2)});
+      v = reshaped(rewriter, op.getLoc(), v, {batch, heads, t, typeOf(v).getDimSize(2)});
+    }
+    k = unrepeatKv(k);
+    v = unrepeatKv(v);
+    auto resultType = RankedTensorType::get({batch, heads, s, typeOf(v).getDimSize(3)},
+                                            op.getType().getElementType());
+    auto attention = rewriter.create<AttentionOp>(op.getLoc(), resultType, q, k, v, Value(),
+                                                  rewriter.getUnitAttr(),
+                                                  rewriter.getF32FloatAttr(float(scale)));
+    if (failed(attention.verify())) {
+      rewriter.eraseOp(attention);
+      return failure();
+    }
+    rewriter.replaceOp(op, reshaped(rewriter, op.getLoc(), attention.getResult(),
+                                    op.getType().getShape()));
+    return success();
+  }
+};
+
+struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransformerPass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    RewritePatternSet patterns(context);
+    patterns.add<FuseRmsNorm, FuseGelu, FuseSwiglu, FuseRotary, FuseAttention>(context);
+    // A LayerNorm is also an RMSNorm of the centred input; the whole LayerNorm wins.
+    patterns.add<FuseLayerNorm>(context, /*benefit=*/2);
+    // SiLU fusion (mul of sigmoid) first, so SwiGLU sees sl.silu.
+    MulOp::getCanonicalizationPatterns(patterns, context);
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
