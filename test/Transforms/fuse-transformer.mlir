@@ -1,0 +1,332 @@
+// RUN: sl-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(sl-fuse-transformer),canonicalize)" | FileCheck %s
+
+// RMSNorm as the LLaMA export writes it: x * (1 / sqrt(mean(x^2) + eps)) * w.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32>, %[[W:.+]]: tensor<8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.rms_norm %[[X]], %[[W]] {epsilon = 9.99999997E-7 : f32}
+// CHECK-NEXT: return %[[Y]]
+func.func @rms_norm(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %eps = sl.constant dense<1.0e-6> : tensor<f32>
+  %axes = sl.constant dense<-1> : tensor<1xi64>
+  %sq = sl.pow %x, %two : tensor<2x4x8xf32>, tensor<f32> -> tensor<2x4x8xf32>
+  %mean = sl.reduce_mean %sq, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %a = sl.add %mean, %eps : tensor<2x4x1xf32>, tensor<f32> -> tensor<2x4x1xf32>
+  %s = sl.sqrt %a : tensor<2x4x1xf32>
+  %r = sl.div %one, %s : tensor<f32>, tensor<2x4x1xf32> -> tensor<2x4x1xf32>
+  %n = sl.mul %x, %r : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %y = sl.mul %w, %n : tensor<8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Near miss: a cube is not a square.
+// CHECK-LABEL: func.func @rms_norm_wrong_exponent
+// CHECK-NOT: sl.rms_norm
+func.func @rms_norm_wrong_exponent(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %three = sl.constant dense<3.0> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %eps = sl.constant dense<1.0e-6> : tensor<f32>
+  %axes = sl.constant dense<-1> : tensor<1xi64>
+  %sq = sl.pow %x, %three : tensor<2x4x8xf32>, tensor<f32> -> tensor<2x4x8xf32>
+  %mean = sl.reduce_mean %sq, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %a = sl.add %mean, %eps : tensor<2x4x1xf32>, tensor<f32> -> tensor<2x4x1xf32>
+  %s = sl.sqrt %a : tensor<2x4x1xf32>
+  %r = sl.div %one, %s : tensor<f32>, tensor<2x4x1xf32> -> tensor<2x4x1xf32>
+  %n = sl.mul %x, %r : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %y = sl.mul %w, %n : tensor<8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// LayerNorm with bias as torch.onnx.export writes nn.LayerNorm before opset 17.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32>, %[[W:.+]]: tensor<8xf32>, %[[B:.+]]: tensor<8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.layer_norm %[[X]], %[[W]], %[[B]] : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %eps = sl.constant dense<1.0e-5> : tensor<f32>
+  %axes = sl.constant dense<-1> : tensor<1xi64>
+  %mean = sl.reduce_mean %x, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %d = sl.sub %x, %mean : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %sq = sl.pow %d, %two : tensor<2x4x8xf32>, tensor<f32> -> tensor<2x4x8xf32>
+  %var = sl.reduce_mean %sq, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %a = sl.add %var, %eps : tensor<2x4x1xf32>, tensor<f32> -> tensor<2x4x1xf32>
+  %s = sl.sqrt %a : tensor<2x4x1xf32>
+  %n = sl.div %d, %s : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %m = sl.mul %n, %w : tensor<2x4x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+  %y = sl.add %m, %b : tensor<2x4x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Near miss: the variance of x rather than of x - mean is not a layer norm (nor an RMSNorm).
+// CHECK-LABEL: func.func @layer_norm_wrong_variance
+// CHECK-NOT: sl.layer_norm
+// CHECK-NOT: sl.rms_norm
+func.func @layer_norm_wrong_variance(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %eps = sl.constant dense<1.0e-5> : tensor<f32>
+  %axes = sl.constant dense<-1> : tensor<1xi64>
+  %mean = sl.reduce_mean %x, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %d = sl.sub %x, %mean : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %sq = sl.pow %x, %two : tensor<2x4x8xf32>, tensor<f32> -> tensor<2x4x8xf32>
+  %var = sl.reduce_mean %sq, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %a = sl.add %var, %eps : tensor<2x4x1xf32>, tensor<f32> -> tensor<2x4x1xf32>
+  %s = sl.sqrt %a : tensor<2x4x1xf32>
+  %n = sl.div %d, %s : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %m = sl.mul %n, %w : tensor<2x4x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+  return %m : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Exact GELU: x * (1 + erf(x / sqrt(2))) * 0.5.
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK-SAME: (%[[X:.+]]: tensor<2x16xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.gelu %[[X]] : tensor<2x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_erf(%x: tensor<2x16xf32>) -> tensor<2x16xf32> {
+  %sqrt2 = sl.constant dense<1.41421354> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %d = sl.div %x, %sqrt2 : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  %e = sl.erf %d : tensor<2x16xf32>
+  %a = sl.add %e, %one : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  %m = sl.mul %x, %a : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %y = sl.mul %m, %half : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
+}
+
+// -----
+
+// GPT-2's gelu_new: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))).
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK-SAME: (%[[X:.+]]: tensor<2x16xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.gelu %[[X]] {tanh} : tensor<2x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_tanh(%x: tensor<2x16xf32>) -> tensor<2x16xf32> {
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %three = sl.constant dense<3.0> : tensor<f32>
+  %k = sl.constant dense<0.044715> : tensor<f32>
+  %c = sl.constant dense<0.797884583> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %h = sl.mul %half, %x : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %p = sl.pow %x, %three : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  %kp = sl.mul %k, %p : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %s = sl.add %x, %kp : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %cs = sl.mul %c, %s : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %t = sl.tanh %cs : tensor<2x16xf32>
+  %a = sl.add %one, %t : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %y = sl.mul %h, %a : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
+}
+
+// -----
+
+// Near miss: 0.4 * x * (1 + erf(x / sqrt(2))) is not GELU.
+// CHECK-LABEL: func.func @gelu_wrong_half
+// CHECK-NOT: sl.gelu
+func.func @gelu_wrong_half(%x: tensor<2x16xf32>) -> tensor<2x16xf32> {
+  %sqrt2 = sl.constant dense<1.41421354> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %c = sl.constant dense<0.4> : tensor<f32>
+  %d = sl.div %x, %sqrt2 : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  %e = sl.erf %d : tensor<2x16xf32>
+  %a = sl.add %e, %one : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  %m = sl.mul %x, %a : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %y = sl.mul %m, %c : tensor<2x16xf32>, tensor<f32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
+}
+
+// -----
+
+// SwiGLU: silu(gate) * up, with the exporter's x * sigmoid(x) for silu.
+// CHECK-LABEL: func.func @swiglu
+// CHECK-SAME: (%[[G:.+]]: tensor<2x4x16xf32>, %[[U:.+]]: tensor<2x4x16xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.swiglu %[[G]], %[[U]] : tensor<2x4x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @swiglu(%g: tensor<2x4x16xf32>, %u: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %s = sl.sigmoid %g : tensor<2x4x16xf32>
+  %silu = sl.mul %g, %s : tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>
+  %y = sl.mul %silu, %u : tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Near miss: a gate that broadcasts is not an elementwise SwiGLU.
+// CHECK-LABEL: func.func @swiglu_broadcast
+// CHECK-NOT: sl.swiglu
+func.func @swiglu_broadcast(%g: tensor<2x4x1xf32>, %u: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %silu = sl.silu %g : tensor<2x4x1xf32>
+  %y = sl.mul %silu, %u : tensor<2x4x1xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Rotary, rotate-half (HF LLaMA): x * cos + concat(-x[4:], x[:4]) * sin.
+// CHECK-LABEL: func.func @rotary_half
+// CHECK-SAME: (%[[X:.+]]: tensor<2x2x4x8xf32>, %[[COS:.+]]: tensor<1x1x4x8xf32>, %[[SIN:.+]]: tensor<1x1x4x8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.rotary %[[X]], %[[COS]], %[[SIN]] :
+// CHECK-NOT: interleaved
+// CHECK-NEXT: return %[[Y]]
+func.func @rotary_half(%x: tensor<2x2x4x8xf32>, %cos: tensor<1x1x4x8xf32>, %sin: tensor<1x1x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %zero = sl.constant dense<0> : tensor<1xi64>
+  %half = sl.constant dense<4> : tensor<1xi64>
+  %end = sl.constant dense<9223372036854775807> : tensor<1xi64>
+  %axis = sl.constant dense<3> : tensor<1xi64>
+  %one = sl.constant dense<1> : tensor<1xi64>
+  %a = sl.mul %x, %cos : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
+  %x1 = sl.slice %x, %zero, %half, axes %axis, steps %one : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %x2 = sl.slice %x, %half, %end, axes %axis, steps %one : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %n = sl.neg %x2 : tensor<2x2x4x4xf32>
+  %r = sl.concat %n, %x1 {axis = -1 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x8xf32>
+  %b = sl.mul %r, %sin : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
+  %y = sl.add %a, %b : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  return %y : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Rotary, interleaved pairs (GPT-J, Meta LLaMA): stack(-x[1::2], x[0::2]) flattened.
+// CHECK-LABEL: func.func @rotary_interleaved
+// CHECK-SAME: (%[[X:.+]]: tensor<2x2x4x8xf32>, %[[COS:.+]]: tensor<1x1x4x8xf32>, %[[SIN:.+]]: tensor<1x1x4x8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.rotary %[[X]], %[[COS]], %[[SIN]] {interleaved}
+// CHECK-NEXT: return %[[Y]]
+func.func @rotary_interleaved(%x: tensor<2x2x4x8xf32>, %cos: tensor<1x1x4x8xf32>, %sin: tensor<1x1x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %zero = sl.constant dense<0> : tensor<1xi64>
+  %one = sl.constant dense<1> : tensor<1xi64>
+  %two = sl.constant dense<2> : tensor<1xi64>
+  %end = sl.constant dense<9223372036854775807> : tensor<1xi64>
+  %axis = sl.constant dense<-1> : tensor<1xi64>
+  %pairs = sl.constant dense<[2, 2, 4, 4, 1]> : tensor<5xi64>
+  %flat = sl.constant dense<[2, 2, 4, 8]> : tensor<4xi64>
+  %a = sl.mul %x, %cos : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
+  %even = sl.slice %x, %zero, %end, axes %axis, steps %two : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %odd = sl.slice %x, %one, %end, axes %axis, steps %two : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %n = sl.neg %odd : tensor<2x2x4x4xf32>
+  %n5 = sl.reshape %n, %pairs : tensor<2x2x4x4xf32>, tensor<5xi64> -> tensor<2x2x4x4x1xf32>
+  %e5 = sl.reshape %even, %pairs : tensor<2x2x4x4xf32>, tensor<5xi64> -> tensor<2x2x4x4x1xf32>
+  %c = sl.concat %n5, %e5 {axis = -1 : i64} : (tensor<2x2x4x4x1xf32>, tensor<2x2x4x4x1xf32>) -> tensor<2x2x4x4x2xf32>
+  %r = sl.reshape %c, %flat : tensor<2x2x4x4x2xf32>, tensor<4xi64> -> tensor<2x2x4x8xf32>
+  %b = sl.mul %r, %sin : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
+  %y = sl.add %a, %b : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  return %y : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Near miss: halves split at 3 of 8 are not a rotation.
+// CHECK-LABEL: func.func @rotary_uneven
+// CHECK-NOT: sl.rotary
+func.func @rotary_uneven(%x: tensor<2x2x4x8xf32>, %cos: tensor<1x1x4x8xf32>, %sin: tensor<1x1x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %zero = sl.constant dense<0> : tensor<1xi64>
+  %three = sl.constant dense<3> : tensor<1xi64>
+  %end = sl.constant dense<9223372036854775807> : tensor<1xi64>
+  %axis = sl.constant dense<3> : tensor<1xi64>
+  %a = sl.mul %x, %cos : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
+  %x1 = sl.slice %x, %zero, %three, axes %axis : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x3xf32>
+  %x2 = sl.slice %x, %three, %end, axes %axis : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x5xf32>
+  %n = sl.neg %x2 : tensor<2x2x4x5xf32>
+  %r = sl.concat %n, %x1 {axis = -1 : i64} : (tensor<2x2x4x5xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x8xf32>
+  %b = sl.mul %r, %sin : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
+  %y = sl.add %a, %b : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  return %y : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Grouped-query attention as HF LLaMA exports it: repeat_kv (reshape, expand, reshape), k^T,
+// q k^T / sqrt(d), the additive causal mask (0 / float min), the clamp to float min, softmax, v.
+// CHECK-LABEL: func.func @attention_gqa
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x4x3x2xf32>, %[[K:.+]]: tensor<1x2x3x2xf32>, %[[V:.+]]: tensor<1x2x3x2xf32>)
+// CHECK-NEXT: %[[O:.+]] = sl.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.707106769 : f32} : (tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> tensor<1x4x3x2xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @attention_gqa(%q: tensor<1x4x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x4x3x2xf32> {
+  %split = sl.constant dense<[1, 2, 1, 3, 2]> : tensor<5xi64>
+  %many = sl.constant dense<[1, 2, 2, 3, 2]> : tensor<5xi64>
+  %merged = sl.constant dense<[1, 4, 3, 2]> : tensor<4xi64>
+  %sqrtd = sl.constant dense<1.41421354> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = sl.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %k5 = sl.reshape %k, %split {allowzero} : tensor<1x2x3x2xf32>, tensor<5xi64> -> tensor<1x2x1x3x2xf32>
+  %ke = sl.expand %k5, %many : tensor<1x2x1x3x2xf32>, tensor<5xi64> -> tensor<1x2x2x3x2xf32>
+  %kr = sl.reshape %ke, %merged : tensor<1x2x2x3x2xf32>, tensor<4xi64> -> tensor<1x4x3x2xf32>
+  %v5 = sl.reshape %v, %split {allowzero} : tensor<1x2x3x2xf32>, tensor<5xi64> -> tensor<1x2x1x3x2xf32>
+  %ve = sl.expand %v5, %many : tensor<1x2x1x3x2xf32>, tensor<5xi64> -> tensor<1x2x2x3x2xf32>
+  %vr = sl.reshape %ve, %merged : tensor<1x2x2x3x2xf32>, tensor<4xi64> -> tensor<1x4x3x2xf32>
+  %kt = sl.transpose %kr [0, 1, 3, 2] : tensor<1x4x3x2xf32> -> tensor<1x4x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x4x3x2xf32>, tensor<1x4x2x3xf32> -> tensor<1x4x3x3xf32>
+  %s = sl.div %qk, %sqrtd : tensor<1x4x3x3xf32>, tensor<f32> -> tensor<1x4x3x3xf32>
+  %m = sl.add %s, %mask : tensor<1x4x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x4x3x3xf32>
+  %lt = sl.less %m, %min : tensor<1x4x3x3xf32>, tensor<f32> -> tensor<1x4x3x3xi1>
+  %c = sl.where %lt, %min, %m : tensor<1x4x3x3xi1>, tensor<f32>, tensor<1x4x3x3xf32> -> tensor<1x4x3x3xf32>
+  %p = sl.softmax %c : tensor<1x4x3x3xf32>
+  %o = sl.matmul %p, %vr : tensor<1x4x3x3xf32>, tensor<1x4x3x2xf32> -> tensor<1x4x3x2xf32>
+  return %o : tensor<1x4x3x2xf32>
+}
+
+// -----
+
+// GPT-2's form: k transposed straight from [B, T, H, D], the mask selected with where, -1e4.
+// CHECK-LABEL: func.func @attention_where_mask
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x2x3x2xf32>, %[[K:.+]]: tensor<1x3x2x2xf32>, %[[V:.+]]: tensor<1x2x3x2xf32>)
+// CHECK-NEXT: %[[KT:.+]] = sl.transpose %[[K]] [0, 2, 1, 3] : tensor<1x3x2x2xf32> -> tensor<1x2x3x2xf32>
+// CHECK-NEXT: %[[O:.+]] = sl.attention %[[Q]], %[[KT]], %[[V]] {causal, scale = 5.000000e-01 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_where_mask(%q: tensor<1x2x3x2xf32>, %k: tensor<1x3x2x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %tril = sl.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %neg = sl.constant dense<-1.0e4> : tensor<f32>
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %kt = sl.transpose %k [0, 2, 3, 1] : tensor<1x3x2x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %s = sl.mul %qk, %half : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %m = sl.where %tril, %s, %neg : tensor<1x1x3x3xi1>, tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// OPT's form: 3-D batched matmuls over B * H, the mask added on [B, H, S, T].
+// CHECK-LABEL: func.func @attention_bmm
+// CHECK-SAME: (%[[Q:.+]]: tensor<4x3x2xf32>, %[[K:.+]]: tensor<4x3x2xf32>, %[[V:.+]]: tensor<4x3x2xf32>)
+// CHECK: %[[O:.+]] = sl.attention {{.+}} {causal, scale = 1.000000e+00 : f32} : (tensor<2x2x3x2xf32>, tensor<2x2x3x2xf32>, tensor<2x2x3x2xf32>) -> tensor<2x2x3x2xf32>
+// CHECK-NEXT: %[[R:.+]] = sl.reshape %[[O]]
+// CHECK-NEXT: return %[[R]] : tensor<4x3x2xf32>
+func.func @attention_bmm(%q: tensor<4x3x2xf32>, %k: tensor<4x3x2xf32>, %v: tensor<4x3x2xf32>) -> tensor<4x3x2xf32> {
+  %bhst = sl.constant dense<[2, 2, 3, 3]> : tensor<4xi64>
+  %flat = sl.constant dense<[4, 3, 3]> : tensor<3xi64>
+  %mask = sl.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]], [[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>
+  %kt = sl.transpose %k [0, 2, 1] : tensor<4x3x2xf32> -> tensor<4x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<4x3x2xf32>, tensor<4x2x3xf32> -> tensor<4x3x3xf32>
+  %s4 = sl.reshape %qk, %bhst : tensor<4x3x3xf32>, tensor<4xi64> -> tensor<2x2x3x3xf32>
+  %m = sl.add %s4, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32> -> tensor<2x2x3x3xf32>
+  %s3 = sl.reshape %m, %flat : tensor<2x2x3x3xf32>, tensor<3xi64> -> tensor<4x3x3xf32>
+  %p = sl.softmax %s3 : tensor<4x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<4x3x3xf32>, tensor<4x3x2xf32> -> tensor<4x3x2xf32>
+  return %o : tensor<4x3x2xf32>
+}
+
+// -----
+
+// Near miss: a mask that lets the first query see the second key is not causal.
+// CHECK-LABEL: func.func @attention_not_causal
+// CHECK-NOT: sl.attention
+func.func @attention_not_causal(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %mask = sl.constant dense<[[[[0.0, 0.0, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %m = sl.add %qk, %mask : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
