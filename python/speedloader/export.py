@@ -5,8 +5,22 @@ Command line (with PYTHONPATH=python, using Debian's /usr/bin/python3)::
     /usr/bin/python3 -m speedloader.export --arch mlp --in-features 32 --hidden 64,64 \\
         --out-features 16 --activation relu --seed 0 --out mlp.onnx [--save-reference DIR]
 
-The graph has one input ``x`` and one output ``y``. Axis 0 of both is symbolic and named ``batch``;
-with ``--input-rank 3`` axis 1 is symbolic too and named ``seq``.
+    /usr/bin/python3 -m speedloader.export --arch llama --layers 2 --hidden 64 --heads 4 \\
+        --kv-heads 2 --ffn 128 --vocab 256 --max-positions 128 [--rope half|interleaved] \\
+        [--tie-embeddings] --seed 0 --out tiny.onnx [--no-constant-folding] [--opset 14..17] \\
+        [--save-reference DIR --batch B --seq S]
+
+    /usr/bin/python3 -m speedloader.export --arch gpt2|opt ... [--activation gelu|gelu-tanh|relu] \\
+        [--fused-qkv|--no-fused-qkv] [--no-tie-embeddings] ...
+
+mlp: the graph has one input ``x`` and one output ``y``. Axis 0 of both is symbolic and named
+``batch``; with ``--input-rank 3`` axis 1 is symbolic too and named ``seq``. Reference files:
+``DIR/x.npy``, ``DIR/y.npy`` (float32).
+
+llama, gpt2, opt: input ``input_ids`` (int64 [batch, seq]), output ``logits`` (float32
+[batch, seq, vocab]), axes 0 and 1 symbolic (``batch``, ``seq``). Reference files:
+``DIR/input_ids.npy`` (random ids < vocab, int64) and ``DIR/logits.npy`` (float32).
+What torch.onnx.export writes for them is recorded in models/EXPORTS.md.
 
 What torch.onnx.export (torch 1.13, opset 14) writes for an MLP, which sl-opt must accept:
 
@@ -30,6 +44,7 @@ import argparse
 import collections
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
@@ -37,7 +52,7 @@ from typing import Any, Dict, Optional, Sequence
 import numpy as np
 import torch
 
-from .models import arch_names, build_model, get_arch
+from .models import add_shared_arguments, arch_names, build_model, get_arch
 
 DEFAULT_OPSET = 14
 DEFAULT_BATCH = 4
@@ -58,12 +73,25 @@ except Exception:  # pragma: no cover - other torch versions
 class ExportResult:
     onnx_path: Path
     model: torch.nn.Module
-    # The example input the graph was traced with (and the reference input), float32.
+    # The example input the graph was traced with (and the reference input): float32 for mlp,
+    # int64 token ids for the transformers.
     x: np.ndarray
     # PyTorch's output for `x`, float32.
     y: np.ndarray
-    # Where x.npy / y.npy were written, if they were.
+    # Where <input_name>.npy / <output_name>.npy were written, if they were.
     reference_dir: Optional[Path] = None
+    # The graph's input and output names (x / y for mlp, input_ids / logits for transformers).
+    input_name: str = INPUT_NAME
+    output_name: str = OUTPUT_NAME
+
+    @property
+    def input_file(self) -> Optional[Path]:
+        return None if self.reference_dir is None else self.reference_dir / f"{self.input_name}.npy"
+
+    @property
+    def output_file(self) -> Optional[Path]:
+        return None if self.reference_dir is None else \
+            self.reference_dir / f"{self.output_name}.npy"
 
 
 def input_seed(seed: int) -> int:
@@ -84,13 +112,16 @@ def export_model(arch: str, config: Any, out: os.PathLike, *, seed: int = 0,
     """Builds `arch` from `config` with parameters from `seed` and exports it to `out`.
 
     The graph is traced with a random input of shape [batch, ...] (also drawn from `seed`); with
-    `reference_dir`, that input and PyTorch's output for it are saved there as x.npy and y.npy.
+    `reference_dir`, that input and PyTorch's output for it are saved there as <input>.npy and
+    <output>.npy (x.npy and y.npy for mlp, input_ids.npy and logits.npy for the transformers).
     """
     a = get_arch(arch)
     if input_rank not in a.input_ranks:
         raise ValueError(f"{arch} supports input ranks {list(a.input_ranks)}, got {input_rank}")
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ValueError(f"opset must be in [{MIN_OPSET}, {MAX_OPSET}], got {opset}")
+    if a.min_opset is not None and opset < a.min_opset:
+        raise ValueError(f"{arch} needs opset >= {a.min_opset}, got {opset}")
     if batch <= 0 or seq <= 0:
         raise ValueError(f"batch and seq must be positive, got batch={batch} seq={seq}")
 
@@ -102,22 +133,32 @@ def export_model(arch: str, config: Any, out: os.PathLike, *, seed: int = 0,
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     axes = a.dynamic_axes(input_rank)
-    torch.onnx.export(
-        model, (x,), str(out),
-        input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-        dynamic_axes={INPUT_NAME: dict(axes), OUTPUT_NAME: dict(axes)},
-        opset_version=opset, do_constant_folding=constant_folding, export_params=True)
+    with warnings.catch_warnings():
+        # The decoders build tensors with torch.tensor(...) as HF's code does (finfo.min for the
+        # mask clamp, sqrt(head_dim)); the tracer warns that they become constants, which they
+        # are. The tests evaluate every exported graph at several (batch, seq) to be sure.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # GPT-2's `torch.tensor(value.size(-1) ** 0.5)` copies a traced size (HF does the same).
+        warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
+        torch.onnx.export(
+            model, (x,), str(out),
+            input_names=[a.input_name], output_names=[a.output_name],
+            dynamic_axes={a.input_name: dict(axes), a.output_name: dict(axes)},
+            opset_version=opset, do_constant_folding=constant_folding, export_params=True)
     _check(out)
 
-    x_np = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
+    x_np = np.ascontiguousarray(x.detach().numpy())
+    if x_np.dtype != np.int64:
+        x_np = x_np.astype(np.float32, copy=False)
     y_np = np.ascontiguousarray(y.detach().numpy(), dtype=np.float32)
-    ref = None
+    res = ExportResult(onnx_path=out, model=model, x=x_np, y=y_np, input_name=a.input_name,
+                       output_name=a.output_name)
     if reference_dir is not None:
-        ref = Path(reference_dir)
-        ref.mkdir(parents=True, exist_ok=True)
-        np.save(ref / "x.npy", x_np)
-        np.save(ref / "y.npy", y_np)
-    return ExportResult(onnx_path=out, model=model, x=x_np, y=y_np, reference_dir=ref)
+        res.reference_dir = Path(reference_dir)
+        res.reference_dir.mkdir(parents=True, exist_ok=True)
+        np.save(res.input_file, x_np)
+        np.save(res.output_file, y_np)
+    return res
 
 
 def _check(path: Path) -> None:
@@ -174,8 +215,10 @@ def _int_in(lo: int, hi: Optional[int] = None):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python3 -m speedloader.export",
-        description="Build a model with PyTorch and export it to ONNX (input 'x', output 'y', "
-                    "symbolic axis 0 'batch', and axis 1 'seq' with --input-rank 3) for sl-opt.",
+        description="Build a model with PyTorch and export it to ONNX for sl-opt. mlp: input "
+                    "'x', output 'y', symbolic axis 0 'batch' (and axis 1 'seq' with --input-rank "
+                    "3). llama, gpt2, opt: input 'input_ids' (int64 [batch, seq]), output 'logits' "
+                    "(float32 [batch, seq, vocab]), symbolic axes 'batch' and 'seq'.",
         epilog="Architectures: " + "; ".join(
             f"{n}: {get_arch(n).description}" for n in arch_names()))
     p.add_argument("--arch", required=True, choices=arch_names(), help="model architecture")
@@ -186,21 +229,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opset", type=_int_in(MIN_OPSET, MAX_OPSET), default=DEFAULT_OPSET,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default: {DEFAULT_OPSET})")
     p.add_argument("--input-rank", type=int, choices=(2, 3), default=2,
-                   help="2: x is [batch, in] (Linear exports as Gemm); 3: x is [batch, seq, in] "
-                        "(Linear exports as MatMul + Add) (default: 2)")
+                   help="mlp only: 2: x is [batch, in] (Linear exports as Gemm); 3: x is "
+                        "[batch, seq, in] (Linear exports as MatMul + Add) (default: 2; the "
+                        "transformers' input_ids is always [batch, seq])")
     p.add_argument("--no-constant-folding", dest="constant_folding", action="store_false",
                    help="export with do_constant_folding=False: initializers keep their PyTorch "
                         "names and weight transposes stay in the graph (default: fold)")
     p.add_argument("--save-reference", type=Path, metavar="DIR",
-                   help="also write DIR/x.npy (the random input) and DIR/y.npy (PyTorch's "
-                        "output for it), both float32")
+                   help="also write the random input and PyTorch's output for it: mlp: DIR/x.npy "
+                        "and DIR/y.npy (float32); llama, gpt2, opt: DIR/input_ids.npy (ids < "
+                        "vocab, int64) and DIR/logits.npy (float32)")
     p.add_argument("--batch", type=_int_in(1), default=None,
                    help=f"batch of the reference/trace input (default: {DEFAULT_BATCH})")
     p.add_argument("--seq", type=_int_in(1), default=None,
-                   help=f"seq of the reference/trace input, --input-rank 3 only "
-                        f"(default: {DEFAULT_SEQ})")
-    for name in arch_names():
-        get_arch(name).add_arguments(p)
+                   help=f"seq of the reference/trace input: llama, gpt2, opt (at most "
+                        f"--max-positions), and mlp with --input-rank 3 (default: {DEFAULT_SEQ})")
+    add_shared_arguments(p)
+    # Architectures of one family share their options' function: add each once.
+    for add in dict.fromkeys(get_arch(name).add_arguments for name in arch_names()):
+        add(p)
     return p
 
 
@@ -211,7 +258,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.input_rank not in arch.input_ranks:
         parser.error(f"--arch {args.arch} supports --input-rank "
                      f"{', '.join(map(str, arch.input_ranks))}, got {args.input_rank}")
-    if args.seq is not None and args.input_rank != 3:
+    if args.seq is not None and "seq" not in arch.dynamic_axes(args.input_rank).values():
         parser.error("--seq only applies to --input-rank 3")
     if args.out.is_dir():
         parser.error(f"--out {args.out} is a directory; give a file name such as model.onnx")
@@ -222,13 +269,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config = arch.config_from_args(args, parser)
     except ValueError as e:
         parser.error(str(e))
+    if arch.min_opset is not None and args.opset < arch.min_opset:
+        parser.error(f"argument --opset: --arch {args.arch} needs an opset in "
+                     f"[{arch.min_opset}, {MAX_OPSET}], got {args.opset}")
+    seq = args.seq if args.seq is not None else DEFAULT_SEQ
+    max_positions = getattr(config, "max_positions", None)
+    if max_positions is not None and seq > max_positions:
+        what = f"--seq {seq}" if args.seq is not None else f"the default --seq {seq}"
+        parser.error(f"{what} exceeds --max-positions {max_positions}")
 
     try:
         res = export_model(
             args.arch, config, args.out, seed=args.seed, opset=args.opset,
             input_rank=args.input_rank, constant_folding=args.constant_folding,
             batch=args.batch if args.batch is not None else DEFAULT_BATCH,
-            seq=args.seq if args.seq is not None else DEFAULT_SEQ,
+            seq=seq,
             reference_dir=args.save_reference)
     except OSError as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
@@ -239,8 +294,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError:
         print(f"wrote {res.onnx_path}")
     if res.reference_dir is not None:
-        print(f"wrote {res.reference_dir / 'x.npy'} {list(res.x.shape)} and "
-              f"{res.reference_dir / 'y.npy'} {list(res.y.shape)}")
+        print(f"wrote {res.input_file} {list(res.x.shape)} {res.x.dtype} and "
+              f"{res.output_file} {list(res.y.shape)} {res.y.dtype}")
     return 0
 
 

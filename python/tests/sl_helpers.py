@@ -18,14 +18,21 @@ class SLTools:
         return subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=TOOL_TIMEOUT_S)
 
-    def compile(self, onnx_path, sched_path, *, batch: int, seq: int):
-        """`$SL_OPT model.onnx --sl-infer="batch=B seq=S" -o model.slsched`"""
-        return self._run([self.sl_opt, onnx_path, f"--sl-infer=batch={batch} seq={seq}",
-                          "-o", sched_path])
+    def compile(self, onnx_path, sched_path, *, batch: int, seq: int, fuse=None):
+        """`$SL_OPT model.onnx --sl-infer="batch=B seq=S" -o model.slsched`; with `fuse` True or
+        False, `--sl-infer="batch=B seq=S fuse=true|false"`."""
+        options = f"batch={batch} seq={seq}"
+        if fuse is not None:
+            options += f" fuse={'true' if fuse else 'false'}"
+        return self._run([self.sl_opt, onnx_path, f"--sl-infer={options}", "-o", sched_path])
 
-    def run(self, sched_path, x_path, y_path, report_path):
-        """`$SL_RUN model.slsched --input x.npy --output y.npy --report report.json`"""
-        return self._run([self.sl_run, sched_path, "--input", x_path, "--output", y_path,
+    def run(self, sched_path, x_path, y_path, report_path, *, input_name=None,
+            output_name=None):
+        """`$SL_RUN model.slsched --input x.npy --output y.npy --report report.json`; with names,
+        `--input NAME=x.npy` / `--output NAME=y.npy`."""
+        x_arg = f"{input_name}={x_path}" if input_name else x_path
+        y_arg = f"{output_name}={y_path}" if output_name else y_path
+        return self._run([self.sl_run, sched_path, "--input", x_arg, "--output", y_arg,
                           "--report", report_path])
 
 

@@ -1,9 +1,12 @@
 """Model builders, keyed by architecture name.
 
 Each architecture registers an :class:`Arch`: its config dataclass, a builder, how to make an
-example input, and the command-line options :mod:`speedloader.export` offers for it. Adding an
-architecture (llama, gpt2, ...) means adding a module here that calls :func:`register` and importing
-it at the bottom of this file.
+example input, the names of the graph's input and output, and the command-line options
+:mod:`speedloader.export` offers for it. Adding an architecture means adding a module here that
+calls :func:`register` and importing it at the bottom of this file.
+
+Registered: ``mlp`` (mlp.py), ``llama`` (llama.py), ``gpt2`` and ``opt`` (gpt2.py); the decoder
+families share transformer.py. EXPORTS.md records what torch.onnx.export writes for each.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ class Arch:
     config_from_args: Callable[[argparse.Namespace, argparse.ArgumentParser], Any]
     # One line for --help.
     description: str = ""
+    # Names of the graph's one input and one output (also the reference files' stems).
+    input_name: str = "x"
+    output_name: str = "y"
+    # The lowest ONNX opset the exporter accepts for it (None: whatever torch supports).
+    min_opset: Optional[int] = None
 
 
 _REGISTRY: Dict[str, Arch] = {}
@@ -70,5 +78,42 @@ def build_model(arch: str, config: Any, seed: Optional[int] = None) -> torch.nn.
     return a.build(config).eval()
 
 
+# Options more than one architecture uses, each with its own meaning and checks.
+ACTIVATION_CHOICES = ("relu", "silu", "gelu", "gelu-tanh")
+
+
+def parse_widths(text: str) -> List[int]:
+    """'64,64' -> [64, 64]; '' -> [] (the --hidden option)."""
+    text = text.strip()
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            v = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated positive integers such as 64,64, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"hidden widths must be positive, got {text!r}")
+        out.append(v)
+    return out
+
+
+def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
+    """--hidden and --activation: every architecture has them, with its own meaning."""
+    g = parser.add_argument_group("options of several architectures")
+    g.add_argument("--hidden", type=parse_widths, metavar="W[,W...]",
+                   help="mlp: comma-separated hidden widths, e.g. 64,64, '' for none; llama, "
+                        "gpt2, opt: the model width, one integer (required)")
+    g.add_argument("--activation", choices=ACTIVATION_CHOICES, default=None,
+                   help="mlp: relu or silu between Linear layers (default: relu); gpt2, opt: "
+                        "MLP activation, gelu (exact, erf), gelu-tanh (GPT-2's gelu_new) or relu "
+                        "(default: gelu-tanh for gpt2, relu for opt); llama: SwiGLU, silu only")
+
+
 # Architectures register themselves on import.
 from . import mlp  # noqa: E402,F401
+from . import llama  # noqa: E402,F401
+from . import gpt2  # noqa: E402,F401

@@ -67,25 +67,6 @@ def _dynamic_axes(input_rank: int) -> Dict[int, str]:
     return {0: "batch"} if input_rank == 2 else {0: "batch", 1: "seq"}
 
 
-def _parse_widths(text: str) -> List[int]:
-    """'64,64' -> [64, 64]; '' -> [] (no hidden layer: one Linear)."""
-    text = text.strip()
-    if not text:
-        return []
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            v = int(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated positive integers such as 64,64, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"hidden widths must be positive, got {text!r}")
-        out.append(v)
-    return out
-
-
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -97,15 +78,12 @@ def _positive_int(text: str) -> int:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    # --hidden (widths) and --activation are shared options (models.add_shared_arguments).
     g = parser.add_argument_group("mlp options (--arch mlp)")
     g.add_argument("--in-features", type=_positive_int, metavar="N",
                    help="width of the input's last axis (required)")
-    g.add_argument("--hidden", type=_parse_widths, metavar="W1,W2,...",
-                   help="comma-separated hidden widths, e.g. 64,64; '' for none (required)")
     g.add_argument("--out-features", type=_positive_int, metavar="N",
                    help="width of the output's last axis (required)")
-    g.add_argument("--activation", choices=ACTIVATIONS, default="relu",
-                   help="activation between Linear layers (default: relu)")
     g.add_argument("--no-bias", dest="bias", action="store_false",
                    help="Linear layers without bias (default: with bias)")
 
@@ -115,8 +93,17 @@ def _config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser)
                                   ("--out-features", args.out_features)) if v is None]
     if missing:
         parser.error(f"--arch mlp requires {', '.join(missing)}")
+    activation = "relu" if args.activation is None else args.activation
+    if activation not in ACTIVATIONS:
+        parser.error(f"argument --activation: invalid choice: {activation!r} for --arch mlp "
+                     f"(choose from {', '.join(repr(a) for a in ACTIVATIONS)})")
+    # The decoders' options, if this parser has them (export.build_parser adds every arch's).
+    for opt in ("--layers", "--heads", "--kv-heads", "--ffn", "--vocab", "--max-positions",
+                "--rope", "--tie-embeddings", "--fused-qkv"):
+        if getattr(args, opt[2:].replace("-", "_"), None) is not None:
+            parser.error(f"{opt} does not apply to --arch mlp")
     return MLPConfig(in_features=args.in_features, hidden=args.hidden,
-                     out_features=args.out_features, activation=args.activation, bias=args.bias)
+                     out_features=args.out_features, activation=activation, bias=args.bias)
 
 
 register(Arch(

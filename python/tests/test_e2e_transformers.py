@@ -1,0 +1,104 @@
+"""End to end: PyTorch decoders (llama, gpt2, opt) -> torch.onnx.export -> sl-opt -> sl-run (CPU),
+logits compared with PyTorch's.
+
+Each case is compiled twice, with the transformer fusions (`--sl-infer="batch=B seq=S"`) and
+without (`--sl-infer="batch=B seq=S fuse=false"`), so that a wrong fused kernel and a wrong
+unfused lowering are told apart. Needs SL_OPT and SL_RUN (ctest sets them); skips otherwise.
+What the exports contain is described in python/speedloader/models/EXPORTS.md.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from sl_helpers import check_ok, describe
+from speedloader.export import export_model
+from speedloader.models.gpt2 import GPT2Config, OPTConfig
+from speedloader.models.llama import LlamaConfig
+
+SEED = 0
+RTOL, ATOL = 1e-4, 1e-5
+
+_LLAMA = dict(layers=2, hidden=64, heads=4, ffn=96, vocab=256, max_positions=32)
+_GPT = dict(layers=2, hidden=32, heads=4, vocab=128, max_positions=32)
+
+# (id, arch, config, constant folding, batch, seq). Batch and seq differ between cases (and seq
+# from the exporter's default of 8), so a schedule bound to the wrong sizes cannot pass.
+_CASES = [
+    ("llama-mha-half-untied", "llama", LlamaConfig(**_LLAMA), True, 2, 7),
+    ("llama-mha-interleaved-tied", "llama",
+     LlamaConfig(rope="interleaved", tie_embeddings=True, **_LLAMA), True, 1, 16),
+    ("llama-gqa-half-tied", "llama", LlamaConfig(kv_heads=2, tie_embeddings=True, **_LLAMA),
+     True, 3, 5),
+    ("llama-gqa-interleaved-untied", "llama", LlamaConfig(kv_heads=2, rope="interleaved",
+                                                          **_LLAMA), True, 2, 9),
+    # Without constant folding: PyTorch names, weight Transposes in the graph, and a tied head
+    # that is one initializer used twice (embedding Gather and head Transpose).
+    ("llama-gqa-half-tied-nofold", "llama",
+     LlamaConfig(kv_heads=2, tie_embeddings=True, **_LLAMA), False, 2, 6),
+    ("gpt2-tanh-fused", "gpt2", GPT2Config(activation="gelu-tanh", fused_qkv=True, **_GPT),
+     True, 2, 7),
+    ("gpt2-erf-fused", "gpt2", GPT2Config(activation="gelu", fused_qkv=True, **_GPT), True, 4, 3),
+    ("gpt2-tanh-separate-untied", "gpt2",
+     GPT2Config(fused_qkv=False, tie_embeddings=False, **_GPT), True, 1, 12),
+    ("gpt2-erf-fused-nofold", "gpt2", GPT2Config(activation="gelu", **_GPT), False, 2, 5),
+    ("opt-relu", "opt", OPTConfig(activation="relu", **_GPT), True, 3, 6),
+    ("opt-relu-fused-qkv-nofold", "opt", OPTConfig(fused_qkv=True, **_GPT), False, 2, 10),
+]
+CASES = [pytest.param(arch, cfg, fold, batch, seq, id=name)
+         for name, arch, cfg, fold, batch, seq in _CASES]
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("arch,config,constant_folding,batch,seq", CASES)
+def test_decoder_matches_pytorch(sl_tools, tmp_path, arch, config, constant_folding, batch, seq,
+                                 fuse):
+    onnx_path = tmp_path / "model.onnx"
+    ref_dir = tmp_path / "ref"
+    res = export_model(arch, config, onnx_path, seed=SEED, constant_folding=constant_folding,
+                       batch=batch, seq=seq, reference_dir=ref_dir)
+    ids_path, expected = ref_dir / "input_ids.npy", np.load(ref_dir / "logits.npy")
+    want_shape = (batch, seq, config.vocab)
+    assert expected.shape == want_shape and expected.dtype == np.float32
+    np.testing.assert_array_equal(expected, res.y)
+    assert np.load(ids_path).dtype == np.int64
+
+    sched = tmp_path / "model.slsched"
+    # fuse=True is the default pipeline: no fuse= option on the command line.
+    proc = sl_tools.compile(onnx_path, sched, batch=batch, seq=seq,
+                            fuse=None if fuse else False)
+    check_ok(proc)
+    assert sched.is_file(), f"sl-opt exited 0 but wrote no schedule\n{describe(proc)}"
+
+    out_path = tmp_path / "logits.npy"
+    report = tmp_path / "report.json"
+    proc = sl_tools.run(sched, ids_path, out_path, report, input_name="input_ids",
+                        output_name="logits")
+    check_ok(proc)
+
+    assert out_path.is_file(), f"sl-run exited 0 but wrote no output\n{describe(proc)}"
+    got = np.load(out_path)
+    assert got.dtype == np.float32, got.dtype
+    assert got.shape == want_shape, (got.shape, want_shape)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL,
+                               err_msg=f"{'fused' if fuse else 'unfused'} schedule")
+
+    assert report.is_file(), f"sl-run wrote no report\n{describe(proc)}"
+    with open(report) as f:
+        data = json.load(f)
+    assert isinstance(data, dict) and data, f"report is not a non-empty JSON object: {data!r}"
+
+    # The fused schedule really is fused: one kernel per block of every layer, and none unfused.
+    expected_fused = {
+        "llama": {"RMS_NORM": 2 * config.layers + 1, "ROTARY": 2 * config.layers,
+                  "ATTENTION": config.layers, "SWIGLU": config.layers},
+        "gpt2": {"LAYER_NORM": 2 * config.layers + 1, "ATTENTION": config.layers,
+                 "GELU": config.layers},
+        "opt": {"LAYER_NORM": 2 * config.layers + 1, "ATTENTION": config.layers},
+    }[arch]
+    ops = {name: entry["count"] for name, entry in data["ops"].items()}
+    for kind, count in expected_fused.items():
+        assert ops.get(kind, 0) == (count if fuse else 0), (kind, ops)
+    if fuse:
+        assert "SOFTMAX" not in ops, ops
