@@ -12,7 +12,7 @@ PACKAGES=(
   # runtime: BLAS for the CPU backend, MPI for multi-rank runs
   libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev
   # tests
-  googletest libgtest-dev
+  googletest libgtest-dev libonnx-testdata
   # python: model builders, ONNX export, reference implementations
   python3 python3-torch python3-onnx python3-numpy python3-pytest
 )
