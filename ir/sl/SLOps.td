@@ -538,6 +538,7 @@ class SL_ReduceOp<string mnemonic, string what> : SL_InferredOp<mnemonic, [Pure]
                        UnitAttr:$noop_with_empty_axes);
   let results = (outs SL_NumericTensor:$result);
   let assemblyFormat = "$input (`,` $axes^)? attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def SL_ReduceMeanOp : SL_ReduceOp<"reduce_mean", "Mean">;

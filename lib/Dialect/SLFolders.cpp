@@ -231,6 +231,14 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult WhereOp::fold(FoldAdaptor a) {
+  // A condition that is all true (or all false) selects one operand, if no broadcasting by the
+  // other operands or the condition changes its type.
+  if (auto cond = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getCondition());
+      cond && cond.isSplat()) {
+    Value chosen = cond.getSplatValue<bool>() ? getX() : getY();
+    if (chosen.getType() == getType())
+      return chosen;
+  }
   auto c = valuesOf(a.getCondition()), x = valuesOf(a.getX()), y = valuesOf(a.getY());
   if (!c || !x || !y || x->isFloat != y->isFloat || !foldable(getType()))
     return {};
@@ -428,6 +436,24 @@ OpFoldResult TriluOp::fold(FoldAdaptor a) {
   if (v->isFloat)
     return toAttr(getType(), out);
   return makeDense(getType(), ArrayRef<int64_t>(ints));
+}
+
+/// ONNX's noop_with_empty_axes: with no axes the reduction is the identity.
+static OpFoldResult foldNoopReduction(Value input, Value axes, bool noop, Type resultType) {
+  if (!noop || input.getType() != resultType)
+    return {};
+  if (!axes)
+    return input;
+  auto values = sl::constantInts(axes);
+  return values && values->empty() ? OpFoldResult(input) : OpFoldResult();
+}
+
+OpFoldResult ReduceMeanOp::fold(FoldAdaptor) {
+  return foldNoopReduction(getInput(), getAxes(), getNoopWithEmptyAxes(), getType());
+}
+
+OpFoldResult ReduceSumOp::fold(FoldAdaptor) {
+  return foldNoopReduction(getInput(), getAxes(), getNoopWithEmptyAxes(), getType());
 }
 
 OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {

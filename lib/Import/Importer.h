@@ -94,6 +94,11 @@ private:
 /// The MLIR element type of an ONNX TensorProto data type, if the importer handles it.
 mlir::FailureOr<mlir::Type> elementType(mlir::MLIRContext *context, int32_t onnxType);
 
+/// 8- and 16-bit integers: widened to i32 inside the graph, refused at its interface.
+bool isNarrowInteger(int32_t onnxType);
+/// The ONNX name of a TensorProto data type ("UINT8"), or its number if it has none.
+std::string onnxTypeName(int32_t onnxType);
+
 /// Converts one node's inputs to `sl` ops, returning one value per node output (null for outputs
 /// nobody may use). Defined in OnnxOps.cpp.
 mlir::FailureOr<llvm::SmallVector<mlir::Value>> convertNode(Importer &importer,

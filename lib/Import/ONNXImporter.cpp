@@ -131,8 +131,9 @@ FailureOr<Type> elementType(MLIRContext *context, int32_t onnxType) {
   case onnx::TensorProto::INT64:
     return Type(IntegerType::get(context, 64));
   case onnx::TensorProto::INT32:
-  // Narrow integers (masks stored as uint8 buffers, for one) are widened to i32, which holds
-  // every value they can have; no exported graph relies on their wrap-around.
+  // Narrow integer constants (masks stored as uint8 buffers, for one) are widened to i32, which
+  // holds every value they can have. Graph inputs, outputs and casts refuse them instead (see
+  // isNarrowInteger): there the type is the model's interface, and widening would change it.
   case onnx::TensorProto::INT8:
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::INT16:
@@ -143,6 +144,17 @@ FailureOr<Type> elementType(MLIRContext *context, int32_t onnxType) {
   default:
     return failure();
   }
+}
+
+bool isNarrowInteger(int32_t onnxType) {
+  return onnxType == onnx::TensorProto::INT8 || onnxType == onnx::TensorProto::UINT8 ||
+         onnxType == onnx::TensorProto::INT16 || onnxType == onnx::TensorProto::UINT16;
+}
+
+std::string onnxTypeName(int32_t onnxType) {
+  if (!onnx::TensorProto::DataType_IsValid(onnxType))
+    return "#" + std::to_string(onnxType);
+  return onnx::TensorProto::DataType_Name(onnx::TensorProto::DataType(onnxType));
 }
 
 LogicalResult Importer::load() {
@@ -195,10 +207,9 @@ FailureOr<RankedTensorType> Importer::tensorType(const onnx::TypeProto &type,
     return fileError() << what << " is not a tensor";
   const onnx::TypeProto::Tensor &tensor = type.tensor_type();
   FailureOr<Type> element = elementType(context, tensor.elem_type());
-  if (failed(element))
+  if (failed(element) || isNarrowInteger(tensor.elem_type()))
     return fileError() << what << " has unsupported element type "
-                       << onnx::TensorProto::DataType_Name(
-                              onnx::TensorProto::DataType(tensor.elem_type()));
+                       << onnxTypeName(tensor.elem_type());
   if (!tensor.has_shape())
     return fileError() << what << " has no shape; export the model with input shapes";
   SmallVector<int64_t> shape;
@@ -299,8 +310,8 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
                            << " bytes of data, but its shape and type need " << bytes;
 
   OpBuilder::InsertionGuard guard(builder);
-  auto op = builder.create<ParamOp>(NameLoc::get(builder.getStringAttr(tensor.name()), fileLoc()),
-                                    type, tensor.name(), file, offset);
+  // Located at the file, not at a node: a parameter's diagnostics name it themselves.
+  auto op = builder.create<ParamOp>(fileLoc(), type, tensor.name(), file, offset);
   return Value(op.getResult());
 }
 

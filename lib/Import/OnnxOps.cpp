@@ -192,9 +192,10 @@ FailureOr<Results> Converter::cast() {
   FailureOr<Value> x = in(0);
   if (failed(x))
     return failure();
-  FailureOr<Type> to = elementType(im.context, int32_t(intAttr(node, "to", 0)));
-  if (failed(to))
-    return error() << "cannot cast to ONNX type " << intAttr(node, "to", 0);
+  int32_t target = int32_t(intAttr(node, "to", 0));
+  FailureOr<Type> to = elementType(im.context, target);
+  if (failed(to) || isNarrowInteger(target))
+    return error() << "casting to " << onnxTypeName(target) << " is not supported";
   return one(im.build<CastOp>(node, *x, TypeAttr::get(*to)));
 }
 
@@ -385,7 +386,8 @@ FailureOr<Results> Converter::layerNorm() {
 }
 
 // Max(a, b) = a < b ? b : a, folded over any number of inputs (Min likewise): no kernel of its
-// own, and exporters use it only to clamp scores.
+// own, and exporters use it only to clamp scores. For floats, b == b ? that : b makes a NaN in
+// either operand the result, as ONNX (and NumPy) have it; with a constant b it folds away.
 FailureOr<Results> Converter::minMax(bool max) {
   if (node.input_size() < 1)
     return error() << "expected at least one input";
@@ -399,6 +401,12 @@ FailureOr<Results> Converter::minMax(bool max) {
     if (failed(less))
       return failure();
     acc = im.build<WhereOp>(node, *less, *next, *acc);
+    if (failed(acc) || !llvm::isa<FloatType>(typeOf(*next).getElementType()))
+      continue;
+    FailureOr<Value> notNan = im.build<EqualOp>(node, *next, *next);
+    if (failed(notNan))
+      return failure();
+    acc = im.build<WhereOp>(node, *notNan, *acc, *next);
   }
   return one(acc);
 }

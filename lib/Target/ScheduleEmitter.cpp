@@ -188,6 +188,7 @@ LogicalResult Emitter::addParameter(ParamOp op) {
   *param->mutable_shape() = buffer.shape();
 
   pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
+  copy->set_name(op.getName().str());
   copy->add_operands(*host);
   copy->add_results(device);
   uint32_t event = newEvent();

@@ -34,7 +34,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
   void runOnOperation() override {
     if (batch < 0 || seq < 0) {
       getOperation().emitError("sl-bind-shapes: batch and seq must be positive, got batch=")
-          << batch << " seq=" << seq;
+          << int64_t(batch) << " seq=" << int64_t(seq);
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>())
@@ -118,8 +118,8 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
     WalkResult dynamic = func.walk([&](Operation *op) {
       for (Type type : op->getResultTypes())
         if (auto ranked = llvm::dyn_cast<RankedTensorType>(type); ranked && !ranked.hasStaticShape()) {
-          op->emitError("result ") << type << " is still dynamic after binding batch=" << batch
-                                   << " seq=" << seq
+          op->emitError("result ") << type << " is still dynamic after binding batch="
+                                   << int64_t(batch) << " seq=" << int64_t(seq)
                                    << ": its shape depends on values known only at run time";
           return WalkResult::interrupt();
         }

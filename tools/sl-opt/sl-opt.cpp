@@ -25,6 +25,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <cstdlib>
+#include <optional>
 
 namespace {
 
@@ -117,6 +118,24 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  // An imported model's operations are located at their ONNX node; say which node, since the
+  // text the source manager would quote is sl-opt's own, not the user's.
+  std::optional<mlir::ScopedDiagnosticHandler> nodeHandler;
+  if (sl::isOnnxFileName(inputFilename))
+    nodeHandler.emplace(&context, [](mlir::Diagnostic &diag) {
+      std::string where;
+      if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation())) {
+        if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(name.getChildLoc()))
+          where = file.getFilename().str() + ": ";
+        where += "node '" + name.getName().str() + "': ";
+      } else if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(diag.getLocation())) {
+        where = file.getFilename().str() + ": ";
+      }
+      llvm::errs() << "sl-opt: "
+                   << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note")
+                   << ": " << where << diag.str() << "\n";
+      return mlir::success();
+    });
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
   if (!module)

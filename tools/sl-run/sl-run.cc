@@ -79,6 +79,9 @@ void printOutput(const slrt::NamedTensor &out) {
     case sl::schedule::I32:
       std::cout << ' ' << t.as<int32_t>()[i];
       break;
+    case sl::schedule::BOOL:
+      std::cout << (t.as<uint8_t>()[i] != 0 ? " true" : " false");
+      break;
     default:
       std::cout << " (values of " << slrt::dtypeName(t.dtype) << " are not printed)\n";
       return;
@@ -134,8 +137,9 @@ int run(const std::string &schedulePath, const std::vector<std::string> &inputAr
 
 int main(int argc, char **argv) {
   CLI::App app{"sl-run: execute a SpeedLoader schedule (written by sl-opt) on a backend.\n"
-               "Inputs and outputs are NumPy .npy files. Without --output, each output's name, "
-               "dtype, shape and first values are printed."};
+               "Inputs and outputs are NumPy .npy files (float32, float64, int64, int32, bool). "
+               "Without --output, each output's name, dtype, shape and first values are "
+               "printed."};
   app.get_formatter()->column_width(30);
   std::string schedulePath, reportPath, backendName = "cpu";
   std::vector<std::string> inputArgs, outputArgs;
