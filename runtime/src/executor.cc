@@ -106,6 +106,7 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend)
         TensorRef{base + b.offset(), b.space(), b.dtype(), toShape(b.shape()), b.bytes()});
   }
   loadParameters();
+  writeConstants();
   stats_.loadSeconds = secondsSince(start);
 }
 
@@ -121,6 +122,22 @@ void Executor::loadParameters() {
       file = std::make_unique<File>(path);
     preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
     stats_.parameterBytesRead += p.bytes();
+  }
+}
+
+void Executor::writeConstants() {
+  for (const sl::schedule::Constant &c : schedule_.schedule.constants()) {
+    const TensorRef &ref = refs_[c.buffer()];
+    // The verifier allows exactly two sizes: the whole buffer, or one element to repeat.
+    if (c.data().size() == ref.bytes) {
+      std::memcpy(ref.data, c.data().data(), ref.bytes);
+      continue;
+    }
+    // A splat: one element, then the filled prefix doubled until the buffer is full.
+    uint64_t filled = std::min<uint64_t>(c.data().size(), ref.bytes);
+    std::memcpy(ref.data, c.data().data(), filled);
+    for (; filled < ref.bytes; filled *= 2)
+      std::memcpy(ref.data + filled, ref.data, std::min(filled, ref.bytes - filled));
   }
 }
 
@@ -140,7 +157,8 @@ std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &
   // List order is a valid issue order: every waited event was recorded by an earlier kernel, and
   // this executor completes each kernel before issuing the next.
   std::vector<const TensorRef *> operands, results;
-  for (const sl::schedule::Kernel &kernel : s.kernels()) {
+  for (int index = 0; index < s.kernels_size(); ++index) {
+    const sl::schedule::Kernel &kernel = s.kernels(index);
     auto kernelStart = Clock::now();
     if (kernel.op() == sl::schedule::COPY) {
       const TensorRef &src = refs_[kernel.operands(0)];
@@ -157,7 +175,13 @@ std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &
         operands.push_back(&refs_[id]);
       for (uint32_t id : kernel.results())
         results.push_back(&refs_[id]);
-      backend_.execute(kernel, operands, results);
+      try {
+        backend_.execute(kernel, operands, results);
+      } catch (const Error &e) {
+        // Backends describe what went wrong with the data; which kernel it was is named here.
+        throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'",
+                        " (", sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
+      }
     }
     // Synchronous issue keeps per-op times honest; overlapping streams is a backend's job later.
     backend_.synchronize();

@@ -23,6 +23,8 @@ constexpr DescrEntry kDescrs[] = {
     {"<f8", sl::schedule::F64},
     {"<i8", sl::schedule::I64},
     {"<i4", sl::schedule::I32},
+    // One byte, no byte order; numpy writes 0 or 1, and the runtime reads any non-zero as true.
+    {"|b1", sl::schedule::BOOL},
 };
 
 // The header is a Python dict literal such as
@@ -182,7 +184,7 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
     if (!header.descr.empty() && header.descr[0] == '>')
       throw makeError(source, ": big-endian data ('", header.descr, "') is not supported");
     throw makeError(source, ": unsupported dtype '", header.descr,
-                    "' (supported: '<f4', '<f8', '<i8', '<i4')");
+                    "' (supported: '<f4', '<f8', '<i8', '<i4', '|b1')");
   }
   if (header.fortranOrder)
     throw makeError(source, ": Fortran-order arrays are not supported; save a C-order array");

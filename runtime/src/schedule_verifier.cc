@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "kernel_verifier.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/shape.h"
@@ -14,31 +15,14 @@ namespace {
 
 using namespace sl::schedule;
 
-struct OpSignature {
-  int minOperands;
-  int maxOperands;
-  bool compute; // false only for COPY
-};
-
-std::optional<OpSignature> signatureOf(OpKind op) {
-  switch (op) {
-  case COPY:
-    return OpSignature{1, 1, false};
-  case MATMUL:
-    return OpSignature{2, 2, true};
-  case GEMM:
-    return OpSignature{2, 3, true}; // C is optional
-  case ADD:
-  case MUL:
-    return OpSignature{2, 2, true};
-  case RELU:
-  case SIGMOID:
-  case SILU:
-  case TRANSPOSE:
-    return OpSignature{1, 1, true};
-  default:
-    return std::nullopt;
-  }
+// "2", "2 or 3", "1 or more".
+std::string operandCount(const OpRule &rule) {
+  std::string count = std::to_string(rule.minOperands);
+  if (rule.maxOperands == OpRule::kUnbounded)
+    return count + " or more";
+  if (rule.maxOperands != rule.minOperands)
+    return count + " or " + std::to_string(rule.maxOperands);
+  return count;
 }
 
 std::string spaceName(MemorySpace space) { return space == DEVICE ? "device arena" : "host pool"; }
@@ -49,7 +33,7 @@ public:
 
   void run() {
     verifyBuffers();
-    verifyParametersAndBindings();
+    verifyFillers();
     verifyStreams();
     std::unordered_set<uint32_t> recorded;
     for (int i = 0; i < s_.kernels_size(); ++i)
@@ -113,8 +97,9 @@ private:
     return b;
   }
 
-  void verifyParametersAndBindings() {
-    // Parameters and inputs fill their buffers before the kernels run; two fillers would race.
+  void verifyFillers() {
+    // Parameters, constants and inputs fill their buffers before the kernels run; two fillers of
+    // one buffer would race, and one would be lost.
     std::map<uint32_t, std::string> filledBy;
     auto fill = [&](uint32_t id, const std::string &who) {
       auto [it, inserted] = filledBy.emplace(id, who);
@@ -134,6 +119,19 @@ private:
       if (p.file().empty())
         throw makeError(who, " names no file");
       fill(p.buffer(), who);
+    }
+
+    for (int i = 0; i < s_.constants_size(); ++i) {
+      const Constant &c = s_.constants(i);
+      std::string who = "constant " + std::to_string(i);
+      const Buffer &b = hostBuffer(c.buffer(), who);
+      uint64_t elementSize = dtypeSize(b.dtype());
+      if (c.data().size() != b.bytes() && c.data().size() != elementSize)
+        throw makeError(who, " has ", c.data().size(), " bytes of data, but its ",
+                        bufferText(c.buffer()), " (", dtypeName(b.dtype()), " ",
+                        formatShape(toShape(b.shape())), ") takes ", b.bytes(),
+                        " bytes, or one element of ", elementSize, " bytes to repeat");
+      fill(c.buffer(), who);
     }
 
     auto verifyBindings = [&](const auto &bindings, const std::string &kind, bool fills) {
@@ -169,18 +167,15 @@ private:
     std::string what = "kernel " + std::to_string(index) +
                        (k.name().empty() ? "" : " '" + k.name() + "'") + " (" +
                        (opName.empty() ? "op " + std::to_string(k.op()) : opName) + ")";
-    std::optional<OpSignature> sig = signatureOf(k.op());
-    if (!sig)
+    std::optional<OpRule> rule = opRule(k.op());
+    if (!rule)
       throw makeError(what, ": unknown op");
 
-    if (k.operands_size() < sig->minOperands || k.operands_size() > sig->maxOperands ||
-        k.results_size() != 1)
+    bool unbounded = rule->maxOperands == OpRule::kUnbounded;
+    if (k.operands_size() < rule->minOperands ||
+        (!unbounded && k.operands_size() > rule->maxOperands) || k.results_size() != 1)
       throw makeError(what, ": has ", k.operands_size(), " operands and ", k.results_size(),
-                      " results; ", opName, " takes ",
-                      sig->minOperands == sig->maxOperands
-                          ? std::to_string(sig->minOperands)
-                          : std::to_string(sig->minOperands) + " or " +
-                                std::to_string(sig->maxOperands),
+                      " results; ", opName, " takes ", operandCount(*rule),
                       " operands and 1 result");
     auto checkId = [&](uint32_t id, const char *role, int position) {
       if (id >= static_cast<uint32_t>(s_.buffers_size()))
@@ -195,24 +190,15 @@ private:
       throw makeError(what, ": uses stream ", k.stream(), ", but the schedule has ",
                       s_.streams_size(), " streams");
     StreamKind streamKind = s_.streams(static_cast<int>(k.stream())).kind();
-    bool streamOk = sig->compute ? streamKind == COMPUTE
-                                 : streamKind == HOST_TO_DEVICE || streamKind == DEVICE_TO_HOST;
+    bool streamOk = rule->compute ? streamKind == COMPUTE
+                                  : streamKind == HOST_TO_DEVICE || streamKind == DEVICE_TO_HOST;
     if (!streamOk)
       throw makeError(what, ": runs on stream ", k.stream(), " of kind ",
                       StreamKind_Name(streamKind), "; ",
-                      sig->compute ? "compute kernels run on a COMPUTE stream"
-                                   : "copies run on a HOST_TO_DEVICE or DEVICE_TO_HOST stream");
+                      rule->compute ? "compute kernels run on a COMPUTE stream"
+                                    : "copies run on a HOST_TO_DEVICE or DEVICE_TO_HOST stream");
 
-    // GEMM needs its attributes (alpha and beta have no safe default in proto3); TRANSPOSE may omit
-    // them, since a rank-0 transpose has an empty perm and proto3 then writes nothing.
-    Kernel::AttributesCase attributes = k.attributes_case();
-    if (k.op() == GEMM && attributes != Kernel::kGemm)
-      throw makeError(what, ": has no gemm attributes");
-    bool attributesOk = attributes == Kernel::ATTRIBUTES_NOT_SET ||
-                        (k.op() == GEMM && attributes == Kernel::kGemm) ||
-                        (k.op() == TRANSPOSE && attributes == Kernel::kTranspose);
-    if (!attributesOk)
-      throw makeError(what, ": has attributes, which ", opName, " does not take");
+    verifyKernelAttributes(what, k);
 
     for (uint32_t event : k.wait_events()) {
       if (event >= s_.num_events())
@@ -229,7 +215,7 @@ private:
     }
 
     const Buffer &result = s_.buffers(static_cast<int>(k.results(0)));
-    if (!sig->compute) {
+    if (!rule->compute) {
       const Buffer &src = s_.buffers(static_cast<int>(k.operands(0)));
       if (src.bytes() != result.bytes() || src.dtype() != result.dtype())
         throw makeError(what, ": copies ", bufferText(src.id()), " (", dtypeName(src.dtype()), ", ",
@@ -240,99 +226,25 @@ private:
       return;
     }
 
-    std::vector<Shape> in;
+    std::vector<const Buffer *> operands;
     for (uint32_t id : k.operands()) {
-      verifyComputeBuffer(what, s_.buffers(static_cast<int>(id)));
-      in.push_back(toShape(s_.buffers(static_cast<int>(id)).shape()));
+      operands.push_back(&s_.buffers(static_cast<int>(id)));
+      verifyComputeBuffer(what, *operands.back());
     }
     verifyComputeBuffer(what, result);
-    verifyShapes(what, k, in, toShape(result.shape()));
-    bool elementwise = k.op() != MATMUL && k.op() != GEMM && k.op() != TRANSPOSE;
-    verifyNoOverlap(what, k, /*allowInPlace=*/elementwise);
+    verifyKernelOperation(what, k, operands, result);
+    verifyNoOverlap(what, k, rule->inPlace);
   }
 
   void verifyComputeBuffer(const std::string &what, const Buffer &b) const {
     if (b.space() != DEVICE)
       throw makeError(what, ": ", bufferText(b.id()),
                       " is in the host pool; compute kernels use only DEVICE buffers");
-    if (b.dtype() != F32)
-      throw makeError(what, ": ", bufferText(b.id()), " is ", dtypeName(b.dtype()),
-                      "; compute kernels of schedule version 1 are f32");
   }
 
-  void verifyShapes(const std::string &what, const Kernel &k, const std::vector<Shape> &in,
-                    const Shape &out) const {
-    auto mismatch = [&](const Shape &expected) {
-      return makeError(what, ": result shape ", formatShape(out), " should be ",
-                       formatShape(expected));
-    };
-    switch (k.op()) {
-    case MATMUL: {
-      std::optional<Shape> expected = matmulShape(in[0], in[1]);
-      if (!expected)
-        throw makeError(what, ": operand shapes ", formatShape(in[0]), " and ", formatShape(in[1]),
-                        " are incompatible for matmul");
-      if (*expected != out)
-        throw mismatch(*expected);
-      return;
-    }
-    case GEMM: {
-      if (in[0].size() != 2 || in[1].size() != 2)
-        throw makeError(what, ": A ", formatShape(in[0]), " and B ", formatShape(in[1]),
-                        " must both be rank 2");
-      const GemmAttributes &attrs = k.gemm();
-      int64_t m = attrs.trans_a() ? in[0][1] : in[0][0];
-      int64_t ka = attrs.trans_a() ? in[0][0] : in[0][1];
-      int64_t kb = attrs.trans_b() ? in[1][1] : in[1][0];
-      int64_t n = attrs.trans_b() ? in[1][0] : in[1][1];
-      if (ka != kb)
-        throw makeError(what, ": op(A) is [", m, ", ", ka, "] and op(B) is [", kb, ", ", n,
-                        "]; their inner dimensions differ");
-      Shape expected{m, n};
-      if (out != expected)
-        throw mismatch(expected);
-      if (in.size() == 3 && !broadcastsTo(in[2], expected))
-        throw makeError(what, ": C ", formatShape(in[2]), " does not broadcast to ",
-                        formatShape(expected));
-      return;
-    }
-    case ADD:
-    case MUL: {
-      std::optional<Shape> expected = broadcastShapes(in[0], in[1]);
-      if (!expected)
-        throw makeError(what, ": operand shapes ", formatShape(in[0]), " and ", formatShape(in[1]),
-                        " do not broadcast");
-      if (*expected != out)
-        throw mismatch(*expected);
-      return;
-    }
-    case TRANSPOSE: {
-      const auto &perm = k.transpose().perm();
-      if (static_cast<size_t>(perm.size()) != in[0].size())
-        throw makeError(what, ": perm has ", perm.size(), " entries for an operand of rank ",
-                        in[0].size());
-      Shape expected;
-      std::vector<bool> used(in[0].size(), false);
-      for (int64_t axis : perm) {
-        if (axis < 0 || static_cast<size_t>(axis) >= in[0].size() || used[axis])
-          throw makeError(what, ": perm ", formatShape(Shape(perm.begin(), perm.end())),
-                          " is not a permutation of the operand's ", in[0].size(), " dimensions");
-        used[axis] = true;
-        expected.push_back(in[0][axis]);
-      }
-      if (expected != out)
-        throw mismatch(expected);
-      return;
-    }
-    default: // unary
-      if (in[0] != out)
-        throw mismatch(in[0]);
-      return;
-    }
-  }
-
-  // A result that partially overlaps an operand would be read after it is overwritten. Elementwise
-  // ops and copies may run exactly in place; MATMUL, GEMM and TRANSPOSE never.
+  // A result that partially overlaps an operand would be read after it is overwritten. Ops whose
+  // rule allows it (and copies) may run exactly in place: same offset, bytes and element count, so
+  // every element sits where the op reads it.
   void verifyNoOverlap(const std::string &what, const Kernel &k, bool allowInPlace) const {
     const Buffer &r = s_.buffers(static_cast<int>(k.results(0)));
     for (uint32_t id : k.operands()) {
@@ -340,7 +252,8 @@ private:
       // Bounds were checked, so these sums cannot overflow.
       bool overlaps = o.space() == r.space() && o.bytes() > 0 && r.bytes() > 0 &&
                       o.offset() < r.offset() + r.bytes() && r.offset() < o.offset() + o.bytes();
-      bool inPlace = o.offset() == r.offset() && o.bytes() == r.bytes();
+      bool inPlace = o.offset() == r.offset() && o.bytes() == r.bytes() &&
+                     dtypeSize(o.dtype()) == dtypeSize(r.dtype());
       if (overlaps && !(allowInPlace && inPlace))
         throw makeError(what, ": result ", bufferText(r.id()), " overlaps operand ",
                         bufferText(o.id()));

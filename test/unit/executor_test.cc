@@ -1,4 +1,5 @@
-// The executor end to end on the hand-built tiny MLP, against the same MLP as naive loops.
+// The executor end to end on hand-built schedules (the tiny MLP of version 1 ops, a tiny attention
+// block of version 2 ops, constants), against the same computations as naive loops.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -110,6 +111,116 @@ TEST_F(ExecutorTest, ReportsParameterFileThatShrankAfterLoading) {
     FAIL() << "expected an Error";
   } catch (const Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("tiny_mlp.params: file ended early"));
+  }
+}
+
+// Constants are in their host buffers before anything runs: whole, or one element repeated.
+TEST(ExecutorConstantsTest, WritesFullAndSplatConstants) {
+  using namespace sl::schedule;
+  ScheduleBuilder b;
+  uint32_t full = b.buffer("full", HOST, F32, {2, 3});
+  uint32_t splat = b.buffer("splat", HOST, I64, {5});
+  uint32_t flags = b.buffer("flags", HOST, BOOL, {3});
+  uint32_t wide = b.buffer("wide", HOST, F64, {7});
+  uint32_t single = b.buffer("single", HOST, F32, {});
+  uint32_t none = b.buffer("none", HOST, F32, {0, 4});
+  b.constant(full, std::vector<float>{1, 2, 3, 4, 5, 6});
+  b.constant(splat, std::vector<int64_t>{-7});
+  b.constant(flags, std::vector<uint8_t>{1});
+  b.constant(wide, std::vector<double>{0.25});
+  b.constant(single, std::vector<float>{9});
+  b.constant(none, std::vector<float>{3}); // a splat over nothing writes nothing
+  // A copy to the device and back shows the constants are in place before the first kernel.
+  uint32_t dev = b.buffer("splat.dev", DEVICE, I64, {5});
+  uint32_t back = b.buffer("back", HOST, I64, {5});
+  b.kernel(COPY, "in", {splat}, dev);
+  b.kernel(COPY, "out", {dev}, back);
+  for (auto [name, id] : {std::pair{"full", full},
+                          {"splat", splat},
+                          {"flags", flags},
+                          {"wide", wide},
+                          {"single", single},
+                          {"none", none},
+                          {"back", back}})
+    b.output(name, id);
+
+  TempDir dir;
+  std::string path = dir.file("constants.slsched");
+  writeSchedule(b.schedule, path);
+  LoadedSchedule loaded = loadSchedule(path);
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  Executor executor(loaded, *backend);
+  for (int run = 0; run < 2; ++run) {
+    std::vector<NamedTensor> out = executor.run({});
+    ASSERT_EQ(out.size(), 7u);
+    EXPECT_EQ(toFloats(out[0].tensor), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(std::vector<int64_t>(out[1].tensor.as<int64_t>(), out[1].tensor.as<int64_t>() + 5),
+              std::vector<int64_t>(5, -7));
+    EXPECT_EQ(std::vector<uint8_t>(out[2].tensor.as<uint8_t>(), out[2].tensor.as<uint8_t>() + 3),
+              std::vector<uint8_t>(3, 1));
+    EXPECT_EQ(std::vector<double>(out[3].tensor.as<double>(), out[3].tensor.as<double>() + 7),
+              std::vector<double>(7, 0.25));
+    EXPECT_EQ(toFloats(out[4].tensor), std::vector<float>{9});
+    EXPECT_EQ(out[5].tensor.numel(), 0u);
+    EXPECT_EQ(out[6].tensor.data, out[1].tensor.data);
+  }
+}
+
+class TinyAttentionTest : public ::testing::Test {
+protected:
+  void SetUp() override { loaded = loadSchedule(block.write(dir.path())); }
+
+  TinyAttention block = TinyAttention::build(11);
+  TempDir dir;
+  LoadedSchedule loaded;
+  std::unique_ptr<Backend> backend = createCpuBackend();
+};
+
+TEST_F(TinyAttentionTest, MatchesNaive) {
+  Executor executor(loaded, *backend);
+  // Negative ids count from the end of the vocabulary; ids >= 3 are replaced by the fill value.
+  for (std::vector<int64_t> ids : {std::vector<int64_t>{4, 1, -1, 0}, {2, -6, 5, 3}}) {
+    std::vector<NamedTensor> outputs = executor.run({{"ids", i64Tensor({1, 4}, ids)}});
+    ASSERT_EQ(outputs.size(), 2u);
+    EXPECT_EQ(outputs[0].name, "y");
+    EXPECT_EQ(outputs[0].tensor.shape, (Shape{1, 4, 8}));
+    std::vector<float> expected = block.referenceY(ids), actual = toFloats(outputs[0].tensor);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < actual.size(); ++i)
+      EXPECT_NEAR(actual[i], expected[i], 1e-5f) << "element " << i;
+    EXPECT_EQ(outputs[1].name, "keep");
+    EXPECT_EQ(outputs[1].tensor.dtype, sl::schedule::BOOL);
+    const uint8_t *keep = outputs[1].tensor.as<uint8_t>();
+    EXPECT_EQ(std::vector<uint8_t>(keep, keep + 4), block.referenceKeep(ids));
+  }
+  EXPECT_EQ(executor.stats().kernels, 25u);
+  EXPECT_EQ(executor.stats().perOp.at("COPY").count, 12u);
+  EXPECT_EQ(executor.stats().perOp.at("ATTENTION").count, 1u);
+  EXPECT_EQ(executor.stats().perOp.at("ROTARY").count, 2u);
+}
+
+TEST_F(TinyAttentionTest, IndexOutOfRangeNamesTheKernel) {
+  Executor executor(loaded, *backend);
+  try {
+    executor.run({{"ids", i64Tensor({1, 4}, {0, 1, 6, 2})}});
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("kernel " + std::to_string(block.gatherKernel) +
+                                    " 'embed' (GATHER): index 6 (element 2 of the indices [1, 4]) "
+                                    "is out of range for axis 0 of the data [6, 8]"));
+  }
+  // The executor is still usable with good inputs.
+  EXPECT_EQ(executor.run({{"ids", i64Tensor({1, 4}, {0, 1, 2, 3})}}).size(), 2u);
+}
+
+TEST_F(TinyAttentionTest, RejectsInputOfWrongDType) {
+  Executor executor(loaded, *backend);
+  try {
+    executor.run({{"ids", f32Tensor({1, 4}, {0, 1, 2, 3})}});
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("input 'ids' is f32 [1, 4], but the schedule expects i64 [1, 4]"));
   }
 }
 

@@ -57,7 +57,31 @@ TEST(NpyTest, RoundTripsEveryDTypeAndRank) {
     expectRoundTrip<double>(F64, shape);
     expectRoundTrip<int64_t>(I64, shape);
     expectRoundTrip<int32_t>(I32, shape);
+    expectRoundTrip<uint8_t>(BOOL, shape);
   }
+}
+
+TEST(NpyTest, ReadsAndWritesNumpyBool) {
+  // What numpy.save writes for np.array([True, False, True]).
+  std::string bytes =
+      npyWithHeader("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", 0) +
+      std::string("\x01\x00\x01", 3);
+  HostTensor t = decodeNpy(bytes, "bool.npy");
+  EXPECT_EQ(t.dtype, BOOL);
+  EXPECT_EQ(t.shape, (Shape{3}));
+  EXPECT_EQ(std::vector<uint8_t>(t.as<uint8_t>(), t.as<uint8_t>() + 3),
+            (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(encodeNpy(t), bytes);
+}
+
+TEST(NpyTest, ReadsNumpyInt64) {
+  std::string bytes = npyWithHeader("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", 0);
+  for (int64_t v : {int64_t{-3}, int64_t{1} << 40})
+    bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  HostTensor t = decodeNpy(bytes, "ids.npy");
+  EXPECT_EQ(t.dtype, I64);
+  EXPECT_EQ(t.as<int64_t>()[0], -3);
+  EXPECT_EQ(t.as<int64_t>()[1], int64_t{1} << 40);
 }
 
 TEST(NpyTest, WritesHeadersNumpyReads) {
@@ -148,7 +172,10 @@ INSTANTIATE_TEST_SUITE_P(
                "big-endian data ('>f4') is not supported"},
         BadNpy{"UnsupportedDType",
                npyWithHeader("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", 12),
-               "unsupported dtype '<f2' (supported: '<f4', '<f8', '<i8', '<i4')"},
+               "unsupported dtype '<f2' (supported: '<f4', '<f8', '<i8', '<i4', '|b1')"},
+        BadNpy{"UnsignedBytes",
+               npyWithHeader("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 6),
+               "unsupported dtype '|u1'"},
         BadNpy{"StructuredDType",
                npyWithHeader("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", 8),
                "expected a string"},

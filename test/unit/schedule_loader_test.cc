@@ -3,10 +3,12 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/schedule_verifier.h"
@@ -108,9 +110,28 @@ TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
 }
 
 TEST_F(ScheduleLoaderTest, RejectsWrongVersion) {
-  mlp.schedule.set_version(2);
-  EXPECT_THAT(loadError(),
-              HasSubstr("schedule version 2 is not supported (this runtime supports version 1)"));
+  // Version 1 never shipped; only 2 is accepted.
+  for (uint32_t version : {0u, 1u, 3u}) {
+    mlp.schedule.set_version(version);
+    EXPECT_THAT(loadError(), HasSubstr("schedule version " + std::to_string(version) +
+                                       " is not supported (this runtime supports version 2)"));
+  }
+}
+
+TEST_F(ScheduleLoaderTest, EndMarkerIsWrittenLastAfterConstants) {
+  TinyAttention block = TinyAttention::build(1);
+  ASSERT_GT(block.schedule.constants_size(), 0);
+  std::string bytes = block.schedule.SerializeAsString();
+  // Field 536870911, wire type fixed32: the tag varint 0xFFFFFFFD, then the magic.
+  EXPECT_EQ(bytes.substr(bytes.size() - 9), std::string("\xFD\xFF\xFF\xFF\x0FSLSC", 9));
+  std::string path = block.write(dir.path());
+  EXPECT_EQ(loadSchedule(path).schedule.constants_size(), 4);
+  // A cut between two constants parses, and is refused for the missing marker.
+  sl::schedule::Schedule head = block.schedule;
+  head.clear_end_magic();
+  head.mutable_constants()->RemoveLast();
+  writeBytes(path, head.SerializeAsString());
+  EXPECT_THAT(errorOf([&] { loadSchedule(path); }), HasSubstr("the end marker is missing"));
 }
 
 TEST_F(ScheduleLoaderTest, RejectsBufferOutOfBounds) {
@@ -198,6 +219,11 @@ TEST_P(VerifierTest, RejectsWithMessage) {
 
 Buffer &buf(Schedule &s, uint32_t id) { return *s.mutable_buffers(static_cast<int>(id)); }
 Kernel &kernel(Schedule &s, int index) { return *s.mutable_kernels(index); }
+void addConstant(Schedule &s, uint32_t buffer, size_t bytes) {
+  Constant *c = s.add_constants();
+  c->set_buffer(buffer);
+  c->set_data(std::string(bytes, '\0'));
+}
 
 const VerifierCase kVerifierCases[] = {
     {"BufferId", [](Schedule &s) { buf(s, 3).set_id(4); },
@@ -243,6 +269,25 @@ const VerifierCase kVerifierCases[] = {
      "output 'y' is declared twice"},
     {"EmptyInputName", [](Schedule &s) { s.mutable_inputs(0)->clear_name(); },
      "an input has an empty name"},
+    {"ConstantOnDevice", [](Schedule &s) { addConstant(s, TinyMlp::DX, 32); },
+     "constant 0 must be bound to a HOST buffer, but buffer 6 'x.dev' is in the device arena"},
+    {"ConstantMissingBuffer", [](Schedule &s) { addConstant(s, 99, 4); },
+     "constant 0 refers to buffer 99, but the schedule has 18 buffers"},
+    {"ConstantSize", [](Schedule &s) { addConstant(s, TinyMlp::Y, 8); },
+     "constant 0 has 8 bytes of data, but its buffer 5 'y' (f32 [2, 3]) takes 24 bytes, or one "
+     "element of 4 bytes to repeat"},
+    {"ConstantEmpty", [](Schedule &s) { addConstant(s, TinyMlp::Y, 0); },
+     "constant 0 has 0 bytes of data"},
+    {"ConstantOnParameter", [](Schedule &s) { addConstant(s, TinyMlp::W1, 4); },
+     "buffer 1 'w1' is filled by both parameter 'w1' and constant 0"},
+    {"ConstantOnInput", [](Schedule &s) { addConstant(s, TinyMlp::X, 32); },
+     "buffer 0 'x' is filled by both constant 0 and input 'x'"},
+    {"TwoConstants",
+     [](Schedule &s) {
+       addConstant(s, TinyMlp::Y, 4);
+       addConstant(s, TinyMlp::Y, 24);
+     },
+     "buffer 5 'y' is filled by both constant 0 and constant 1"},
     {"StreamId", [](Schedule &s) { s.mutable_streams(1)->set_id(0); },
      "stream at index 1 has id 0"},
     {"StreamKind", [](Schedule &s) { s.mutable_streams(1)->set_kind(STREAM_KIND_UNSPECIFIED); },
@@ -269,7 +314,7 @@ const VerifierCase kVerifierCases[] = {
     {"GemmWithoutAttributes", [](Schedule &s) { kernel(s, 8).clear_gemm(); },
      "kernel 8 'fc2' (GEMM): has no gemm attributes"},
     {"AttributesOnAdd", [](Schedule &s) { kernel(s, 6).mutable_gemm(); },
-     "kernel 6 'fc1.bias' (ADD): has attributes, which ADD does not take"},
+     "kernel 6 'fc1.bias' (ADD): has gemm attributes, which ADD does not take"},
     {"WaitEventOutOfRange", [](Schedule &s) { kernel(s, 7).add_wait_events(6); },
      "kernel 7 'relu' (RELU): waits for event 6, but the schedule has 6 events"},
     {"RecordEventOutOfRange", [](Schedule &s) { kernel(s, 7).add_record_events(100); },
@@ -291,7 +336,7 @@ const VerifierCase kVerifierCases[] = {
      "kernel 7 'relu' (RELU): buffer 0 'x' is in the host pool; compute kernels use only DEVICE "
      "buffers"},
     {"ComputeNotF32", [](Schedule &s) { buf(s, TinyMlp::S).set_dtype(I32); },
-     "kernel 9 'silu' (SILU): buffer 15 's' is i32; compute kernels of schedule version 1 are f32"},
+     "kernel 9 'silu' (SILU): result (buffer 15 's') is i32; SILU takes f32"},
     {"UnaryShape",
      [](Schedule &s) {
        buf(s, TinyMlp::S).set_shape(0, 3);
@@ -333,7 +378,7 @@ const VerifierCase kVerifierCases[] = {
      "kernel 8 'fc2' (GEMM): C [3, 1] does not broadcast to [2, 3]"},
     {"TransposeAttributesOnRelu",
      [](Schedule &s) { kernel(s, 7).mutable_transpose()->add_perm(0); },
-     "kernel 7 'relu' (RELU): has attributes, which RELU does not take"},
+     "kernel 7 'relu' (RELU): has transpose attributes, which RELU does not take"},
     {"TransposePermLength",
      [](Schedule &s) {
        kernel(s, 7).set_op(TRANSPOSE);
@@ -371,6 +416,373 @@ const VerifierCase kVerifierCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Schedule, VerifierTest, ::testing::ValuesIn(kVerifierCases),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+// --- per-op rules ----------------------------------------------------------------------------
+// Each case is one kernel "k" on fresh DEVICE buffers in0, in1, ... and out; the message is
+// nullptr for a kernel that must pass.
+struct OpCase {
+  const char *name;
+  OpKind op;
+  // Buffers as "dtype[dims]", space separated: "f32[2,3] i64[]".
+  const char *operands;
+  const char *result;
+  std::function<void(Kernel &)> attributes;
+  const char *message;
+  // >= 0: the result starts where that operand does (in place, or a partial overlap when their
+  // sizes differ).
+  int resultAt = -1;
+};
+
+struct Operand {
+  DType dtype;
+  Shape shape;
+};
+
+std::vector<Operand> parseOperands(const std::string &text) {
+  std::vector<Operand> operands;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    size_t open = word.find('[');
+    Operand operand{DTYPE_UNSPECIFIED, {}};
+    for (DType dtype : {F32, F16, BF16, F64, I64, I32, BOOL})
+      if (dtypeName(dtype) == word.substr(0, open))
+        operand.dtype = dtype;
+    std::istringstream dims(word.substr(open + 1, word.size() - open - 2));
+    for (std::string dim; std::getline(dims, dim, ',');)
+      operand.shape.push_back(std::stoll(dim));
+    operands.push_back(operand);
+  }
+  return operands;
+}
+
+void PrintTo(const OpCase &c, std::ostream *os) { *os << c.name; }
+
+Schedule opSchedule(const OpCase &c) {
+  ScheduleBuilder b;
+  std::vector<uint32_t> ids;
+  std::vector<Operand> operands = parseOperands(c.operands);
+  for (size_t i = 0; i < operands.size(); ++i)
+    ids.push_back(b.buffer("in" + std::to_string(i), DEVICE, operands[i].dtype, operands[i].shape));
+  Operand out = parseOperands(c.result).at(0);
+  uint32_t result = b.buffer("out", DEVICE, out.dtype, out.shape);
+  if (c.resultAt >= 0) {
+    Buffer &r = *b.schedule.mutable_buffers(static_cast<int>(result));
+    r.set_offset(b.schedule.buffers(static_cast<int>(ids[c.resultAt])).offset());
+  }
+  Kernel &k = b.kernel(c.op, "k", ids, result);
+  if (c.attributes)
+    c.attributes(k);
+  return b.schedule;
+}
+
+class OpRuleTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(OpRuleTest, Verifies) {
+  Schedule s = opSchedule(GetParam());
+  if (!GetParam().message) {
+    EXPECT_NO_THROW(verifySchedule(s)) << errorOf([&] { verifySchedule(s); });
+    return;
+  }
+  EXPECT_THAT(errorOf([&] { verifySchedule(s); }),
+              HasSubstr(std::string("kernel 0 'k' (") + OpKind_Name(GetParam().op) +
+                        "): " + GetParam().message));
+}
+
+std::function<void(Kernel &)> axis(int64_t a) {
+  return [=](Kernel &k) { k.mutable_axis()->set_axis(a); };
+}
+std::function<void(Kernel &)> reduceAxes(std::vector<int64_t> axes, bool keepdims) {
+  return [=](Kernel &k) {
+    for (int64_t a : axes)
+      k.mutable_reduce()->add_axes(a);
+    k.mutable_reduce()->set_keepdims(keepdims);
+  };
+}
+std::function<void(Kernel &)> sliceBy(std::vector<int64_t> starts, std::vector<int64_t> steps) {
+  return [=](Kernel &k) {
+    for (int64_t v : starts)
+      k.mutable_slice()->add_starts(v);
+    for (int64_t v : steps)
+      k.mutable_slice()->add_steps(v);
+  };
+}
+std::function<void(Kernel &)> norm(int64_t a) {
+  return [=](Kernel &k) {
+    k.mutable_norm()->set_axis(a);
+    k.mutable_norm()->set_epsilon(1e-5f);
+  };
+}
+std::function<void(Kernel &)> attention(bool causal) {
+  return [=](Kernel &k) {
+    k.mutable_attention()->set_causal(causal);
+    k.mutable_attention()->set_scale(0.125f);
+  };
+}
+const std::function<void(Kernel &)> kTrilu = [](Kernel &k) { k.mutable_trilu()->set_k(1); };
+const std::function<void(Kernel &)> kRotary = [](Kernel &k) { k.mutable_rotary(); };
+const std::function<void(Kernel &)> kGelu = [](Kernel &k) { k.mutable_gelu(); };
+const std::function<void(Kernel &)> kNone;
+
+const char *const kValid = nullptr;
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+const OpCase kOpCases[] = {
+    // Binary arithmetic.
+    {"SubBroadcast", SUB, "f32[2,3] f32[3]", "f32[2,3]", kNone, kValid},
+    {"DivI64", DIV, "i64[4] i64[1]", "i64[4]", kNone, kValid},
+    {"PowScalar", POW, "f32[2,2] f32[]", "f32[2,2]", kNone, kValid},
+    {"SubMixedDTypes", SUB, "f32[2] i64[2]", "f32[2]", kNone,
+     "operand 1 (buffer 1 'in1') is i64 but operand 0 (buffer 0 'in0') is f32; SUB needs one "
+     "dtype for its operands and result"},
+    {"SubResultDType", SUB, "i64[2] i64[2]", "f32[2]", kNone,
+     "result (buffer 2 'out') is f32 but operand 0 (buffer 0 'in0') is i64"},
+    {"SubI32", SUB, "i32[2] i32[2]", "i32[2]", kNone,
+     "operand 0 (buffer 0 'in0') is i32; SUB takes f32 or i64"},
+    {"PowI64", POW, "i64[2] i64[2]", "i64[2]", kNone,
+     "operand 0 (buffer 0 'in0') is i64; POW takes f32"},
+    {"AddI64", ADD, "i64[2] i64[2]", "i64[2]", kNone, kValid},
+    {"MulI32", MUL, "i32[2] i32[2]", "i32[2]", kNone,
+     "operand 0 (buffer 0 'in0') is i32; MUL takes f32 or i64"},
+    {"DivDoesNotBroadcast", DIV, "f32[2,3] f32[2]", "f32[2,3]", kNone,
+     "operand shapes [2, 3] and [2] do not broadcast"},
+    {"SubResultShape", SUB, "f32[2,3] f32[3]", "f32[3,2]", kNone,
+     "result shape [3, 2] should be [2, 3]"},
+    {"SubWithAttributes", SUB, "f32[2] f32[2]", "f32[2]", axis(0),
+     "has axis attributes, which SUB does not take"},
+    {"SubOneOperand", SUB, "f32[2]", "f32[2]", kNone,
+     "has 1 operands and 1 results; SUB takes 2 operands and 1 result"},
+    // Unary.
+    {"NegI64", NEG, "i64[3]", "i64[3]", kNone, kValid},
+    {"ErfF32", ERF, "f32[2,0]", "f32[2,0]", kNone, kValid},
+    {"SqrtI64", SQRT, "i64[3]", "i64[3]", kNone,
+     "operand 0 (buffer 0 'in0') is i64; SQRT takes f32"},
+    {"TanhResultF64", TANH, "f32[3]", "f64[3]", kNone,
+     "result (buffer 1 'out') is f64; TANH takes f32"},
+    {"ExpShape", EXP, "f32[2]", "f32[3]", kNone, "result shape [3] should be [2]"},
+    {"ReciprocalTwoOperands", RECIPROCAL, "f32[2] f32[2]", "f32[2]", kNone,
+     "has 2 operands and 1 results; RECIPROCAL takes 1 operands and 1 result"},
+    // Comparisons.
+    {"LessI64Broadcast", LESS, "i64[2,1] i64[3]", "bool[2,3]", kNone, kValid},
+    {"EqualF32", EQUAL, "f32[3] f32[3]", "bool[3]", kNone, kValid},
+    {"EqualResultF32", EQUAL, "f32[3] f32[3]", "f32[3]", kNone,
+     "result (buffer 2 'out') is f32; EQUAL takes bool results"},
+    {"EqualMixed", EQUAL, "f32[3] i64[3]", "bool[3]", kNone,
+     "operand 1 (buffer 1 'in1') is i64 but operand 0 (buffer 0 'in0') is f32; EQUAL needs one "
+     "dtype for both operands"},
+    {"LessBool", LESS, "bool[3] bool[3]", "bool[3]", kNone,
+     "operand 0 (buffer 0 'in0') is bool; LESS takes f32 or i64"},
+    {"LessShapes", LESS, "f32[3] f32[2]", "bool[3]", kNone,
+     "operand shapes [3] and [2] do not broadcast"},
+    // WHERE.
+    {"WhereBroadcast", WHERE, "bool[2,1] i64[3] i64[2,3]", "i64[2,3]", kNone, kValid},
+    {"WhereF16", WHERE, "bool[] f16[2] f16[2]", "f16[2]", kNone, kValid},
+    {"WhereConditionF32", WHERE, "f32[2] f32[2] f32[2]", "f32[2]", kNone,
+     "operand 0 (buffer 0 'in0') is f32; WHERE takes bool conditions"},
+    {"WhereMixed", WHERE, "bool[2] f32[2] i64[2]", "f32[2]", kNone,
+     "operand 2 (buffer 2 'in2') is i64 but operand 1 (buffer 1 'in1') is f32; WHERE needs one "
+     "dtype for x, y and the result"},
+    {"WhereShapes", WHERE, "bool[2] f32[3] f32[1]", "f32[3]", kNone,
+     "operand shapes [2], [3] and [1] do not broadcast"},
+    {"WhereResultShape", WHERE, "bool[2,1] f32[3] f32[1]", "f32[3]", kNone,
+     "result shape [3] should be [2, 3]"},
+    {"WhereTwoOperands", WHERE, "bool[2] f32[2]", "f32[2]", kNone,
+     "has 2 operands and 1 results; WHERE takes 3 operands and 1 result"},
+    // CAST.
+    {"CastF32ToBool", CAST, "f32[2,3]", "bool[2,3]", kNone, kValid},
+    {"CastBoolToI32", CAST, "bool[4]", "i32[4]", kNone, kValid},
+    {"CastI64ToF64", CAST, "i64[4]", "f64[4]", kNone, kValid},
+    {"CastFromF16", CAST, "f16[4]", "f32[4]", kNone,
+     "operand 0 (buffer 0 'in0') is f16; CAST takes f32, f64, i64, i32 or bool"},
+    {"CastToBF16", CAST, "f32[4]", "bf16[4]", kNone,
+     "result (buffer 1 'out') is bf16; CAST takes f32, f64, i64, i32 or bool"},
+    {"CastShape", CAST, "f32[4]", "i64[2,2]", kNone, "result shape [2, 2] should be [4]"},
+    // SOFTMAX.
+    {"SoftmaxAxis1", SOFTMAX, "f32[2,3]", "f32[2,3]", axis(1), kValid},
+    {"SoftmaxNoAttributes", SOFTMAX, "f32[2,3]", "f32[2,3]", kNone, "has no axis attributes"},
+    {"SoftmaxWrongAttributes", SOFTMAX, "f32[2,3]", "f32[2,3]", reduceAxes({1}, false),
+     "has reduce attributes; SOFTMAX takes axis attributes"},
+    {"SoftmaxAxisOutOfRange", SOFTMAX, "f32[2,3]", "f32[2,3]", axis(2),
+     "axis.axis 2 is out of range for operand shape [2, 3] (rank 2)"},
+    {"SoftmaxNegativeAxis", SOFTMAX, "f32[2,3]", "f32[2,3]", axis(-1),
+     "axis.axis -1 is out of range for operand shape [2, 3] (rank 2)"},
+    {"SoftmaxI64", SOFTMAX, "i64[2]", "i64[2]", axis(0),
+     "operand 0 (buffer 0 'in0') is i64; SOFTMAX takes f32"},
+    // REDUCE_*.
+    {"ReduceKeepdims", REDUCE_SUM, "f32[2,3,4]", "f32[1,3,1]", reduceAxes({0, 2}, true), kValid},
+    {"ReduceDrop", REDUCE_MEAN, "f32[2,3,4]", "f32[2,4]", reduceAxes({1}, false), kValid},
+    {"ReduceAll", REDUCE_MEAN, "f32[2,3,4]", "f32[]", reduceAxes({}, false), kValid},
+    {"ReduceAllKeep", REDUCE_SUM, "f32[2,3,4]", "f32[1,1,1]", reduceAxes({}, true), kValid},
+    {"ReduceUnsorted", REDUCE_SUM, "f32[2,3,4]", "f32[3]", reduceAxes({2, 0}, false),
+     "reduce.axes [2, 0] must be sorted, unique and within the operand's rank 3 (operand shape "
+     "[2, 3, 4])"},
+    {"ReduceDuplicate", REDUCE_SUM, "f32[2,3,4]", "f32[2,4]", reduceAxes({1, 1}, false),
+     "reduce.axes [1, 1] must be sorted, unique"},
+    {"ReduceOutOfRange", REDUCE_SUM, "f32[2,3,4]", "f32[2,3]", reduceAxes({3}, false),
+     "reduce.axes [3] must be sorted, unique and within the operand's rank 3"},
+    {"ReduceKeepdimsResult", REDUCE_MEAN, "f32[2,3,4]", "f32[2,4]", reduceAxes({1}, true),
+     "result shape [2, 4] should be [2, 1, 4]"},
+    {"ReduceNoAttributes", REDUCE_MEAN, "f32[2]", "f32[]", kNone, "has no reduce attributes"},
+    // GATHER.
+    {"GatherAxis1", GATHER, "f32[3,5,2] i64[4,2]", "f32[3,4,2,2]", axis(1), kValid},
+    {"GatherScalarIndexI32", GATHER, "i64[5,3] i32[]", "i64[3]", axis(0), kValid},
+    {"GatherIndicesF32", GATHER, "f32[5,3] f32[2]", "f32[2,3]", axis(0),
+     "operand 1 (buffer 1 'in1') is f32; GATHER takes i64 or i32 indices"},
+    {"GatherResultDType", GATHER, "f32[5,3] i64[2]", "i64[2,3]", axis(0),
+     "result (buffer 2 'out') is i64 but operand 0 (buffer 0 'in0') is f32; GATHER needs one "
+     "dtype for data and the result"},
+    {"GatherShape", GATHER, "f32[3,5,2] i64[4,2]", "f32[3,4,2]", axis(1),
+     "result shape [3, 4, 2] should be [3, 4, 2, 2]"},
+    {"GatherAxis", GATHER, "f32[3,5,2] i64[4]", "f32[3,5,2]", axis(3),
+     "axis.axis 3 is out of range for operand shape [3, 5, 2] (rank 3)"},
+    // CONCAT.
+    {"ConcatThree", CONCAT, "f32[2,1,3] f32[2,4,3] f32[2,0,3]", "f32[2,5,3]", axis(1), kValid},
+    {"ConcatOneI64", CONCAT, "i64[2]", "i64[2]", axis(0), kValid},
+    {"ConcatMismatch", CONCAT, "f32[2,3] f32[3,3]", "f32[2,6]", axis(1),
+     "operand 1 shape [3, 3] does not match operand 0 shape [2, 3] outside axis 1"},
+    {"ConcatRank", CONCAT, "f32[2,3] f32[2,3,1]", "f32[2,6]", axis(1),
+     "operand 1 shape [2, 3, 1] does not match operand 0 shape [2, 3] outside axis 1"},
+    {"ConcatResult", CONCAT, "f32[2,3] f32[2,3]", "f32[2,5]", axis(1),
+     "result shape [2, 5] should be [2, 6]"},
+    {"ConcatDTypes", CONCAT, "f32[2] i32[2]", "f32[4]", axis(0),
+     "operand 1 (buffer 1 'in1') is i32 but operand 0 (buffer 0 'in0') is f32; CONCAT needs one "
+     "dtype"},
+    {"ConcatNoOperands", CONCAT, "", "f32[2]", axis(0),
+     "has 0 operands and 1 results; CONCAT takes 1 or more operands and 1 result"},
+    // SLICE.
+    {"SliceForward", SLICE, "f32[10]", "f32[3]", sliceBy({1}, {3}), kValid},
+    {"SliceNegativeSteps", SLICE, "i64[5,4]", "i64[3,4]", sliceBy({4, 3}, {-2, -1}), kValid},
+    {"SliceEmptyAtEnd", SLICE, "f32[5]", "f32[0]", sliceBy({5}, {1}), kValid},
+    {"SliceEmptyBeforeStart", SLICE, "f32[5,0]", "f32[0,0]", sliceBy({-1, -1}, {-1, -1}), kValid},
+    {"SliceEmptyFarOut", SLICE, "f32[5]", "f32[0]", sliceBy({6}, {1}),
+     "slice.starts[0] = 6 is out of range for dimension 0 of the operand [5]"},
+    {"SliceZeroStep", SLICE, "f32[5,4]", "f32[5,4]", sliceBy({0, 0}, {1, 0}),
+     "slice.steps [1, 0] has a zero step in dimension 1"},
+    {"SliceStartPastEnd", SLICE, "f32[5]", "f32[1]", sliceBy({5}, {1}),
+     "slice.starts[0] = 5 is out of range for dimension 0 of the operand [5]"},
+    {"SliceNegativeStart", SLICE, "f32[5]", "f32[1]", sliceBy({-1}, {1}),
+     "slice.starts[0] = -1 is out of range for dimension 0 of the operand [5]"},
+    {"SliceReadsPastEnd", SLICE, "f32[10]", "f32[4]", sliceBy({1}, {3}),
+     "result shape [4] reads past the operand [10] in dimension 0: 4 elements from 1 in steps of "
+     "3"},
+    {"SliceReadsBelowZero", SLICE, "f32[2,5]", "f32[2,3]", sliceBy({0, 1}, {1, -1}),
+     "result shape [2, 3] reads past the operand [2, 5] in dimension 1: 3 elements from 1 in "
+     "steps of -1"},
+    {"SliceStepOverflows", SLICE, "f32[5]", "f32[3]", sliceBy({0}, {kMax}),
+     "result shape [3] reads past the operand [5] in dimension 0: 3 elements from 0 in steps of "
+     "9223372036854775807"},
+    {"SliceAttributeCount", SLICE, "f32[2,3]", "f32[2,3]", sliceBy({0}, {1}),
+     "slice.starts [0] and slice.steps [1] must each have one entry per dimension of the operand "
+     "[2, 3]"},
+    {"SliceResultRank", SLICE, "f32[2,3]", "f32[6]", sliceBy({0, 0}, {1, 1}),
+     "result shape [6] has rank 1, but the operand [2, 3] has rank 2"},
+    // EXPAND.
+    {"Expand", EXPAND, "bool[3,1]", "bool[2,3,4]", kNone, kValid},
+    {"ExpandDoesNotBroadcast", EXPAND, "f32[3]", "f32[2,4]", kNone,
+     "operand shape [3] does not broadcast to the result shape [2, 4]"},
+    {"ExpandDType", EXPAND, "f32[3]", "i64[2,3]", kNone,
+     "result (buffer 1 'out') is i64 but operand 0 (buffer 0 'in0') is f32"},
+    // TRILU.
+    {"TriluBool", TRILU, "bool[2,3,3]", "bool[2,3,3]", kTrilu, kValid},
+    {"TriluRank1", TRILU, "f32[3]", "f32[3]", kTrilu,
+     "operand shape [3] has rank < 2; TRILU works on the last two dimensions"},
+    {"TriluNoAttributes", TRILU, "f32[3,3]", "f32[3,3]", kNone, "has no trilu attributes"},
+    // LAYER_NORM.
+    {"LayerNormLast", LAYER_NORM, "f32[2,3,4] f32[4] f32[4]", "f32[2,3,4]", norm(2), kValid},
+    {"LayerNormAxis1", LAYER_NORM, "f32[2,3,4] f32[1,4]", "f32[2,3,4]", norm(1), kValid},
+    {"LayerNormScale", LAYER_NORM, "f32[2,3,4] f32[3]", "f32[2,3,4]", norm(2),
+     "scale [3] does not broadcast to the normalised dimensions [4] of x [2, 3, 4]"},
+    {"LayerNormBias", LAYER_NORM, "f32[2,3,4] f32[4] f32[2,4]", "f32[2,3,4]", norm(1),
+     "bias [2, 4] does not broadcast to the normalised dimensions [3, 4] of x [2, 3, 4]"},
+    {"LayerNormAxis", LAYER_NORM, "f32[2,3,4] f32[4]", "f32[2,3,4]", norm(3),
+     "norm.axis 3 is out of range for operand shape [2, 3, 4] (rank 3)"},
+    {"LayerNormWrongAttributes", LAYER_NORM, "f32[4] f32[4]", "f32[4]", axis(0),
+     "has axis attributes; LAYER_NORM takes norm attributes"},
+    // RMS_NORM.
+    {"RmsNormAxisUnset", RMS_NORM, "f32[2,3,4] f32[4]", "f32[2,3,4]", norm(0), kValid},
+    {"RmsNormAxisLast", RMS_NORM, "f32[2,3,4] f32[4]", "f32[2,3,4]", norm(2), kValid},
+    {"RmsNormAxis1", RMS_NORM, "f32[2,3,4] f32[4]", "f32[2,3,4]", norm(1),
+     "norm.axis 1 for x [2, 3, 4]: RMS_NORM normalises only the last dimension (axis 2, or 0 "
+     "unset)"},
+    {"RmsNormScale", RMS_NORM, "f32[2,3,4] f32[1,4]", "f32[2,3,4]", norm(2),
+     "scale [1, 4] should be [4] for x [2, 3, 4]"},
+    {"RmsNormBias", RMS_NORM, "f32[4] f32[4] f32[4]", "f32[4]", norm(0),
+     "has 3 operands and 1 results; RMS_NORM takes 2 operands and 1 result"},
+    {"RmsNormScalar", RMS_NORM, "f32[] f32[1]", "f32[]", norm(0),
+     "x is a scalar; RMS_NORM normalises the last dimension"},
+    // ROTARY.
+    {"RotaryBroadcast", ROTARY, "f32[2,3,5,8] f32[5,8] f32[1,1,5,8]", "f32[2,3,5,8]", kRotary,
+     kValid},
+    {"RotaryOddDim", ROTARY, "f32[5,7] f32[5,7] f32[5,7]", "f32[5,7]", kRotary,
+     "x [5, 7] has an odd last dimension 7; rotary pairs need an even one"},
+    {"RotaryRank1", ROTARY, "f32[8] f32[8] f32[8]", "f32[8]", kRotary,
+     "x [8] should be [..., S, D] (rank >= 2)"},
+    {"RotaryCos", ROTARY, "f32[5,8] f32[4,8] f32[5,8]", "f32[5,8]", kRotary,
+     "cos [4, 8] does not broadcast to x [5, 8]"},
+    {"RotarySin", ROTARY, "f32[5,8] f32[5,8] f32[2,5,8]", "f32[5,8]", kRotary,
+     "sin [2, 5, 8] does not broadcast to x [5, 8]"},
+    {"RotaryNoAttributes", ROTARY, "f32[5,8] f32[5,8] f32[5,8]", "f32[5,8]", kNone,
+     "has no rotary attributes"},
+    // ATTENTION.
+    {"AttentionGqaMask", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[3,5]",
+     "f32[2,4,3,6]", attention(true), kValid},
+    {"AttentionNoMask", ATTENTION, "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8]", "f32[1,2,3,8]",
+     attention(false), kValid},
+    {"AttentionZeroScale", ATTENTION, "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8]", "f32[1,2,3,8]",
+     [](Kernel &k) { k.mutable_attention()->set_causal(true); },
+     "attention.scale is 0; it must be finite and non-zero"},
+    {"AttentionRank", ATTENTION, "f32[4,3,8] f32[4,3,8] f32[4,3,8]", "f32[4,3,8]", attention(false),
+     "q [4, 3, 8], k [4, 3, 8] and v [4, 3, 8] must be rank 4"},
+    {"AttentionHeads", ATTENTION, "f32[1,3,2,8] f32[1,2,2,8] f32[1,2,2,8]", "f32[1,3,2,8]",
+     attention(false),
+     "q has 3 heads and k, v have 2; the query heads must be a multiple of a positive number of "
+     "key/value heads"},
+    {"AttentionNoKvHeads", ATTENTION, "f32[1,0,2,8] f32[1,0,2,8] f32[1,0,2,8]", "f32[1,0,2,8]",
+     attention(false), "q has 0 heads and k, v have 0"},
+    {"AttentionValueLength", ATTENTION, "f32[1,2,3,8] f32[1,2,5,8] f32[1,2,4,8]", "f32[1,2,3,8]",
+     attention(false),
+     "q [1, 2, 3, 8], k [1, 2, 5, 8] and v [1, 2, 4, 8] do not fit [B, Hq, S, D], [B, Hkv, T, D], "
+     "[B, Hkv, T, Dv]"},
+    {"AttentionKeyDim", ATTENTION, "f32[1,2,3,8] f32[1,2,5,4] f32[1,2,5,8]", "f32[1,2,3,8]",
+     attention(false),
+     "q [1, 2, 3, 8], k [1, 2, 5, 4] and v [1, 2, 5, 8] do not fit [B, Hq, S, D]"},
+    {"AttentionMask", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[3,4]", "f32[2,4,3,6]",
+     attention(true), "mask [3, 4] does not broadcast to the scores [2, 4, 3, 5]"},
+    {"AttentionResult", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6]", "f32[2,4,3,8]",
+     attention(true), "result shape [2, 4, 3, 8] should be [2, 4, 3, 6]"},
+    {"AttentionNoAttributes", ATTENTION, "f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2]", "f32[1,1,1,2]",
+     kNone, "has no attention attributes"},
+    {"AttentionBoolMask", ATTENTION, "f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2] bool[1,1]",
+     "f32[1,1,1,2]", attention(false), "operand 3 (buffer 3 'in3') is bool; ATTENTION takes f32"},
+    // GELU, SWIGLU.
+    {"Gelu", GELU, "f32[2,3]", "f32[2,3]", kGelu, kValid},
+    {"GeluNoAttributes", GELU, "f32[2,3]", "f32[2,3]", kNone, "has no gelu attributes"},
+    {"Swiglu", SWIGLU, "f32[2,3] f32[2,3]", "f32[2,3]", kNone, kValid},
+    {"SwigluShapes", SWIGLU, "f32[2,3] f32[3]", "f32[2,3]", kNone,
+     "gate [2, 3] and up [3] must have one shape"},
+    {"SwigluWithAttributes", SWIGLU, "f32[3] f32[3]", "f32[3]", kGelu,
+     "has gelu attributes, which SWIGLU does not take"},
+    // Aliasing: exactly in place where the op allows it, never a partial overlap.
+    {"SoftmaxInPlace", SOFTMAX, "f32[2,3]", "f32[2,3]", axis(0), kValid, 0},
+    {"CastInPlaceSameSize", CAST, "f32[4]", "i32[4]", kNone, kValid, 0},
+    {"WhereInPlaceOnY", WHERE, "bool[2] f32[2] f32[2]", "f32[2]", kNone, kValid, 2},
+    {"RotaryInPlace", ROTARY, "f32[2,4] f32[2,4] f32[2,4]", "f32[2,4]", kRotary, kValid, 0},
+    {"CastWidening", CAST, "f32[4]", "f64[4]", kNone,
+     "result buffer 1 'out' overlaps operand buffer 0 'in0'", 0},
+    {"ReduceInPlace", REDUCE_SUM, "f32[2,1]", "f32[2,1]", reduceAxes({1}, true),
+     "result buffer 1 'out' overlaps operand buffer 0 'in0'", 0},
+    {"GatherOverData", GATHER, "f32[4,2] i64[4]", "f32[4,2]", axis(0),
+     "result buffer 2 'out' overlaps operand buffer 0 'in0'", 0},
+    {"ConcatOverOperand", CONCAT, "f32[2] f32[2]", "f32[4]", axis(0),
+     "result buffer 2 'out' overlaps operand buffer 1 'in1'", 1},
+    {"SliceOverOperand", SLICE, "f32[4]", "f32[4]", sliceBy({3}, {-1}),
+     "result buffer 1 'out' overlaps operand buffer 0 'in0'", 0},
+    {"AttentionOverQuery", ATTENTION, "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", "f32[1,1,2,2]",
+     attention(false), "result buffer 3 'out' overlaps operand buffer 0 'in0'", 0},
+};
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpRuleTest, ::testing::ValuesIn(kOpCases),
                          [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace

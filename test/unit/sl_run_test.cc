@@ -151,5 +151,63 @@ TEST_F(SlRunTest, UsageErrorsExitOne) {
   EXPECT_EQ(slRun(schedule + " --no-such-flag").exitCode, 1);
 }
 
+// The tiny attention block: an i64 input from .npy, f32 and bool outputs.
+class SlRunAttentionTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    schedule = block.write(dir.path());
+    ids = dir.file("ids.npy");
+    writeNpy(ids, i64Tensor({1, 4}, idValues));
+  }
+
+  TinyAttention block = TinyAttention::build(21);
+  std::vector<int64_t> idValues{3, -2, 0, 1};
+  TempDir dir;
+  std::string schedule, ids;
+};
+
+TEST_F(SlRunAttentionTest, TakesI64InputsAndWritesEveryDType) {
+  Result r = slRun(schedule + " -i " + ids + " -o y=" + dir.file("y.npy") +
+                   " -o keep=" + dir.file("keep.npy") + " --report " + dir.file("report.json"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::vector<float> expected = block.referenceY(idValues);
+  std::vector<float> actual = toFloats(readNpy(dir.file("y.npy")));
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i], 1e-5f);
+  HostTensor keep = readNpy(dir.file("keep.npy"));
+  EXPECT_EQ(keep.dtype, sl::schedule::BOOL);
+  EXPECT_EQ(std::vector<uint8_t>(keep.as<uint8_t>(), keep.as<uint8_t>() + 4),
+            block.referenceKeep(idValues));
+  nlohmann::json report = nlohmann::json::parse(readFile(dir.file("report.json")));
+  EXPECT_EQ(report["kernels"], 25);
+  EXPECT_EQ(report["ops"]["ATTENTION"]["count"], 1);
+  EXPECT_EQ(report["outputs"][1]["dtype"], "bool");
+}
+
+TEST_F(SlRunAttentionTest, PrintsI64AndBoolOutputs) {
+  Result r = slRun(schedule + " --input ids=" + ids);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("y: f32 [1, 4, 8] = "));
+  EXPECT_THAT(r.output, HasSubstr("keep: bool [1, 4] = false true true true\n"));
+}
+
+TEST_F(SlRunAttentionTest, WrongInputDTypeIsAnError) {
+  writeNpy(dir.file("f.npy"), f32Tensor({1, 4}, {3, 1, 0, 1}));
+  Result r = slRun(schedule + " --input " + dir.file("f.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output,
+              HasSubstr("f.npy: input 'ids' is f32 [1, 4], but the schedule expects i64 [1, 4]"));
+}
+
+TEST_F(SlRunAttentionTest, IndexOutOfRangeIsAnError) {
+  writeNpy(ids, i64Tensor({1, 4}, {0, 7, 1, 2}));
+  Result r = slRun(schedule + " --input " + ids);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: kernel " + std::to_string(block.gatherKernel) +
+                                  " 'embed' (GATHER): index 7 (element 1 of the indices [1, 4]) "
+                                  "is out of range"));
+}
+
 } // namespace
 } // namespace slrt::test

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 
+#include "slrt/dtype.h"
 #include "slrt/schedule_verifier.h"
 
 namespace slrt::test {
@@ -48,6 +50,14 @@ HostTensor f32Tensor(Shape shape, const std::vector<float> &values) {
   HostTensor t = HostTensor::zeros(F32, std::move(shape));
   if (t.numel() != values.size())
     throw std::runtime_error("f32Tensor: value count does not match the shape");
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+HostTensor i64Tensor(Shape shape, const std::vector<int64_t> &values) {
+  HostTensor t = HostTensor::zeros(I64, std::move(shape));
+  if (t.numel() != values.size())
+    throw std::runtime_error("i64Tensor: value count does not match the shape");
   std::memcpy(t.data.data(), values.data(), t.data.size());
   return t;
 }
@@ -213,6 +223,292 @@ std::vector<float> TinyMlp::reference(const std::vector<float> &x) const {
       y[r * kOut + o] = z * sigmoid(z) * sigmoid(z);
     }
   }
+  return y;
+}
+
+ScheduleBuilder::ScheduleBuilder() {
+  schedule.set_magic(kScheduleMagic);
+  schedule.set_version(kScheduleVersion);
+  schedule.set_end_magic(kScheduleMagic);
+  schedule.set_kind("infer");
+  schedule.set_producer("slrt unit tests (ScheduleBuilder)");
+  for (StreamKind kind : {COMPUTE, HOST_TO_DEVICE, DEVICE_TO_HOST}) {
+    Stream *stream = schedule.add_streams();
+    stream->set_id(static_cast<uint32_t>(schedule.streams_size() - 1));
+    stream->set_kind(kind);
+  }
+}
+
+uint32_t ScheduleBuilder::buffer(const std::string &name, MemorySpace space, DType dtype,
+                                 Shape shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    n *= static_cast<uint64_t>(d);
+  uint64_t bytes = n * dtypeSize(dtype);
+  uint64_t end = space == DEVICE ? schedule.device_arena_bytes() : schedule.host_pool_bytes();
+  uint64_t offset = (end + 63) / 64 * 64;
+  (space == DEVICE ? schedule.set_device_arena_bytes(offset + bytes)
+                   : schedule.set_host_pool_bytes(offset + bytes));
+  Buffer *b = schedule.add_buffers();
+  b->set_id(static_cast<uint32_t>(schedule.buffers_size() - 1));
+  b->set_name(name);
+  b->set_space(space);
+  b->set_offset(offset);
+  b->set_bytes(bytes);
+  b->set_dtype(dtype);
+  for (int64_t d : shape)
+    b->add_shape(d);
+  return b->id();
+}
+
+uint32_t ScheduleBuilder::alias(const std::string &name, uint32_t of, Shape shape) {
+  Buffer *b = schedule.add_buffers();
+  *b = schedule.buffers(static_cast<int>(of));
+  b->set_id(static_cast<uint32_t>(schedule.buffers_size() - 1));
+  b->set_name(name);
+  b->clear_shape();
+  for (int64_t d : shape)
+    b->add_shape(d);
+  return b->id();
+}
+
+Kernel &ScheduleBuilder::kernel(OpKind op, const std::string &name, std::vector<uint32_t> operands,
+                                uint32_t result) {
+  Kernel *k = schedule.add_kernels();
+  k->set_op(op);
+  k->set_name(name);
+  for (uint32_t id : operands)
+    k->add_operands(id);
+  k->add_results(result);
+  bool toDevice = schedule.buffers(static_cast<int>(result)).space() == DEVICE;
+  k->set_stream(op != COPY ? kCompute : toDevice ? kHostToDevice : kDeviceToHost);
+  return *k;
+}
+
+void ScheduleBuilder::input(const std::string &name, uint32_t buffer) {
+  Binding *b = schedule.add_inputs();
+  b->set_name(name);
+  b->set_buffer(buffer);
+}
+
+void ScheduleBuilder::output(const std::string &name, uint32_t buffer) {
+  Binding *b = schedule.add_outputs();
+  b->set_name(name);
+  b->set_buffer(buffer);
+}
+
+void ScheduleBuilder::parameter(uint32_t buffer, const std::string &file, uint64_t fileOffset) {
+  const Buffer &b = schedule.buffers(static_cast<int>(buffer));
+  Parameter *p = schedule.add_parameters();
+  p->set_name(b.name());
+  p->set_buffer(buffer);
+  p->set_file(file);
+  p->set_file_offset(fileOffset);
+  p->set_bytes(b.bytes());
+  p->set_dtype(b.dtype());
+  *p->mutable_shape() = b.shape();
+}
+
+void ScheduleBuilder::constant(uint32_t buffer, const std::string &data) {
+  Constant *c = schedule.add_constants();
+  c->set_buffer(buffer);
+  c->set_data(data);
+}
+
+namespace {
+
+constexpr const char *kAttentionParams = "tiny_attention.params";
+
+// rotate-half rotary embedding of one head row at position s.
+std::vector<double> rotateHalf(const std::vector<double> &x, const std::vector<float> &cos,
+                               const std::vector<float> &sin, int64_t s) {
+  int64_t d = static_cast<int64_t>(x.size()), half = d / 2;
+  std::vector<double> y(x.size());
+  for (int64_t c = 0; c < d; ++c) {
+    double rotated = c < half ? -x[c + half] : x[c - half];
+    y[c] = x[c] * cos[s * d + c] + rotated * sin[s * d + c];
+  }
+  return y;
+}
+
+} // namespace
+
+TinyAttention TinyAttention::build(uint32_t seed) {
+  TinyAttention m;
+  std::mt19937 rng(seed);
+  m.emb = randomFloats(rng, kVocab * kDim);
+  m.g = randomFloats(rng, kDim);
+  m.wq = randomFloats(rng, kDim * kDim);
+  m.wk = randomFloats(rng, kDim * kHeadDim);
+  m.wv = randomFloats(rng, kDim * kHeadDim);
+  for (int64_t s = 0; s < kSeq; ++s)
+    for (int64_t c = 0; c < kHeadDim; ++c) {
+      double theta = s / std::pow(10000.0, 2.0 * (c % (kHeadDim / 2)) / kHeadDim);
+      m.cos.push_back(static_cast<float>(std::cos(theta)));
+      m.sin.push_back(static_cast<float>(std::sin(theta)));
+    }
+
+  ScheduleBuilder b;
+  auto host = [&](const char *name, DType dtype, Shape shape) {
+    return b.buffer(name, HOST, dtype, std::move(shape));
+  };
+  uint32_t ids = host("ids", I64, {1, kSeq});
+  uint32_t emb = host("emb", F32, {kVocab, kDim});
+  uint32_t g = host("g", F32, {kDim});
+  uint32_t wq = host("wq", F32, {kDim, kDim});
+  uint32_t wk = host("wk", F32, {kDim, kHeadDim});
+  uint32_t wv = host("wv", F32, {kDim, kHeadDim});
+  uint32_t cos = host("cos", F32, {kSeq, kHeadDim});
+  uint32_t sin = host("sin", F32, {kSeq, kHeadDim});
+  uint32_t limit = host("limit", I64, {1, kSeq});
+  uint32_t fill = host("fill", F32, {1, kSeq, kDim});
+  uint32_t y = host("y", F32, {1, kSeq, kDim});
+  uint32_t keep = host("keep", BOOL, {1, kSeq});
+  b.input("ids", ids);
+  b.output("y", y);
+  b.output("keep", keep);
+  uint64_t fileOffset = kParamsHeader;
+  for (uint32_t id : {emb, g, wq, wk, wv}) {
+    b.parameter(id, kAttentionParams, fileOffset);
+    fileOffset += b.schedule.buffers(static_cast<int>(id)).bytes();
+  }
+  b.constant(cos, m.cos);
+  b.constant(sin, m.sin);
+  b.constant(limit, std::vector<int64_t>{kLimit});
+  b.constant(fill, std::vector<float>{kFill});
+
+  // Every host buffer the block reads goes to the device on the copy stream; the last copy
+  // records event 0, which (streams being in order) covers them all.
+  std::map<uint32_t, uint32_t> dev;
+  for (uint32_t id : {ids, emb, g, wq, wk, wv, cos, sin, limit, fill}) {
+    const Buffer &hostBuffer = b.schedule.buffers(static_cast<int>(id));
+    dev[id] = b.buffer(hostBuffer.name() + ".dev", DEVICE, hostBuffer.dtype(),
+                       toShape(hostBuffer.shape()));
+    b.kernel(COPY, hostBuffer.name() + ".h2d", {id}, dev[id]);
+  }
+  b.schedule.mutable_kernels(b.schedule.kernels_size() - 1)->add_record_events(0);
+  b.schedule.set_num_events(2);
+
+  auto device = [&](const char *name, DType dtype, Shape shape) {
+    return b.buffer(name, DEVICE, dtype, std::move(shape));
+  };
+  uint32_t h = device("h", F32, {1, kSeq, kDim});
+  uint32_t n = device("n", F32, {1, kSeq, kDim});
+  uint32_t q = device("q", F32, {1, kSeq, kDim});
+  uint32_t q4 = b.alias("q.heads", q, {1, kSeq, kHeads, kHeadDim});
+  uint32_t qt = device("q.t", F32, {1, kHeads, kSeq, kHeadDim});
+  uint32_t k = device("k", F32, {1, kSeq, kHeadDim});
+  uint32_t k4 = b.alias("k.heads", k, {1, 1, kSeq, kHeadDim});
+  uint32_t v = device("v", F32, {1, kSeq, kHeadDim});
+  uint32_t v4 = b.alias("v.heads", v, {1, 1, kSeq, kHeadDim});
+  uint32_t a = device("a", F32, {1, kHeads, kSeq, kHeadDim});
+  uint32_t at = device("a.t", F32, {1, kSeq, kHeads, kHeadDim});
+  uint32_t at3 = b.alias("a.merged", at, {1, kSeq, kDim});
+  uint32_t r = device("r", F32, {1, kSeq, kDim});
+  uint32_t keepDev = device("keep.dev", BOOL, {1, kSeq});
+  uint32_t keep3 = b.alias("keep.col", keepDev, {1, kSeq, 1});
+  uint32_t yDev = device("y.dev", F32, {1, kSeq, kDim});
+
+  m.gatherKernel = b.schedule.kernels_size();
+  Kernel &gather = b.kernel(GATHER, "embed", {dev[emb], dev[ids]}, h);
+  gather.add_wait_events(0);
+  gather.mutable_axis()->set_axis(0);
+  Kernel &norm = b.kernel(RMS_NORM, "norm", {h, dev[g]}, n);
+  norm.mutable_norm()->set_axis(2);
+  norm.mutable_norm()->set_epsilon(kEpsilon);
+  b.kernel(MATMUL, "q.proj", {n, dev[wq]}, q);
+  b.kernel(MATMUL, "k.proj", {n, dev[wk]}, k);
+  b.kernel(MATMUL, "v.proj", {n, dev[wv]}, v);
+  Kernel &split = b.kernel(TRANSPOSE, "q.split", {q4}, qt);
+  for (int64_t axis : {0, 2, 1, 3})
+    split.mutable_transpose()->add_perm(axis);
+  b.kernel(ROTARY, "q.rope", {qt, dev[cos], dev[sin]}, qt).mutable_rotary();
+  b.kernel(ROTARY, "k.rope", {k4, dev[cos], dev[sin]}, k4).mutable_rotary();
+  Kernel &attention = b.kernel(ATTENTION, "attn", {qt, k4, v4}, a);
+  attention.mutable_attention()->set_causal(true);
+  attention.mutable_attention()->set_scale(kScale);
+  Kernel &merge = b.kernel(TRANSPOSE, "attn.merge", {a}, at);
+  for (int64_t axis : {0, 2, 1, 3})
+    merge.mutable_transpose()->add_perm(axis);
+  b.kernel(ADD, "residual", {at3, h}, r);
+  b.kernel(LESS, "keep", {dev[ids], dev[limit]}, keepDev);
+  b.kernel(WHERE, "select", {keep3, r, dev[fill]}, yDev).add_record_events(1);
+  b.kernel(COPY, "y.d2h", {yDev}, y).add_wait_events(1);
+  b.kernel(COPY, "keep.d2h", {keepDev}, keep);
+  m.schedule = std::move(b.schedule);
+  return m;
+}
+
+std::string TinyAttention::paramsFileBytes() const {
+  std::string bytes(kParamsHeader, 'P');
+  for (const std::vector<float> *values : {&emb, &g, &wq, &wk, &wv})
+    bytes.append(reinterpret_cast<const char *>(values->data()), values->size() * sizeof(float));
+  return bytes;
+}
+
+std::string TinyAttention::write(const std::string &dir) const {
+  writeBytes(dir + "/" + kAttentionParams, paramsFileBytes());
+  std::string path = dir + "/tiny_attention.slsched";
+  writeSchedule(schedule, path);
+  return path;
+}
+
+std::vector<uint8_t> TinyAttention::referenceKeep(const std::vector<int64_t> &ids) const {
+  std::vector<uint8_t> keep;
+  for (int64_t id : ids)
+    keep.push_back(id < kLimit ? 1 : 0);
+  return keep;
+}
+
+std::vector<float> TinyAttention::referenceY(const std::vector<int64_t> &ids) const {
+  using Rows = std::vector<std::vector<double>>;
+  Rows h(kSeq, std::vector<double>(kDim)), q = h;
+  Rows k(kSeq, std::vector<double>(kHeadDim)), v = k;
+  for (int64_t s = 0; s < kSeq; ++s) {
+    int64_t row = ids[s] < 0 ? ids[s] + kVocab : ids[s];
+    double squares = 0;
+    for (int64_t j = 0; j < kDim; ++j) {
+      h[s][j] = emb[row * kDim + j];
+      squares += h[s][j] * h[s][j];
+    }
+    double rms = 1.0 / std::sqrt(squares / kDim + kEpsilon);
+    std::vector<double> n(kDim);
+    for (int64_t j = 0; j < kDim; ++j)
+      n[j] = h[s][j] * rms * g[j];
+    for (int64_t j = 0; j < kDim; ++j) {
+      for (int64_t o = 0; o < kDim; ++o)
+        q[s][o] += n[j] * wq[j * kDim + o];
+      for (int64_t o = 0; o < kHeadDim; ++o) {
+        k[s][o] += n[j] * wk[j * kHeadDim + o];
+        v[s][o] += n[j] * wv[j * kHeadDim + o];
+      }
+    }
+    k[s] = rotateHalf(k[s], cos, sin, s);
+  }
+  std::vector<float> y(kSeq * kDim);
+  for (int64_t head = 0; head < kHeads; ++head)
+    for (int64_t s = 0; s < kSeq; ++s) {
+      std::vector<double> qh(q[s].begin() + head * kHeadDim, q[s].begin() + (head + 1) * kHeadDim);
+      qh = rotateHalf(qh, cos, sin, s);
+      // Causal with S == T: query s sees keys 0..s.
+      std::vector<double> p(s + 1);
+      double max = -INFINITY, sum = 0;
+      for (int64_t t = 0; t <= s; ++t) {
+        for (int64_t c = 0; c < kHeadDim; ++c)
+          p[t] += qh[c] * k[t][c];
+        p[t] *= kScale;
+        max = std::max(max, p[t]);
+      }
+      for (double &e : p)
+        sum += (e = std::exp(e - max));
+      for (int64_t c = 0; c < kHeadDim; ++c) {
+        double out = 0;
+        for (int64_t t = 0; t <= s; ++t)
+          out += p[t] / sum * v[t][c];
+        int64_t j = head * kHeadDim + c;
+        y[s * kDim + j] = static_cast<float>(ids[s] < kLimit ? out + h[s][j] : kFill);
+      }
+    }
   return y;
 }
 

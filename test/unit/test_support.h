@@ -33,7 +33,65 @@ void writeBytes(const std::string &path, const std::string &bytes);
 std::vector<float> randomFloats(std::mt19937 &rng, size_t count);
 
 HostTensor f32Tensor(Shape shape, const std::vector<float> &values);
+HostTensor i64Tensor(Shape shape, const std::vector<int64_t> &values);
 std::vector<float> toFloats(const HostTensor &tensor);
+
+// Builds schedules buffer by buffer: each new buffer is placed, 64-byte aligned, after the last one
+// of its memory space, and the arena and pool grow to fit. Streams 0, 1, 2 are COMPUTE,
+// HOST_TO_DEVICE and DEVICE_TO_HOST.
+class ScheduleBuilder {
+public:
+  enum : uint32_t { kCompute, kHostToDevice, kDeviceToHost };
+
+  ScheduleBuilder();
+  uint32_t buffer(const std::string &name, sl::schedule::MemorySpace space,
+                  sl::schedule::DType dtype, Shape shape);
+  // Another view of buffer `of`: the same bytes and dtype, another shape (a reshape).
+  uint32_t alias(const std::string &name, uint32_t of, Shape shape);
+  // COPY goes on the host-to-device stream when its result is on the device, else on the
+  // device-to-host one; every other op on the compute stream.
+  sl::schedule::Kernel &kernel(sl::schedule::OpKind op, const std::string &name,
+                               std::vector<uint32_t> operands, uint32_t result);
+  void input(const std::string &name, uint32_t buffer);
+  void output(const std::string &name, uint32_t buffer);
+  void parameter(uint32_t buffer, const std::string &file, uint64_t fileOffset);
+  void constant(uint32_t buffer, const std::string &data);
+  template <typename T> void constant(uint32_t buffer, const std::vector<T> &values) {
+    constant(buffer,
+             std::string(reinterpret_cast<const char *>(values.data()), values.size() * sizeof(T)));
+  }
+
+  sl::schedule::Schedule schedule;
+};
+
+// A tiny attention block on token ids, built with ScheduleBuilder the way sl-opt would schedule it
+// (copies in, compute, copies out, ordered by events). It exercises the version 2 ops and
+// constants:
+//   h = GATHER(emb, ids)                    ids i64 [1, S], one of them negative
+//   n = RMS_NORM(h, g)
+//   q, k, v = n @ wq, n @ wk, n @ wv       q viewed as [1, S, Hq, Dh] and TRANSPOSEd to heads
+//   q, k = ROTARY(q | k, cos, sin)         in place; cos and sin are full-size constants
+//   a = ATTENTION(q, k, v, causal)         Hq = 2 query heads share Hkv = 1 key/value head
+//   r = TRANSPOSE(a) viewed as [1, S, D] + h
+//   keep = LESS(ids, limit)                limit an i64 splat constant
+//   y = WHERE(keep, r, fill)               fill an f32 splat constant
+// with outputs y (f32 [1, S, D]) and keep (bool [1, S]).
+struct TinyAttention {
+  static constexpr int64_t kVocab = 6, kSeq = 4, kDim = 8, kHeads = 2, kHeadDim = 4;
+  static constexpr int64_t kLimit = 3;
+  static constexpr float kFill = -1.0f, kEpsilon = 1e-5f, kScale = 0.5f;
+
+  sl::schedule::Schedule schedule;
+  std::vector<float> emb, g, wq, wk, wv, cos, sin;
+  int gatherKernel = -1;
+
+  static TinyAttention build(uint32_t seed);
+  std::string paramsFileBytes() const;
+  std::string write(const std::string &dir) const;
+  // The same block as naive loops: y and keep (0 or 1) for the ids.
+  std::vector<float> referenceY(const std::vector<int64_t> &ids) const;
+  std::vector<uint8_t> referenceKeep(const std::vector<int64_t> &ids) const;
+};
 
 // A tiny MLP, y = silu(z) * sigmoid(z) with z = relu(x @ w1 + b1) @ w2^T + b2, hand-scheduled the
 // way sl-opt would: every parameter and the input copied to the device on a host-to-device stream,

@@ -39,7 +39,20 @@ public:
   virtual std::byte *hostPool() = 0;
 
   // Runs one compute kernel (any op but COPY). The caller has verified the kernel against its
-  // operands and results (verifySchedule), so shapes and dtypes are trusted here.
+  // operands and results (verifySchedule), so shapes and dtypes are trusted here. Failures that
+  // depend on the data are Errors raised before anything is written; their messages do not name
+  // the kernel (the executor does).
+  //
+  // Where the schedule contract is silent, every backend computes alike:
+  //  - SOFTMAX and ATTENTION subtract the row maximum before exponentiating; a row with no
+  //    finite score (every element -inf, or, for ATTENTION, no key the causal rule and the mask
+  //    allow) is zeros, not NaN;
+  //  - i64 ADD, SUB, MUL and NEG wrap around on overflow, DIV truncates toward zero and
+  //    INT64_MIN / -1 is INT64_MIN; a zero divisor is an Error;
+  //  - CAST from a float to an integer truncates toward zero, saturates out of range and gives 0
+  //    for NaN; integer narrowing wraps; anything to bool is x != 0 (NaN is true);
+  //  - a BOOL element is a byte, true when non-zero; kernels write 0 or 1;
+  //  - a GATHER index outside [-n, n) for an axis of n is an Error.
   virtual void execute(const sl::schedule::Kernel &kernel,
                        const std::vector<const TensorRef *> &operands,
                        const std::vector<const TensorRef *> &results) = 0;

@@ -46,19 +46,22 @@ void checkInputs(const sl::schedule::Schedule &schedule,
 
 class Executor {
 public:
-  // Allocates the backend's arena and pool and reads every parameter into its host buffer.
+  // Allocates the backend's arena and pool, reads every parameter into its host buffer and writes
+  // every constant into its own (a one-element constant is repeated over the whole buffer).
   // `schedule` and `backend` must outlive the executor.
   Executor(const LoadedSchedule &schedule, Backend &backend);
 
   // Checks the inputs (checkInputs), copies them into their host buffers, runs every kernel in list
   // order (each waited event is recorded by an earlier kernel, so list order honours every wait)
-  // and returns the outputs in schedule order.
+  // and returns the outputs in schedule order. An Error from a kernel (a GATHER index out of range,
+  // an integer division by zero) starts with "kernel N 'name' (OP): ".
   std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs);
 
   const RunStats &stats() const { return stats_; }
 
 private:
   void loadParameters();
+  void writeConstants();
 
   const LoadedSchedule &schedule_;
   Backend &backend_;

@@ -1,6 +1,7 @@
 // NumPy .npy files: how sl-run takes inputs and writes outputs.
 //
-// Supported: format versions 1.0 and 2.0, C order, little-endian '<f4', '<f8', '<i8', '<i4'.
+// Supported: format versions 1.0 and 2.0, C order, little-endian '<f4', '<f8', '<i8', '<i4', and
+// '|b1' (bool).
 // Anything else is refused with a message that says what was found, never guessed at.
 #pragma once
 

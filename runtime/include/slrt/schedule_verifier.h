@@ -5,31 +5,60 @@
 
 namespace slrt {
 
-// The schedule version this runtime executes.
-inline constexpr uint32_t kScheduleVersion = 1;
+// The schedule version this runtime executes (and the only one it accepts).
+inline constexpr uint32_t kScheduleVersion = 2;
 // 'SLSC' as a little-endian uint32 (Schedule.magic).
 inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 
 // Throws Error describing the first inconsistency found (a buffer outside its memory space, a
 // reference to a missing buffer, a shape that does not fit its op, an event waited on before it is
-// recorded, ...). All arithmetic on sizes and offsets is overflow-checked. Does not look at the
-// magic or version (loadSchedule does), nor at parameter files (resolveParameterFiles does).
+// recorded, ...). Kernel messages start with "kernel N 'name' (OP): " and name the offending
+// buffers and shapes. All arithmetic on sizes and offsets is overflow-checked. Does not look at
+// the magic or version (loadSchedule does), nor at parameter files (resolveParameterFiles does).
 //
 // What a schedule that passes guarantees, beyond the proto's own comments:
 //  - buffer i has id i, a set memory space, a known dtype, dims >= 0, bytes == numel * dtype size,
 //    an offset that is a multiple of the dtype size, and lies inside device_arena_bytes or
 //    host_pool_bytes;
-//  - parameters, inputs and outputs name HOST buffers (parameters with equal dtype, shape and
-//    bytes); input names and output names are non-empty and unique; no buffer is filled by two
-//    parameters or inputs;
-//  - every kernel has a known op, the operand and result counts of that op, valid buffer ids, a
-//  valid
-//    stream of the right kind (COPY on a copy stream, the rest on COMPUTE), attributes only where
-//    the op takes them (GEMM requires them; a TRANSPOSE perm is a permutation of its operand's
-//    dimensions), events < num_events and each waited event recorded by an earlier kernel;
-//  - COPY moves equal bytes of equal dtype; compute kernels read and write only f32 DEVICE buffers
-//    whose shapes fit the op; a result never partially overlaps an operand (MATMUL, GEMM and
-//    TRANSPOSE results never overlap one at all; elementwise ops may run exactly in place).
+//  - parameters, constants, inputs and outputs name HOST buffers (parameters with equal dtype,
+//    shape and bytes; constants with data of the buffer's bytes or of exactly one element); input
+//    names and output names are non-empty and unique; no buffer is filled by two of the
+//    parameters, constants and inputs;
+//  - every kernel has a known op, the operand and result counts of that op (1 result; CONCAT 1 or
+//    more operands), valid buffer ids, a valid stream of the right kind (COPY on a copy stream,
+//    the rest on COMPUTE), events < num_events and each waited event recorded by an earlier
+//    kernel;
+//  - attributes: exactly the message the op takes and no other. GEMM, SOFTMAX, GATHER, CONCAT
+//    (axis), REDUCE_* (reduce), SLICE, TRILU, LAYER_NORM and RMS_NORM (norm), ROTARY, ATTENTION
+//    and GELU require theirs even when every field is at its default; TRANSPOSE may omit its perm
+//    (rank 0); the other ops take none;
+//  - COPY moves equal bytes of equal dtype; compute kernels read and write only DEVICE buffers;
+//  - dtypes: f32 throughout, except SUB, DIV, NEG (all f32 or all i64), EQUAL, LESS (f32 or i64
+//    operands of one dtype, BOOL result), WHERE (BOOL condition; x, y and result of one dtype),
+//    CAST (operand and result each f32, f64, i64, i32 or bool), GATHER (i64 or i32 indices; data
+//    and result of one dtype), CONCAT, SLICE, EXPAND, TRILU (one dtype, any);
+//  - shapes: binary ops and WHERE broadcast their operands to exactly the result shape; unary
+//    ops, CAST, GELU, SOFTMAX (axis < rank), TRILU (rank >= 2) keep the operand shape; SWIGLU's
+//    operands and result share one shape; REDUCE_* axes are sorted, unique and < rank, and the
+//    result drops them or keeps them as 1 (keepdims); GATHER's result is data[:axis] + indices +
+//    data[axis+1:]; CONCAT's operands share rank and every dimension but axis, whose extents sum
+//    to the result's; SLICE has one start and one non-zero step per dimension, result rank equal
+//    to the operand's, and every index it reads (start + i * step, i < the result extent) inside
+//    the operand (a start may be one past the end only where the result extent is 0); EXPAND's
+//    operand broadcasts to the result; LAYER_NORM's scale and bias broadcast to x.shape[axis:];
+//    RMS_NORM's x has rank >= 1, norm.axis 0 or rank - 1, and scale [D] for x [..., D]; ROTARY's
+//    x has rank >= 2 and an even last dimension, and cos and sin broadcast to it; ATTENTION's
+//    q [B, Hq, S, D], k [B, Hkv, T, D], v [B, Hkv, T, Dv] agree, Hkv > 0 divides Hq, the mask
+//    broadcasts to [B, Hq, S, T] and the result is [B, Hq, S, Dv]; MATMUL follows numpy.matmul,
+//    GEMM's op(A) and op(B) are rank 2 with equal inner dimensions and C broadcasts to [M, N], and
+//    TRANSPOSE's perm is a permutation of its operand's dimensions;
+//  - a result never partially overlaps an operand. Elementwise ops (unary, binary, comparisons,
+//    WHERE, CAST, GELU, SWIGLU, TRILU), the row-local SOFTMAX, LAYER_NORM, RMS_NORM and ROTARY,
+//    and COPY may run exactly in place (same offset, bytes and element size); MATMUL, GEMM,
+//    TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE, EXPAND and ATTENTION results overlap no operand.
+//
+// Run-time conditions the verifier cannot see (a GATHER index out of range, an i64 DIV by zero)
+// are Errors from the backend, named by the executor.
 void verifySchedule(const sl::schedule::Schedule &schedule);
 
 } // namespace slrt

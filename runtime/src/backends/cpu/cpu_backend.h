@@ -1,5 +1,8 @@
 // The CPU backend: the reference for numerics. Both memory spaces are 64-byte aligned RAM, every
-// kernel is fp32 and runs synchronously, GEMMs go through OpenBLAS.
+// kernel runs synchronously and computes in fp32 (sums, norms and softmax denominators accumulate
+// in double; i64 where the op allows it), GEMMs go through OpenBLAS, and the other kernels split
+// large tensors across OpenMP threads without letting the thread count change any result. The
+// kernels themselves are in cpu_kernels.h.
 #pragma once
 
 #include <cstdlib>

@@ -1,0 +1,72 @@
+// The CPU backend's kernels, one function per op family. Each takes a verified kernel (so shapes,
+// dtypes and attributes are trusted), its operands and its result. Errors that depend on the data
+// (an index out of range, an integer division by zero) are thrown before anything is written, and
+// do not name the kernel: the executor does.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "slrt/backend.h"
+
+namespace slrt::cpu {
+
+using Operands = std::vector<const TensorRef *>;
+using sl::schedule::Kernel;
+
+template <typename T> const T *in(const TensorRef *t) {
+  return reinterpret_cast<const T *>(t->data);
+}
+template <typename T> T *out(const TensorRef *t) { return reinterpret_cast<T *>(t->data); }
+
+// BOOL elements are bytes; any non-zero byte reads as true, and kernels write 0 or 1.
+struct BoolByte {
+  uint8_t value;
+};
+
+// Calls f(T{}) with the unsigned integer type of `size` bytes: for ops that move elements without
+// looking at them (any dtype).
+template <typename F> void withElementBits(uint64_t size, F f) {
+  switch (size) {
+  case 1:
+    return f(uint8_t{});
+  case 2:
+    return f(uint16_t{});
+  case 4:
+    return f(uint32_t{});
+  default:
+    return f(uint64_t{});
+  }
+}
+
+// elementwise.cc: ADD, SUB, MUL, DIV, POW, the unary ops, EQUAL, LESS, WHERE, CAST, GELU, SWIGLU.
+void binary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void unary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void compare(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void where(const Operands &operands, const TensorRef *y);
+void cast(const Operands &operands, const TensorRef *y);
+void swiglu(const Operands &operands, const TensorRef *y);
+
+// reduction.cc: REDUCE_MEAN, REDUCE_SUM, SOFTMAX, LAYER_NORM, RMS_NORM.
+void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void softmax(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void layerNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void rmsNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
+// data_movement.cc: TRANSPOSE, GATHER, CONCAT, SLICE, EXPAND, TRILU (any dtype).
+void transpose(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void gather(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void concat(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void slice(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void expand(const Operands &operands, const TensorRef *y);
+void trilu(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
+// linear_algebra.cc: MATMUL, GEMM (OpenBLAS).
+void matmul(const Operands &operands, const TensorRef *y);
+void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
+// attention.cc: ATTENTION, ROTARY.
+void attention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
+} // namespace slrt::cpu

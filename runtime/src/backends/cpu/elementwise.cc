@@ -1,0 +1,259 @@
+// Elementwise kernels: every result element depends only on the operand elements at its own
+// (broadcast) position, so each runs exactly in place and splits across threads by element.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/parallel.h"
+#include "slrt/dtype.h"
+#include "slrt/error.h"
+
+namespace slrt::cpu {
+namespace {
+
+using namespace sl::schedule;
+
+// y[i] = op(a[i'], b[i']) with numpy broadcasting of a and b to y's shape.
+template <typename T, typename R, typename Op>
+void broadcastBinary(const TensorRef *a, const TensorRef *b, const TensorRef *y, Op op) {
+  const T *pa = in<T>(a), *pb = in<T>(b);
+  R *py = out<R>(y);
+  if (a->shape == y->shape && b->shape == y->shape) {
+    parallelFor(elementCount(y->shape), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        py[i] = op(pa[i], pb[i]);
+    });
+    return;
+  }
+  parallelForEachElement<2>(
+      y->shape, {broadcastStrides(a->shape, y->shape), broadcastStrides(b->shape, y->shape)}, 1,
+      [&](int64_t i, const std::array<int64_t, 2> &at) { py[i] = op(pa[at[0]], pb[at[1]]); });
+}
+
+template <typename T, typename Op> void map(const TensorRef *x, const TensorRef *y, Op op) {
+  const T *px = in<T>(x);
+  T *py = out<T>(y);
+  parallelFor(elementCount(y->shape), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      py[i] = op(px[i]);
+  });
+}
+
+// Written so that exp never overflows: for x < 0 use e^x / (1 + e^x).
+float sigmoid(float x) {
+  if (x >= 0)
+    return 1.0f / (1.0f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.0f + e);
+}
+
+float gelu(float x, bool tanhApproximation) {
+  if (tanhApproximation) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  }
+  constexpr float kSqrtHalf = 0.7071067811865476f;
+  return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
+}
+
+// i64 arithmetic wraps around like the hardware (and numpy) instead of being undefined.
+int64_t wrap(uint64_t value) { return static_cast<int64_t>(value); }
+
+// ONNX Div on integers truncates toward zero, which is C++'s `/`. INT64_MIN / -1 wraps to
+// INT64_MIN; division by zero was refused before the kernel started.
+int64_t divide(int64_t a, int64_t b) {
+  if (b == -1)
+    return wrap(0 - static_cast<uint64_t>(a));
+  return a / b;
+}
+
+template <typename T> constexpr T powerOfTwo(int exponent) {
+  T value = 1;
+  for (int i = 0; i < exponent; ++i)
+    value *= 2;
+  return value;
+}
+
+template <typename To, typename From> To castValue(From x) {
+  if constexpr (std::is_same_v<From, BoolByte>) {
+    return castValue<To>(static_cast<int32_t>(x.value != 0));
+  } else if constexpr (std::is_same_v<To, BoolByte>) {
+    return BoolByte{static_cast<uint8_t>(x != From(0))}; // NaN != 0: true
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    // Truncates toward zero. Out of range saturates and NaN gives 0, where C++ leaves the
+    // conversion undefined.
+    constexpr From limit = powerOfTwo<From>(std::numeric_limits<To>::digits); // max + 1
+    if (std::isnan(x))
+      return To(0);
+    if (x >= limit)
+      return std::numeric_limits<To>::max();
+    if (x < -limit)
+      return std::numeric_limits<To>::min();
+    return static_cast<To>(x);
+  } else {
+    // Integer narrowing wraps (two's complement), float narrowing rounds to nearest.
+    return static_cast<To>(x);
+  }
+}
+
+// Calls f(T{}) with the C++ element type of a CAST operand or result dtype.
+template <typename F> void withCastType(DType dtype, F f) {
+  switch (dtype) {
+  case F32:
+    return f(float{});
+  case F64:
+    return f(double{});
+  case I64:
+    return f(int64_t{});
+  case I32:
+    return f(int32_t{});
+  case BOOL:
+    return f(BoolByte{});
+  default:
+    throw makeError("CAST does not convert ", dtypeName(dtype));
+  }
+}
+
+} // namespace
+
+void binary(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *a = operands[0], *b = operands[1];
+  OpKind op = kernel.op();
+  if (y->dtype == I64) {
+    if (op == DIV) {
+      // Checked up front, serially, so the error is the first zero and nothing has been written.
+      const int64_t *divisor = in<int64_t>(b);
+      for (int64_t i = 0, n = elementCount(b->shape); i < n; ++i)
+        if (divisor[i] == 0)
+          throw makeError("integer division by zero (element ", i, " of the divisor ",
+                          formatShape(b->shape), ")");
+      return broadcastBinary<int64_t, int64_t>(a, b, y, divide);
+    }
+    auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+    switch (op) {
+    case ADD:
+      return broadcastBinary<int64_t, int64_t>(
+          a, b, y, [&](int64_t p, int64_t q) { return wrap(u(p) + u(q)); });
+    case SUB:
+      return broadcastBinary<int64_t, int64_t>(
+          a, b, y, [&](int64_t p, int64_t q) { return wrap(u(p) - u(q)); });
+    case MUL:
+      return broadcastBinary<int64_t, int64_t>(
+          a, b, y, [&](int64_t p, int64_t q) { return wrap(u(p) * u(q)); });
+    default:
+      break;
+    }
+  } else if (y->dtype == F32) {
+    switch (op) {
+    case ADD:
+      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p + q; });
+    case SUB:
+      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p - q; });
+    case MUL:
+      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p * q; });
+    case DIV:
+      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p / q; });
+    case POW:
+      return broadcastBinary<float, float>(a, b, y,
+                                           [](float p, float q) { return std::pow(p, q); });
+    default:
+      break;
+    }
+  }
+  throw makeError(OpKind_Name(op), " does not compute ", dtypeName(y->dtype));
+}
+
+void unary(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  if (y->dtype == I64 && kernel.op() == NEG)
+    return map<int64_t>(x, y, [](int64_t v) { return wrap(0 - static_cast<uint64_t>(v)); });
+  if (y->dtype != F32)
+    throw makeError(OpKind_Name(kernel.op()), " does not compute ", dtypeName(y->dtype));
+  switch (kernel.op()) {
+  case RELU:
+    return map<float>(x, y, [](float v) { return v > 0.0f ? v : 0.0f; });
+  case SIGMOID:
+    return map<float>(x, y, sigmoid);
+  case SILU:
+    return map<float>(x, y, [](float v) { return v * sigmoid(v); });
+  case SQRT:
+    return map<float>(x, y, [](float v) { return std::sqrt(v); });
+  case RECIPROCAL:
+    return map<float>(x, y, [](float v) { return 1.0f / v; });
+  case NEG:
+    return map<float>(x, y, [](float v) { return -v; });
+  case EXP:
+    return map<float>(x, y, [](float v) { return std::exp(v); });
+  case ERF:
+    return map<float>(x, y, [](float v) { return std::erf(v); });
+  case TANH:
+    return map<float>(x, y, [](float v) { return std::tanh(v); });
+  case GELU: {
+    bool tanhApproximation = kernel.gelu().tanh();
+    return map<float>(x, y, [=](float v) { return gelu(v, tanhApproximation); });
+  }
+  default:
+    throw makeError(OpKind_Name(kernel.op()), " is not a unary op");
+  }
+}
+
+void compare(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  bool less = kernel.op() == LESS;
+  auto run = [&](auto type) {
+    using T = decltype(type);
+    broadcastBinary<T, BoolByte>(operands[0], operands[1], y, [less](T a, T b) {
+      return BoolByte{static_cast<uint8_t>(less ? a < b : a == b)};
+    });
+  };
+  if (operands[0]->dtype == F32)
+    return run(float{});
+  if (operands[0]->dtype == I64)
+    return run(int64_t{});
+  throw makeError(OpKind_Name(kernel.op()), " does not compare ", dtypeName(operands[0]->dtype));
+}
+
+void where(const Operands &operands, const TensorRef *y) {
+  const TensorRef *c = operands[0], *a = operands[1], *b = operands[2];
+  withElementBits(dtypeSize(y->dtype), [&](auto type) {
+    using T = decltype(type);
+    const BoolByte *pc = in<BoolByte>(c);
+    const T *pa = in<T>(a), *pb = in<T>(b);
+    T *py = out<T>(y);
+    parallelForEachElement<3>(y->shape,
+                              {broadcastStrides(c->shape, y->shape),
+                               broadcastStrides(a->shape, y->shape),
+                               broadcastStrides(b->shape, y->shape)},
+                              1, [&](int64_t i, const std::array<int64_t, 3> &at) {
+                                py[i] = pc[at[0]].value != 0 ? pa[at[1]] : pb[at[2]];
+                              });
+  });
+}
+
+void cast(const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  withCastType(x->dtype, [&](auto fromType) {
+    withCastType(y->dtype, [&](auto toType) {
+      using From = decltype(fromType);
+      using To = decltype(toType);
+      const From *px = in<From>(x);
+      To *py = out<To>(y);
+      // In place only between types of one size, where element i reads and writes one slot.
+      parallelFor(elementCount(y->shape), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          py[i] = castValue<To>(px[i]);
+      });
+    });
+  });
+}
+
+void swiglu(const Operands &operands, const TensorRef *y) {
+  const float *gate = in<float>(operands[0]), *up = in<float>(operands[1]);
+  float *py = out<float>(y);
+  parallelFor(elementCount(y->shape), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      py[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  });
+}
+
+} // namespace slrt::cpu

@@ -1,0 +1,189 @@
+// Reductions and the row-local ops built on them. Sums accumulate in double; each output element
+// (or each fixed-size chunk of a long reduction) is summed by one thread in index order, and
+// chunks are combined in chunk order, so results do not depend on the thread count.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/parallel.h"
+
+namespace slrt::cpu {
+namespace {
+
+// Reduced elements per work item. Fixed (not derived from the thread count) so that the
+// summation order, and with it the rounding, is the same however many threads run.
+constexpr int64_t kReduceChunk = int64_t{1} << 14;
+
+// Splits a tensor at `axis` into [outer, extent, inner]: softmax and the norms work on rows of
+// `extent` elements spaced `inner` apart.
+struct Rows {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+
+Rows rowsAround(const Shape &shape, size_t axis) {
+  Rows rows;
+  for (size_t d = 0; d < shape.size(); ++d)
+    (d < axis ? rows.outer : d == axis ? rows.extent : rows.inner) *= shape[d];
+  return rows;
+}
+
+// `values` (broadcastable to `shape`) laid out densely as `shape`: scale and bias of a norm,
+// expanded once so that the row loops index them directly.
+std::vector<float> expandTo(const TensorRef *values, const Shape &shape) {
+  std::vector<float> dense(static_cast<size_t>(elementCount(shape)));
+  const float *source = in<float>(values);
+  forEachElementIn<1>(
+      shape, {broadcastStrides(values->shape, shape)}, 0, static_cast<int64_t>(dense.size()),
+      [&](int64_t i, const std::array<int64_t, 1> &at) { dense[i] = source[at[0]]; });
+  return dense;
+}
+
+} // namespace
+
+void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  const auto &axes = kernel.reduce().axes();
+  std::vector<bool> reduced(x->shape.size(), axes.empty());
+  for (int64_t axis : axes)
+    reduced[static_cast<size_t>(axis)] = true;
+  // Output elements walk the kept dimensions, and each sums over the reduced ones.
+  std::vector<int64_t> strides = denseStrides(x->shape);
+  Shape keptShape, reducedShape;
+  std::vector<int64_t> keptStrides, reducedStrides;
+  for (size_t d = 0; d < x->shape.size(); ++d) {
+    (reduced[d] ? reducedShape : keptShape).push_back(x->shape[d]);
+    (reduced[d] ? reducedStrides : keptStrides).push_back(strides[d]);
+  }
+  int64_t outputs = elementCount(keptShape), count = elementCount(reducedShape);
+  int64_t chunks = (count + kReduceChunk - 1) / kReduceChunk;
+  const float *px = in<float>(x);
+  float *py = out<float>(y);
+  bool mean = kernel.op() == sl::schedule::REDUCE_MEAN;
+  if (chunks == 0) {
+    // An empty sum is 0, and the mean of nothing is 0 / 0 = NaN, as in numpy.
+    for (int64_t o = 0; o < outputs; ++o)
+      py[o] = mean ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    return;
+  }
+  // Sums the reduced elements [begin, end) around the kept element at offset `base`.
+  auto sumRange = [&](int64_t base, int64_t begin, int64_t end) {
+    double sum = 0;
+    forEachElementIn<1>(
+        reducedShape, {reducedStrides}, begin, end,
+        [&](int64_t, const std::array<int64_t, 1> &at) { sum += px[base + at[0]]; });
+    return sum;
+  };
+  std::vector<double> partial(static_cast<size_t>(outputs * chunks));
+  parallelFor(outputs * chunks, std::min(count, kReduceChunk), [&](int64_t begin, int64_t end) {
+    if (chunks == 1) {
+      // The common case, one item per output: walk the kept dimensions with one odometer.
+      forEachElementIn<1>(keptShape, {keptStrides}, begin, end,
+                          [&](int64_t o, const std::array<int64_t, 1> &at) {
+                            partial[static_cast<size_t>(o)] = sumRange(at[0], 0, count);
+                          });
+      return;
+    }
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t o = item / chunks, c = item % chunks;
+      int64_t base = 0;
+      forEachElementIn<1>(keptShape, {keptStrides}, o, o + 1,
+                          [&](int64_t, const std::array<int64_t, 1> &at) { base = at[0]; });
+      partial[static_cast<size_t>(item)] =
+          sumRange(base, c * kReduceChunk, std::min(count, (c + 1) * kReduceChunk));
+    }
+  });
+  for (int64_t o = 0; o < outputs; ++o) {
+    double sum = 0;
+    for (int64_t c = 0; c < chunks; ++c)
+      sum += partial[static_cast<size_t>(o * chunks + c)];
+    py[o] = static_cast<float>(mean ? sum / static_cast<double>(count) : sum);
+  }
+}
+
+// Subtracts the row maximum before exponentiating, so no exp overflows. A row whose every element
+// is -inf (fully masked) becomes zeros rather than 0 / 0.
+void softmax(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  Rows rows = rowsAround(x->shape, static_cast<size_t>(kernel.axis().axis()));
+  const float *px = in<float>(x);
+  float *py = out<float>(y);
+  int64_t extent = rows.extent, inner = rows.inner;
+  parallelFor(rows.outer * inner, 4 * extent, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t start = (row / inner) * extent * inner + row % inner;
+      const float *xr = px + start;
+      float *yr = py + start;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < extent; ++j)
+        max = std::max(max, xr[j * inner]);
+      if (max == -std::numeric_limits<float>::infinity()) {
+        // Only -inf and NaN elements: NaN stays NaN, -inf gets no weight.
+        for (int64_t j = 0; j < extent; ++j)
+          yr[j * inner] = std::isnan(xr[j * inner]) ? xr[j * inner] : 0.0f;
+        continue;
+      }
+      // Each element is read before its own slot is written, so this runs in place.
+      double sum = 0;
+      for (int64_t j = 0; j < extent; ++j) {
+        float e = std::exp(xr[j * inner] - max);
+        yr[j * inner] = e;
+        sum += e;
+      }
+      double scale = 1.0 / sum;
+      for (int64_t j = 0; j < extent; ++j)
+        yr[j * inner] = static_cast<float>(yr[j * inner] * scale);
+    }
+  });
+}
+
+void layerNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  size_t axis = static_cast<size_t>(kernel.norm().axis());
+  Shape normalized(x->shape.begin() + static_cast<std::ptrdiff_t>(axis), x->shape.end());
+  int64_t n = elementCount(normalized), rows = n == 0 ? 0 : elementCount(x->shape) / n;
+  std::vector<float> scale = expandTo(operands[1], normalized);
+  std::vector<float> bias =
+      operands.size() > 2 ? expandTo(operands[2], normalized) : std::vector<float>(scale.size());
+  double epsilon = kernel.norm().epsilon();
+  const float *px = in<float>(x);
+  float *py = out<float>(y);
+  parallelFor(rows, 6 * n, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = px + r * n;
+      float *yr = py + r * n;
+      // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += xr[j];
+      double mean = sum / static_cast<double>(n);
+      double squares = 0;
+      for (int64_t j = 0; j < n; ++j)
+        squares += (xr[j] - mean) * (xr[j] - mean);
+      double rstd = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = static_cast<float>((xr[j] - mean) * rstd * scale[j] + bias[j]);
+    }
+  });
+}
+
+void rmsNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  int64_t n = x->shape.back(), rows = n == 0 ? 0 : elementCount(x->shape) / n;
+  const float *px = in<float>(x), *scale = in<float>(operands[1]);
+  float *py = out<float>(y);
+  double epsilon = kernel.norm().epsilon();
+  parallelFor(rows, 4 * n, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = px + r * n;
+      float *yr = py + r * n;
+      double squares = 0;
+      for (int64_t j = 0; j < n; ++j)
+        squares += double(xr[j]) * xr[j];
+      double rms = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = static_cast<float>(xr[j] * rms * scale[j]);
+    }
+  });
+}
+
+} // namespace slrt::cpu

@@ -1,0 +1,517 @@
+#include "kernel_verifier.h"
+
+#include <cmath>
+
+#include <algorithm>
+
+#include "slrt/dtype.h"
+#include "slrt/error.h"
+#include "slrt/shape.h"
+
+namespace slrt {
+
+using namespace sl::schedule;
+
+std::optional<OpRule> opRule(OpKind op) {
+  constexpr Kernel::AttributesCase kNone = Kernel::ATTRIBUTES_NOT_SET;
+  constexpr int kAny = OpRule::kUnbounded;
+  switch (op) {
+  case COPY:
+    return OpRule{1, 1, kNone, false, true, false};
+  case MATMUL:
+    return OpRule{2, 2, kNone, false, false, true};
+  case GEMM:
+    return OpRule{2, 3, Kernel::kGemm, true, false, true}; // C is optional
+  // TRANSPOSE may omit its attributes: a rank-0 transpose has an empty perm.
+  case TRANSPOSE:
+    return OpRule{1, 1, Kernel::kTranspose, false, false, true};
+  case ADD:
+  case MUL:
+  case SUB:
+  case DIV:
+  case POW:
+  case EQUAL:
+  case LESS:
+  case SWIGLU:
+    return OpRule{2, 2, kNone, false, true, true};
+  case RELU:
+  case SIGMOID:
+  case SILU:
+  case SQRT:
+  case RECIPROCAL:
+  case NEG:
+  case EXP:
+  case ERF:
+  case TANH:
+  case CAST:
+    return OpRule{1, 1, kNone, false, true, true};
+  case WHERE:
+    return OpRule{3, 3, kNone, false, true, true};
+  // Row-local ops: each row (a softmax axis, a normalised block, a rotary pair) is read whole
+  // before any of it is written, so exactly in place is safe.
+  case SOFTMAX:
+    return OpRule{1, 1, Kernel::kAxis, true, true, true};
+  case LAYER_NORM:
+    return OpRule{2, 3, Kernel::kNorm, true, true, true}; // bias is optional
+  case RMS_NORM:
+    return OpRule{2, 2, Kernel::kNorm, true, true, true};
+  case ROTARY:
+    return OpRule{3, 3, Kernel::kRotary, true, true, true};
+  case GELU:
+    return OpRule{1, 1, Kernel::kGelu, true, true, true};
+  case TRILU:
+    return OpRule{1, 1, Kernel::kTrilu, true, true, true};
+  case REDUCE_MEAN:
+  case REDUCE_SUM:
+    return OpRule{1, 1, Kernel::kReduce, true, false, true};
+  case GATHER:
+    return OpRule{2, 2, Kernel::kAxis, true, false, true};
+  case CONCAT:
+    return OpRule{1, kAny, Kernel::kAxis, true, false, true};
+  case SLICE:
+    return OpRule{1, 1, Kernel::kSlice, true, false, true};
+  case EXPAND:
+    return OpRule{1, 1, kNone, false, false, true};
+  case ATTENTION:
+    return OpRule{3, 4, Kernel::kAttention, true, false, true}; // the mask is optional
+  default:
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+// The name of an attribute case as the proto spells it ("gemm", "axis", ...).
+std::string attributesName(Kernel::AttributesCase attributes) {
+  // Each case's value is its field number in Kernel.
+  const google::protobuf::FieldDescriptor *field =
+      Kernel::descriptor()->FindFieldByNumber(static_cast<int>(attributes));
+  return field ? field->name() : "no";
+}
+
+// Allowed dtypes; empty means any dtype a buffer can have (the buffer checks refuse unknown ones).
+const std::vector<DType> kAnyDType = {};
+const std::vector<DType> kF32 = {F32};
+const std::vector<DType> kF32OrI64 = {F32, I64};
+const std::vector<DType> kCastable = {F32, F64, I64, I32, BOOL};
+
+std::string dtypeList(const std::vector<DType> &dtypes) {
+  std::string text;
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == dtypes.size() ? " or " : ", ") + dtypeName(dtypes[i]);
+  return text;
+}
+
+Shape dropFront(const Shape &shape, size_t count) {
+  return Shape(shape.begin() + static_cast<std::ptrdiff_t>(std::min(count, shape.size())),
+               shape.end());
+}
+
+class KernelChecker {
+public:
+  KernelChecker(const std::string &what, const Kernel &kernel,
+                const std::vector<const Buffer *> &operands, const Buffer &result)
+      : what_(what), k_(kernel), operands_(operands), result_(result),
+        opName_(OpKind_Name(kernel.op())), out_(toShape(result.shape())) {
+    for (const Buffer *b : operands)
+      in_.push_back(toShape(b->shape()));
+  }
+
+  void run() {
+    verifyDTypes();
+    verifyShapes();
+  }
+
+private:
+  template <typename... Parts> Error error(const Parts &...parts) const {
+    return makeError(what_, ": ", parts...);
+  }
+
+  static std::string bufferText(const Buffer &b) {
+    return "buffer " + std::to_string(b.id()) + (b.name().empty() ? "" : " '" + b.name() + "'");
+  }
+  // "operand 1 (buffer 5 'b')"; -1 is the result.
+  std::string role(int operand) const {
+    if (operand < 0)
+      return "result (" + bufferText(result_) + ")";
+    return "operand " + std::to_string(operand) + " (" + bufferText(*operands_[operand]) + ")";
+  }
+  const Buffer &buffer(int operand) const { return operand < 0 ? result_ : *operands_[operand]; }
+  int numOperands() const { return static_cast<int>(operands_.size()); }
+
+  // --- dtypes -------------------------------------------------------------------------------
+
+  // The buffers `roles` (operand indices, -1 for the result) share one dtype, in `allowed` (empty:
+  // any); `who` names them in the message ("its operands and result").
+  void sameDType(const std::vector<int> &roles, const std::vector<DType> &allowed,
+                 const char *who) const {
+    DType first = buffer(roles[0]).dtype();
+    for (int r : roles) {
+      DType dtype = buffer(r).dtype();
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
+        throw error(role(r), " is ", dtypeName(dtype), "; ", opName_, " takes ",
+                    dtypeList(allowed));
+      if (dtype != first)
+        throw error(role(r), " is ", dtypeName(dtype), " but ", role(roles[0]), " is ",
+                    dtypeName(first), "; ", opName_, " needs one dtype for ", who);
+    }
+  }
+
+  // Buffer `r` has a dtype in `allowed`; `as` qualifies the message (" indices").
+  void dtypeIn(int r, const std::vector<DType> &allowed, const char *as = "") const {
+    DType dtype = buffer(r).dtype();
+    if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
+      throw error(role(r), " is ", dtypeName(dtype), "; ", opName_, " takes ", dtypeList(allowed),
+                  as);
+  }
+
+  std::vector<int> allRoles() const {
+    std::vector<int> roles;
+    for (int i = 0; i < numOperands(); ++i)
+      roles.push_back(i);
+    roles.push_back(-1);
+    return roles;
+  }
+
+  void verifyDTypes() const {
+    const char *all = "its operands and result";
+    switch (k_.op()) {
+    case ADD:
+    case SUB:
+    case MUL:
+    case DIV:
+    case NEG:
+      return sameDType(allRoles(), kF32OrI64, all);
+    case EQUAL:
+    case LESS:
+      sameDType({0, 1}, kF32OrI64, "both operands");
+      return dtypeIn(-1, {BOOL}, " results");
+    case WHERE:
+      dtypeIn(0, {BOOL}, " conditions");
+      return sameDType({1, 2, -1}, kAnyDType, "x, y and the result");
+    case CAST:
+      dtypeIn(0, kCastable);
+      return dtypeIn(-1, kCastable);
+    case GATHER:
+      dtypeIn(1, {I64, I32}, " indices");
+      return sameDType({0, -1}, kAnyDType, "data and the result");
+    case CONCAT:
+    case SLICE:
+    case EXPAND:
+    case TRILU:
+      return sameDType(allRoles(), kAnyDType, all);
+    default:
+      return sameDType(allRoles(), kF32, all);
+    }
+  }
+
+  // --- shapes -------------------------------------------------------------------------------
+
+  void expectResult(const Shape &expected) const {
+    if (out_ != expected)
+      throw error("result shape ", formatShape(out_), " should be ", formatShape(expected));
+  }
+
+  void verifyShapes() const {
+    switch (k_.op()) {
+    case MATMUL:
+      return verifyMatmul();
+    case GEMM:
+      return verifyGemm();
+    case TRANSPOSE:
+      return verifyTranspose();
+    case ADD:
+    case MUL:
+    case SUB:
+    case DIV:
+    case POW:
+    case EQUAL:
+    case LESS:
+    case WHERE:
+      return verifyBroadcast();
+    case SWIGLU:
+      if (in_[0] != in_[1])
+        throw error("gate ", formatShape(in_[0]), " and up ", formatShape(in_[1]),
+                    " must have one shape");
+      return expectResult(in_[0]);
+    case SOFTMAX:
+      axisBelowRank(k_.axis().axis(), in_[0], "axis.axis");
+      return expectResult(in_[0]);
+    case TRILU:
+      if (in_[0].size() < 2)
+        throw error("operand shape ", formatShape(in_[0]),
+                    " has rank < 2; TRILU works on the last two dimensions");
+      return expectResult(in_[0]);
+    case REDUCE_MEAN:
+    case REDUCE_SUM:
+      return verifyReduce();
+    case GATHER:
+      return verifyGather();
+    case CONCAT:
+      return verifyConcat();
+    case SLICE:
+      return verifySlice();
+    case EXPAND:
+      if (!broadcastsTo(in_[0], out_))
+        throw error("operand shape ", formatShape(in_[0]),
+                    " does not broadcast to the result shape ", formatShape(out_));
+      return;
+    case LAYER_NORM:
+      return verifyLayerNorm();
+    case RMS_NORM:
+      return verifyRmsNorm();
+    case ROTARY:
+      return verifyRotary();
+    case ATTENTION:
+      return verifyAttention();
+    default: // elementwise unary, CAST
+      return expectResult(in_[0]);
+    }
+  }
+
+  void axisBelowRank(int64_t axis, const Shape &shape, const char *name) const {
+    if (axis < 0 || static_cast<uint64_t>(axis) >= shape.size())
+      throw error(name, " ", axis, " is out of range for operand shape ", formatShape(shape),
+                  " (rank ", shape.size(), ")");
+  }
+
+  void verifyMatmul() const {
+    std::optional<Shape> expected = matmulShape(in_[0], in_[1]);
+    if (!expected)
+      throw error("operand shapes ", formatShape(in_[0]), " and ", formatShape(in_[1]),
+                  " are incompatible for matmul");
+    expectResult(*expected);
+  }
+
+  void verifyGemm() const {
+    if (in_[0].size() != 2 || in_[1].size() != 2)
+      throw error("A ", formatShape(in_[0]), " and B ", formatShape(in_[1]),
+                  " must both be rank 2");
+    const GemmAttributes &attrs = k_.gemm();
+    int64_t m = attrs.trans_a() ? in_[0][1] : in_[0][0];
+    int64_t ka = attrs.trans_a() ? in_[0][0] : in_[0][1];
+    int64_t kb = attrs.trans_b() ? in_[1][1] : in_[1][0];
+    int64_t n = attrs.trans_b() ? in_[1][0] : in_[1][1];
+    if (ka != kb)
+      throw error("op(A) is [", m, ", ", ka, "] and op(B) is [", kb, ", ", n,
+                  "]; their inner dimensions differ");
+    Shape expected{m, n};
+    expectResult(expected);
+    if (in_.size() == 3 && !broadcastsTo(in_[2], expected))
+      throw error("C ", formatShape(in_[2]), " does not broadcast to ", formatShape(expected));
+  }
+
+  void verifyTranspose() const {
+    const auto &perm = k_.transpose().perm();
+    if (static_cast<size_t>(perm.size()) != in_[0].size())
+      throw error("perm has ", perm.size(), " entries for an operand of rank ", in_[0].size());
+    Shape expected;
+    std::vector<bool> used(in_[0].size(), false);
+    for (int64_t axis : perm) {
+      if (axis < 0 || static_cast<size_t>(axis) >= in_[0].size() || used[axis])
+        throw error("perm ", formatShape(Shape(perm.begin(), perm.end())),
+                    " is not a permutation of the operand's ", in_[0].size(), " dimensions");
+      used[axis] = true;
+      expected.push_back(in_[0][axis]);
+    }
+    expectResult(expected);
+  }
+
+  void verifyBroadcast() const {
+    std::optional<Shape> expected = in_[0];
+    for (size_t i = 1; i < in_.size() && expected; ++i)
+      expected = broadcastShapes(*expected, in_[i]);
+    if (!expected) {
+      std::string shapes;
+      for (size_t i = 0; i < in_.size(); ++i)
+        shapes += (i == 0 ? "" : i + 1 == in_.size() ? " and " : ", ") + formatShape(in_[i]);
+      throw error("operand shapes ", shapes, " do not broadcast");
+    }
+    expectResult(*expected);
+  }
+
+  void verifyReduce() const {
+    const ReduceAttributes &attrs = k_.reduce();
+    const Shape &x = in_[0];
+    std::vector<bool> reduced(x.size(), attrs.axes().empty());
+    int64_t previous = -1;
+    for (int64_t axis : attrs.axes()) {
+      if (axis < 0 || static_cast<uint64_t>(axis) >= x.size() || axis <= previous)
+        throw error("reduce.axes ", formatShape(Shape(attrs.axes().begin(), attrs.axes().end())),
+                    " must be sorted, unique and within the operand's rank ", x.size(),
+                    " (operand shape ", formatShape(x), ")");
+      reduced[static_cast<size_t>(axis)] = true;
+      previous = axis;
+    }
+    Shape expected;
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (!reduced[d])
+        expected.push_back(x[d]);
+      else if (attrs.keepdims())
+        expected.push_back(1);
+    }
+    expectResult(expected);
+  }
+
+  void verifyGather() const {
+    const Shape &data = in_[0];
+    int64_t axis = k_.axis().axis();
+    axisBelowRank(axis, data, "axis.axis");
+    Shape expected(data.begin(), data.begin() + axis);
+    expected.insert(expected.end(), in_[1].begin(), in_[1].end());
+    expected.insert(expected.end(), data.begin() + axis + 1, data.end());
+    expectResult(expected);
+  }
+
+  void verifyConcat() const {
+    int64_t axis = k_.axis().axis();
+    axisBelowRank(axis, in_[0], "axis.axis");
+    Shape expected = in_[0];
+    for (size_t i = 1; i < in_.size(); ++i) {
+      bool same = in_[i].size() == in_[0].size();
+      for (size_t d = 0; same && d < in_[0].size(); ++d)
+        same = static_cast<int64_t>(d) == axis || in_[i][d] == in_[0][d];
+      if (!same)
+        throw error("operand ", i, " shape ", formatShape(in_[i]),
+                    " does not match operand 0 shape ", formatShape(in_[0]), " outside axis ",
+                    axis);
+      if (__builtin_add_overflow(expected[axis], in_[i][axis], &expected[axis]))
+        throw error("the concatenated extent along axis ", axis, " overflows");
+    }
+    expectResult(expected);
+  }
+
+  // The result shape gives the count along each dimension; every index it reads,
+  // starts[d] + i * steps[d] for i < out[d], must lie in [0, in[d]).
+  void verifySlice() const {
+    const SliceAttributes &attrs = k_.slice();
+    const Shape &x = in_[0];
+    auto list = [](const auto &field) { return formatShape(Shape(field.begin(), field.end())); };
+    if (static_cast<size_t>(attrs.starts_size()) != x.size() ||
+        static_cast<size_t>(attrs.steps_size()) != x.size())
+      throw error("slice.starts ", list(attrs.starts()), " and slice.steps ", list(attrs.steps()),
+                  " must each have one entry per dimension of the operand ", formatShape(x));
+    if (out_.size() != x.size())
+      throw error("result shape ", formatShape(out_), " has rank ", out_.size(),
+                  ", but the operand ", formatShape(x), " has rank ", x.size());
+    for (size_t d = 0; d < x.size(); ++d) {
+      int64_t start = attrs.starts(static_cast<int>(d)), step = attrs.steps(static_cast<int>(d));
+      if (step == 0)
+        throw error("slice.steps ", list(attrs.steps()), " has a zero step in dimension ", d);
+      // A non-empty slice starts on an element. Where the result extent is 0 nothing is read, and
+      // the start may be anywhere ONNX clamps one to: -1 (negative steps) to one past the end.
+      bool inRange = out_[d] > 0 ? start >= 0 && start < x[d] : start >= -1 && start <= x[d];
+      if (!inRange)
+        throw error("slice.starts[", d, "] = ", start, " is out of range for dimension ", d,
+                    " of the operand ", formatShape(x));
+      int64_t last = 0;
+      if (out_[d] > 0 && (__builtin_mul_overflow(out_[d] - 1, step, &last) ||
+                          __builtin_add_overflow(start, last, &last) || last < 0 || last >= x[d]))
+        throw error("result shape ", formatShape(out_), " reads past the operand ", formatShape(x),
+                    " in dimension ", d, ": ", out_[d], " elements from ", start, " in steps of ",
+                    step);
+    }
+  }
+
+  void verifyLayerNorm() const {
+    const Shape &x = in_[0];
+    int64_t axis = k_.norm().axis();
+    axisBelowRank(axis, x, "norm.axis");
+    Shape normalized = dropFront(x, static_cast<size_t>(axis));
+    const char *names[] = {"x", "scale", "bias"};
+    for (size_t i = 1; i < in_.size(); ++i)
+      if (!broadcastsTo(in_[i], normalized))
+        throw error(names[i], " ", formatShape(in_[i]),
+                    " does not broadcast to the normalised dimensions ", formatShape(normalized),
+                    " of x ", formatShape(x));
+    expectResult(x);
+  }
+
+  void verifyRmsNorm() const {
+    const Shape &x = in_[0];
+    if (x.empty())
+      throw error("x is a scalar; RMS_NORM normalises the last dimension");
+    int64_t axis = k_.norm().axis();
+    int64_t last = static_cast<int64_t>(x.size()) - 1;
+    if (axis != 0 && axis != last)
+      throw error("norm.axis ", axis, " for x ", formatShape(x),
+                  ": RMS_NORM normalises only the last dimension (axis ", last, ", or 0 unset)");
+    if (in_[1] != Shape{x.back()})
+      throw error("scale ", formatShape(in_[1]), " should be ", formatShape({x.back()}), " for x ",
+                  formatShape(x));
+    expectResult(x);
+  }
+
+  void verifyRotary() const {
+    const Shape &x = in_[0];
+    if (x.size() < 2)
+      throw error("x ", formatShape(x), " should be [..., S, D] (rank >= 2)");
+    if (x.back() % 2 != 0)
+      throw error("x ", formatShape(x), " has an odd last dimension ", x.back(),
+                  "; rotary pairs need an even one");
+    const char *names[] = {"x", "cos", "sin"};
+    for (size_t i = 1; i < 3; ++i)
+      if (!broadcastsTo(in_[i], x))
+        throw error(names[i], " ", formatShape(in_[i]), " does not broadcast to x ",
+                    formatShape(x));
+    expectResult(x);
+  }
+
+  void verifyAttention() const {
+    // A forgotten scale (proto default 0) would silently make attention uniform.
+    if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
+      throw error("attention.scale is ", k_.attention().scale(), "; it must be finite and non-zero");
+    const Shape &q = in_[0], &k = in_[1], &v = in_[2];
+    if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+      throw error("q ", formatShape(q), ", k ", formatShape(k), " and v ", formatShape(v),
+                  " must be rank 4 ([B, Hq, S, D], [B, Hkv, T, D], [B, Hkv, T, Dv])");
+    int64_t b = q[0], hq = q[1], s = q[2], d = q[3];
+    int64_t hkv = k[1], t = k[2], dv = v[3];
+    if (k[0] != b || v[0] != b || v[1] != hkv || v[2] != t || k[3] != d)
+      throw error("q ", formatShape(q), ", k ", formatShape(k), " and v ", formatShape(v),
+                  " do not fit [B, Hq, S, D], [B, Hkv, T, D], [B, Hkv, T, Dv]");
+    if (hkv <= 0 || hq % hkv != 0)
+      throw error("q has ", hq, " heads and k, v have ", hkv,
+                  "; the query heads must be a multiple of a positive number of key/value heads");
+    Shape scores{b, hq, s, t};
+    if (in_.size() == 4 && !broadcastsTo(in_[3], scores))
+      throw error("mask ", formatShape(in_[3]), " does not broadcast to the scores ",
+                  formatShape(scores));
+    expectResult({b, hq, s, dv});
+  }
+
+  const std::string &what_;
+  const Kernel &k_;
+  const std::vector<const Buffer *> &operands_;
+  const Buffer &result_;
+  std::string opName_;
+  std::vector<Shape> in_;
+  Shape out_;
+};
+
+} // namespace
+
+void verifyKernelAttributes(const std::string &what, const Kernel &kernel) {
+  OpRule rule = *opRule(kernel.op());
+  const std::string &opName = OpKind_Name(kernel.op());
+  Kernel::AttributesCase actual = kernel.attributes_case();
+  if (actual == rule.attributes)
+    return;
+  if (actual == Kernel::ATTRIBUTES_NOT_SET) {
+    if (!rule.attributesRequired)
+      return;
+    throw makeError(what, ": has no ", attributesName(rule.attributes), " attributes");
+  }
+  if (rule.attributes == Kernel::ATTRIBUTES_NOT_SET)
+    throw makeError(what, ": has ", attributesName(actual), " attributes, which ", opName,
+                    " does not take");
+  throw makeError(what, ": has ", attributesName(actual), " attributes; ", opName, " takes ",
+                  attributesName(rule.attributes), " attributes");
+}
+
+void verifyKernelOperation(const std::string &what, const Kernel &kernel,
+                           const std::vector<const Buffer *> &operands, const Buffer &result) {
+  KernelChecker(what, kernel, operands, result).run();
+}
+
+} // namespace slrt
