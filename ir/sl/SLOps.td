@@ -3,6 +3,7 @@
 #ifndef SL_OPS_TD
 #define SL_OPS_TD
 
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "sl/SLDialect.td"
@@ -409,14 +410,14 @@ def SL_SliceOp : SL_InferredOp<"slice", [Pure, AttrSizedOperandSegments]> {
     Example:
 
     ```mlir
-    %c = sl.slice %cos, %zero, %s, %axis : (tensor<128x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<16x16xf32>
+    %c = sl.slice %cos, %zero, %s axes %axis : (tensor<128x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<16x16xf32>
     ```
   }];
   let arguments = (ins SL_Tensor:$data, SL_IndexVector:$starts, SL_IndexVector:$ends,
                        Optional<SL_IndexVector>:$axes, Optional<SL_IndexVector>:$steps);
   let results = (outs SL_Tensor:$result);
   let assemblyFormat = [{
-    $data `,` $starts `,` $ends (`,` `axes` $axes^)? (`,` `steps` $steps^)? attr-dict `:`
+    $data `,` $starts `,` $ends (`axes` $axes^)? (`steps` $steps^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasFolder = 1;
@@ -544,7 +545,7 @@ class SL_ReduceOp<string mnemonic, string what> : SL_InferredOp<mnemonic, [Pure]
 def SL_ReduceMeanOp : SL_ReduceOp<"reduce_mean", "Mean">;
 def SL_ReduceSumOp : SL_ReduceOp<"reduce_sum", "Sum">;
 
-def SL_LayerNormOp : SL_Op<"layer_norm", [Pure]> {
+def SL_LayerNormOp : SL_InferredOp<"layer_norm", [Pure]> {
   let summary = "layer normalisation with scale and optional bias (ONNX LayerNormalization)";
   let description = [{
     Normalises `input` over the dimensions from `axis` to the last to zero mean and unit variance
@@ -573,7 +574,7 @@ def SL_LayerNormOp : SL_Op<"layer_norm", [Pure]> {
 // Fused transformer operations (sl-fuse-transformer)
 //===--------------------------------------------------------------------------------------------===//
 
-def SL_RmsNormOp : SL_Op<"rms_norm", [Pure]> {
+def SL_RmsNormOp : SL_InferredOp<"rms_norm", [Pure]> {
   let summary = "RMS normalisation over the last dimension (LLaMA's RMSNorm)";
   let description = [{
     `x / sqrt(mean(x^2 over the last dimension) + epsilon) * scale`, `scale` of the last
@@ -594,7 +595,7 @@ def SL_RmsNormOp : SL_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_RotaryOp : SL_Op<"rotary", [Pure]> {
+def SL_RotaryOp : SL_InferredOp<"rotary", [Pure]> {
   let summary = "rotary position embedding";
   let description = [{
     `result = x * cos + rotate(x) * sin`, `cos` and `sin` broadcast to `x` ([..., S, D], D even).
@@ -614,7 +615,7 @@ def SL_RotaryOp : SL_Op<"rotary", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_AttentionOp : SL_Op<"attention", [Pure]> {
+def SL_AttentionOp : SL_InferredOp<"attention", [Pure]> {
   let summary = "scaled dot-product attention, causal, multi-head or grouped-query";
   let description = [{
     `softmax(q k^T * scale + mask) v` per batch and head, with `q` [B, Hq, S, D], `k` [B, Hkv, T, D],
@@ -635,6 +636,72 @@ def SL_AttentionOp : SL_Op<"attention", [Pure]> {
   let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`,` `mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===--------------------------------------------------------------------------------------------===//
+// Training
+//===--------------------------------------------------------------------------------------------===//
+
+def SL_CrossEntropyOp : SL_Op<"cross_entropy", [Pure]> {
+  let summary = "mean softmax cross-entropy of logits against integer labels";
+  let description = [{
+    `mean over positions p with labels[p] != ignore_index of
+    (logsumexp(logits[p, :]) - logits[p, labels[p]])`: the softmax and the log-likelihood in one
+    op, as PyTorch's `cross_entropy` with its default `ignore_index = -100` and mean reduction.
+    `labels` has the logits' shape without the last (vocabulary) dimension. Appended by
+    `sl-append-loss`; its gradient is `(softmax(logits) - onehot(labels)) / count`.
+
+    Example:
+
+    ```mlir
+    %loss = sl.cross_entropy %logits, %labels : tensor<4x16x256xf32>, tensor<4x16xi64> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins SL_FloatTensor:$logits, RankedTensorOf<[I64]>:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===--------------------------------------------------------------------------------------------===//
+// Stages
+//===--------------------------------------------------------------------------------------------===//
+
+def SL_LayerOp : SL_Op<"layer", [AttrSizedOperandSegments,
+                                DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one stage of a model: a layer applied with its own parameters";
+  let description = [{
+    Applies the stage function `callee` to the stage's boundary `inputs` (the activations that
+    flow in from the previous stage, and model inputs it reads) and to `params`, the parameters
+    of this one instance. `sl-partition-layers` outlines every transformer block into a body
+    function (one per distinct block: identical layers share it) and the embedding prologue and
+    the norm/head epilogue into functions of their own, and calls each once from the model
+    function with this op, in order. `stage` is `prologue`, `block` or `epilogue`; `index` is the
+    block's layer number (0 for the prologue and the epilogue).
+
+    These are the units the SpeedLoader schedule moves: a stage's parameters are brought to the
+    device once per pass and applied to every sub-batch; its boundary activations are what is
+    offloaded and prefetched between stages, and where backward recomputes from.
+
+    Example:
+
+    ```mlir
+    %h1 = sl.layer @block(%h0) params(%wq, %wk, %wv, %wo) {stage = "block", index = 0 : i64}
+        : (tensor<4x16x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>,
+           tensor<64x64xf32>) -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
+                       Variadic<AnyType>:$params, StrAttr:$stage, I64Attr:$index);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat = [{
+    $callee `(` $inputs `)` `params` `(` $params `)` attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -48,4 +48,25 @@ def FuseTransformerPass : Pass<"sl-fuse-transformer", "mlir::func::FuncOp"> {
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def AppendLossPass : Pass<"sl-append-loss", "mlir::ModuleOp"> {
+  let summary = "add the training loss: mean cross-entropy of the logits against labels";
+  let description = [{
+    Turns a language model's forward function into the function a training step differentiates:
+    it adds an input `labels` (int64, the logits' shape without the vocabulary dimension, with
+    the same symbolic dimension names as `input_ids`) and replaces the `logits` output with
+    `loss`, the mean softmax cross-entropy (`sl.cross_entropy`) over every position. The labels
+    are the next tokens of each input window, which the training data supplies already shifted;
+    the loss of a step is the mean over all of its tokens, never a mean of per-sub-batch means.
+
+    With `keep-logits`, `logits` stays as a second output.
+  }];
+  let options = [
+    Option<"logitsName", "logits", "std::string", /*default=*/"\"logits\"",
+           "Name of the output holding the logits">,
+    Option<"keepLogits", "keep-logits", "bool", /*default=*/"false",
+           "Keep the logits as an output after the loss">,
+  ];
+  let dependentDialects = ["::sl::SLDialect"];
+}
+
 #endif // SL_PASSES_TD

@@ -113,9 +113,12 @@ Attribute toAttr(RankedTensorType type, ArrayRef<double> values) {
   return makeDense(type, values);
 }
 
-/// Folds an elementwise binary op; `fn` gets doubles (exact for the int64 values shapes hold).
-template <typename Fn>
-OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType resultType, Fn fn) {
+/// Folds an elementwise binary op: `intFn` on int64 values (exact: shapes can be near INT64_MAX),
+/// `floatFn` on doubles. Either may decline (nullopt), e.g. an integer division by zero, which is
+/// left for the kernel to report.
+template <typename IntFn, typename FloatFn>
+OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType resultType,
+                        IntFn intFn, FloatFn floatFn) {
   if (!foldable(resultType))
     return {};
   auto lhs = valuesOf(lhsAttr), rhs = valuesOf(rhsAttr);
@@ -123,16 +126,30 @@ OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType r
     return {};
   SmallVector<int64_t> li = broadcastIndices(lhs->shape, resultType.getShape());
   SmallVector<int64_t> ri = broadcastIndices(rhs->shape, resultType.getShape());
-  bool integerResult = !lhs->isFloat;
+  if (!lhs->isFloat) {
+    SmallVector<int64_t> out;
+    for (size_t i = 0; i < li.size(); ++i) {
+      std::optional<int64_t> v = intFn(lhs->ints[li[i]], rhs->ints[ri[i]]);
+      if (!v)
+        return {};
+      out.push_back(*v);
+    }
+    return makeDense(resultType, ArrayRef<int64_t>(out));
+  }
   SmallVector<double> out;
   for (size_t i = 0; i < li.size(); ++i) {
-    std::optional<double> v = fn(lhs->at(li[i]), rhs->at(ri[i]), integerResult);
+    std::optional<double> v = floatFn(lhs->floats[li[i]], rhs->floats[ri[i]]);
     if (!v)
       return {};
     out.push_back(*v);
   }
   return toAttr(resultType, out);
 }
+
+// Two's-complement wrap-around, as the kernels compute it (and without undefined behaviour).
+int64_t wrapAdd(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+int64_t wrapSub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+int64_t wrapMul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
 
 /// Gathers `source` elements at `indices` into a constant of `type`.
 OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, RankedTensorType type) {
@@ -156,47 +173,56 @@ RankedTensorType resultType(Operation *op) {
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+using OptInt = std::optional<int64_t>;
+using OptFloat = std::optional<double>;
+
 OpFoldResult AddOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool) -> std::optional<double> { return x + y; });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(), [](int64_t x, int64_t y) -> OptInt { return wrapAdd(x, y); },
+      [](double x, double y) -> OptFloat { return x + y; });
 }
 
 OpFoldResult SubOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool) -> std::optional<double> { return x - y; });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(), [](int64_t x, int64_t y) -> OptInt { return wrapSub(x, y); },
+      [](double x, double y) -> OptFloat { return x - y; });
 }
 
 OpFoldResult MulOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool) -> std::optional<double> { return x * y; });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(), [](int64_t x, int64_t y) -> OptInt { return wrapMul(x, y); },
+      [](double x, double y) -> OptFloat { return x * y; });
 }
 
 OpFoldResult DivOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool integer) -> std::optional<double> {
-                      if (!integer)
-                        return x / y;
-                      if (y == 0)
-                        return std::nullopt; // leave the run-time error to the kernel
-                      return std::trunc(x / y);
-                    });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptInt {
+        if (y == 0)
+          return std::nullopt; // leave the run-time error to the kernel
+        if (x == INT64_MIN && y == -1)
+          return INT64_MIN; // wraps, as the kernel does
+        return x / y;      // C++ truncates toward zero, as ONNX's Div
+      },
+      [](double x, double y) -> OptFloat { return x / y; });
 }
 
 OpFoldResult PowOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool) -> std::optional<double> {
-                      return std::pow(x, y);
-                    });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(), [](int64_t, int64_t) -> OptInt { return std::nullopt; },
+      [](double x, double y) -> OptFloat { return std::pow(x, y); });
 }
 
 OpFoldResult EqualOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool) -> std::optional<double> { return x == y; });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(), [](int64_t x, int64_t y) -> OptInt { return x == y; },
+      [](double x, double y) -> OptFloat { return x == y; });
 }
 
 OpFoldResult LessOp::fold(FoldAdaptor a) {
-  return foldBinary(a.getLhs(), a.getRhs(), getType(),
-                    [](double x, double y, bool) -> std::optional<double> { return x < y; });
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(), [](int64_t x, int64_t y) -> OptInt { return x < y; },
+      [](double x, double y) -> OptFloat { return x < y; });
 }
 
 OpFoldResult NegOp::fold(FoldAdaptor a) {
@@ -206,7 +232,7 @@ OpFoldResult NegOp::fold(FoldAdaptor a) {
   if (!v->isFloat) {
     SmallVector<int64_t> out;
     for (int64_t x : v->ints)
-      out.push_back(-x);
+      out.push_back(wrapSub(0, x));
     return makeDense(getType(), ArrayRef<int64_t>(out));
   }
   SmallVector<double> out;
@@ -236,7 +262,7 @@ OpFoldResult WhereOp::fold(FoldAdaptor a) {
   if (auto cond = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getCondition());
       cond && cond.isSplat()) {
     Value chosen = cond.getSplatValue<bool>() ? getX() : getY();
-    if (chosen.getType() == getType())
+    if (getType().hasStaticShape() && chosen.getType() == getType())
       return chosen;
   }
   auto c = valuesOf(a.getCondition()), x = valuesOf(a.getX()), y = valuesOf(a.getY());
@@ -278,7 +304,8 @@ OpFoldResult GatherOp::fold(FoldAdaptor a) {
   if (!data || !indices || !foldable(getType()))
     return {};
   int64_t rank = int64_t(data->shape.size());
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  // I64Attr's getter is unsigned: read it as the signed axis it is.
+  int64_t axis = int64_t(getAxis()) < 0 ? int64_t(getAxis()) + rank : int64_t(getAxis());
   int64_t axisDim = data->shape[axis];
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
@@ -327,7 +354,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
     inputs.push_back(std::move(*v));
   }
   int64_t rank = getType().getRank();
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t axis = int64_t(getAxis()) < 0 ? int64_t(getAxis()) + rank : int64_t(getAxis());
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= getType().getDimSize(d);

@@ -11,7 +11,9 @@
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -197,6 +199,35 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("mask ") << getMask().getType() << " must broadcast to the scores "
                                   << quoted(RankedTensorType::get(scores, q.getElementType()));
   }
+  return success();
+}
+
+LogicalResult LayerOp::verify() {
+  if (getStage() != "prologue" && getStage() != "block" && getStage() != "epilogue")
+    return emitOpError("stage must be prologue, block or epilogue, got '") << getStage() << "'";
+  return success();
+}
+
+LogicalResult LayerOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(*this, getCalleeAttr());
+  if (!callee)
+    return emitOpError("stage function '") << getCallee() << "' does not exist";
+  FunctionType type = callee.getFunctionType();
+  SmallVector<Type> operandTypes(getOperandTypes());
+  if (TypeRange(type.getInputs()) != TypeRange(operandTypes) ||
+      TypeRange(type.getResults()) != TypeRange(getResultTypes()))
+    return emitOpError("operands and results ")
+           << FunctionType::get(getContext(), operandTypes, getResultTypes())
+           << " do not match stage function '" << getCallee() << "' of type " << type;
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = getLogits().getType(), labels = getLabels().getType();
+  if (logits.getRank() == 0 ||
+      failed(verifyCompatibleShape(logits.getShape().drop_back(), labels.getShape())))
+    return emitOpError("labels ") << labels << " must have the logits' shape " << logits
+                                  << " without its last (vocabulary) dimension";
   return success();
 }
 
@@ -390,16 +421,19 @@ std::pair<int64_t, int64_t> sliceBounds(int64_t dim, int64_t start, int64_t end,
   auto norm = [&](int64_t v) { return v < 0 ? (v < -dim ? -dim - 1 : v) + dim : v; };
   start = norm(start);
   end = norm(end);
-  int64_t count;
+  // Counted in unsigned arithmetic: a step of INT64_MIN, or near INT64_MAX, must not overflow.
+  uint64_t stride = step > 0 ? uint64_t(step) : uint64_t(-(step + 1)) + 1;
+  uint64_t span;
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, dim);
     end = std::clamp<int64_t>(end, 0, dim);
-    count = end > start ? (end - start + step - 1) / step : 0;
+    span = end > start ? uint64_t(end - start) : 0;
   } else {
     start = std::clamp<int64_t>(start, -1, dim - 1);
     end = std::clamp<int64_t>(end, -1, dim - 1);
-    count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    span = start > end ? uint64_t(start - end) : 0;
   }
+  int64_t count = span == 0 ? 0 : int64_t(1 + (span - 1) / stride);
   return {start, count};
 }
 
@@ -570,6 +604,36 @@ SL_INFER(ReduceSumOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
   return inferReduce(loc, "sl.reduce_sum", adaptor.getInput(), adaptor.getAxes(),
                      adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
+}
+
+// The normalisations and the rotary embedding keep their input's type; attention's result is
+// [B, Hq, S, Dv]. Their verifiers check the rest.
+SL_INFER(LayerNormOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+SL_INFER(RmsNormOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+SL_INFER(RotaryOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+SL_INFER(AttentionOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto q = rankedType(adaptor.getQ()), v = rankedType(adaptor.getV());
+  if (q.getRank() != 4 || v.getRank() != 4)
+    return emitOptionalError(loc, "sl.attention: q, k and v must have rank 4, got ", quoted(q),
+                             " and ", quoted(v));
+  return pushType(types, {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+                  q.getElementType());
 }
 
 //===--------------------------------------------------------------------------------------------===//

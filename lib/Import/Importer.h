@@ -57,6 +57,8 @@ public:
     return foldOrKeep(op);
   }
   mlir::LogicalResult inferResultType(const onnx::NodeProto &node, mlir::Operation *op);
+  /// Runs `op`'s verifier; a failure becomes an error of `node` (and `op` is erased).
+  mlir::LogicalResult verifyBuilt(const onnx::NodeProto &node, mlir::Operation *op);
 
   /// Imports the nodes of a subgraph (an If branch) in place, in the current scope, and returns
   /// its outputs.

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
@@ -97,6 +98,25 @@ LogicalResult Importer::inferResultType(const onnx::NodeProto &node, Operation *
   }
   for (auto [result, type] : llvm::zip(op->getResults(), types))
     result.setType(type);
+  return verifyBuilt(node, op);
+}
+
+LogicalResult Importer::verifyBuilt(const onnx::NodeProto &node, Operation *op) {
+  // The op's own verifier (operand types, attribute ranges), reported as an error of the node.
+  std::string message;
+  LogicalResult verified = failure();
+  {
+    ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
+      if (message.empty())
+        message = diag.str();
+      return success();
+    });
+    verified = mlir::verify(op, /*verifyRecursively=*/false);
+  }
+  if (failed(verified)) {
+    op->erase();
+    return nodeError(node) << message;
+  }
   return success();
 }
 
@@ -164,9 +184,15 @@ LogicalResult Importer::load() {
   llvm::StringRef bytes = (*buffer)->getBuffer();
 
   if (path.size() >= 8 && llvm::StringRef(path).ends_with(".onnxtxt")) {
-    onnx::Status status = onnx::OnnxParser::Parse(model, bytes.data());
-    if (!status.IsOK())
-      return fileError() << "not valid ONNX text: " << status.ErrorMessage();
+    // The text parser reports most errors as a Status but lets a few (unreadable numbers) escape
+    // as exceptions.
+    try {
+      onnx::Status status = onnx::OnnxParser::Parse(model, bytes.data());
+      if (!status.IsOK())
+        return fileError() << "not valid ONNX text: " << status.ErrorMessage();
+    } catch (const std::exception &e) {
+      return fileError() << "not valid ONNX text: " << e.what();
+    }
   } else {
     if (bytes.size() > size_t(INT_MAX))
       return fileError() << "the model is " << bytes.size()

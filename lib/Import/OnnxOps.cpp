@@ -74,8 +74,12 @@ private:
   /// The axes of an op that takes them as an attribute before `inputSince` and as input
   /// `inputIndex` from that opset on.
   FailureOr<Value> axesOperand(int64_t inputSince, int inputIndex) {
-    if (im.opset >= inputSince)
+    if (im.opset >= inputSince) {
+      if (findAttr(node, "axes"))
+        return error() << "from opset " << inputSince
+                       << " the axes are an input, not an attribute";
       return optIn(inputIndex);
+    }
     if (auto axes = intsAttr(node, "axes"))
       return im.constantInts(loc, *axes);
     return Value();
@@ -298,13 +302,16 @@ FailureOr<Results> Converter::flatten() {
     axis += type.getRank();
   if (axis < 0 || axis > type.getRank())
     return error() << "axis " << intAttr(node, "axis", 1) << " is out of range for " << type;
-  if (!type.hasStaticShape())
-    return error() << "Flatten needs a static input shape, got " << type;
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= type.getDimSize(d);
-  return reshapeTo(*x, {im.constantInts(loc, {outer}),
-                        im.constantInts(loc, {type.getNumElements() / std::max<int64_t>(outer, 1)})});
+  // [prod(dims before axis), -1]: the product as i64 arithmetic on the shape, which folds once
+  // the dimensions are bound (and at once when they are static).
+  Value outer = im.constantInts(loc, {1});
+  for (int64_t d = 0; d < axis; ++d) {
+    FailureOr<Value> product = im.build<MulOp>(node, outer, dimOf(*x, d));
+    if (failed(product))
+      return failure();
+    outer = *product;
+  }
+  return reshapeTo(*x, {outer, im.constantInts(loc, {-1})});
 }
 
 FailureOr<Results> Converter::slice() {
@@ -350,6 +357,15 @@ FailureOr<Results> Converter::split() {
   if (int64_t(sizes.size()) != outputs)
     return error() << "split into " << sizes.size() << " pieces but the node has " << outputs
                    << " outputs";
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0)
+      return error() << "split size " << size << " is negative";
+    total += size;
+  }
+  if (!type.isDynamicDim(axis) && total != type.getDimSize(axis))
+    return error() << "split sizes add up to " << total << ", but dimension " << axis << " of "
+                   << type << " is " << type.getDimSize(axis);
   Results results;
   int64_t start = 0;
   for (int64_t size : sizes) {
@@ -378,10 +394,8 @@ FailureOr<Results> Converter::layerNorm() {
   auto op = b.create<LayerNormOp>(loc, x->getType(), *x, *scale, *bias,
                                   b.getI64IntegerAttr(intAttr(node, "axis", -1)),
                                   b.getF32FloatAttr(floatAttr(node, "epsilon", 1e-5f)));
-  if (failed(op.verify())) {
-    op.erase();
+  if (failed(im.verifyBuilt(node, op)))
     return failure();
-  }
   return Results{op.getResult()};
 }
 
@@ -466,12 +480,28 @@ FailureOr<Results> Converter::run() {
     FailureOr<Value> x = in(0);
     if (failed(x))
       return failure();
-    return Results{b.create<NegOp>(loc, *x)};
+    auto op = b.create<NegOp>(loc, *x);
+    if (failed(im.verifyBuilt(node, op)))
+      return failure();
+    return Results{op.getResult()};
   }
   if (type == "Identity" || type == "Dropout") {
-    // Dropout in an inference export is the identity (its mask output is not supported).
-    if (type == "Dropout" && node.output_size() > 1 && !node.output(1).empty())
-      return error() << "Dropout's mask output is not supported";
+    // Dropout in an inference export is the identity; in training mode it is not.
+    if (type == "Dropout") {
+      if (node.output_size() > 1 && !node.output(1).empty())
+        return error() << "Dropout's mask output is not supported";
+      FailureOr<Value> training = optIn(2);
+      if (failed(training))
+        return failure();
+      if (*training) {
+        auto mode = sl::constantInts(*training);
+        if (!mode || mode->size() != 1)
+          return error() << "training_mode must be a constant";
+        if ((*mode)[0] != 0)
+          return error() << "training-mode Dropout is not supported (export the model in eval "
+                            "mode)";
+      }
+    }
     return one(in(0));
   }
   if (type == "Constant")
@@ -483,10 +513,8 @@ FailureOr<Results> Converter::run() {
     if (failed(x))
       return failure();
     auto op = b.create<SoftmaxOp>(loc, *x, b.getI64IntegerAttr(intAttr(node, "axis", -1)));
-    if (failed(op.verify())) {
-      op.erase();
+    if (failed(im.verifyBuilt(node, op)))
       return failure();
-    }
     return Results{op.getResult()};
   }
   if (type == "ReduceMean" || type == "ReduceSum")

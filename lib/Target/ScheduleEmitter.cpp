@@ -475,6 +475,13 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
+      .Case<CrossEntropyOp>([&](CrossEntropyOp loss) -> Result {
+        int64_t ignore = loss.getIgnoreIndex();
+        simple(pb::CROSS_ENTROPY).attributes = [ignore](pb::Kernel &k) {
+          k.mutable_cross_entropy()->set_ignore_index(ignore);
+        };
+        return plan;
+      })
       .Default([&](Operation *) -> Result {
         return op->emitError("operation '")
                << op->getName()

@@ -102,3 +102,49 @@ def test_decoder_matches_pytorch(sl_tools, tmp_path, arch, config, constant_fold
         assert ops.get(kind, 0) == (count if fuse else 0), (kind, ops)
     if fuse:
         assert "SOFTMAX" not in ops, ops
+
+
+# The training loss (sl-append-loss): mean cross-entropy of the logits against the next tokens,
+# equal to PyTorch's F.cross_entropy on the same logits and labels.
+@pytest.mark.parametrize("arch,config,constant_folding,batch,seq",
+                         [c for c in CASES if c.id in ("llama-gqa-half-tied", "gpt2-tanh-fused",
+                                                       "opt-relu")])
+def test_loss_matches_pytorch(sl_tools, tmp_path, arch, config, constant_folding, batch, seq):
+    import torch
+
+    onnx_path = tmp_path / "model.onnx"
+    res = export_model(arch, config, onnx_path, seed=SEED, constant_folding=constant_folding,
+                       batch=batch, seq=seq, reference_dir=tmp_path / "ref")
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, config.vocab, size=(batch, seq + 1), dtype=np.int64)
+    ids, labels = tokens[:, :-1].copy(), tokens[:, 1:].copy()
+    labels[0, 0] = -100  # PyTorch's ignore_index: left out of the mean
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "labels.npy", labels)
+    with torch.no_grad():
+        logits = res.model(torch.from_numpy(ids))
+        want = torch.nn.functional.cross_entropy(logits.reshape(-1, config.vocab),
+                                                 torch.from_numpy(labels).reshape(-1)).item()
+
+    sched = tmp_path / "loss.slsched"
+    proc = sl_tools._run([sl_tools.sl_opt, onnx_path, "--sl-append-loss",
+                          f"--sl-infer=batch={batch} seq={seq}", "-o", sched])
+    check_ok(proc)
+    proc = sl_tools._run([sl_tools.sl_run, sched, "--input", f"input_ids={tmp_path / 'ids.npy'}",
+                          "--input", f"labels={tmp_path / 'labels.npy'}",
+                          "--output", f"loss={tmp_path / 'loss.npy'}"])
+    check_ok(proc)
+    got = np.load(tmp_path / "loss.npy")
+    assert got.shape == () and got.dtype == np.float32
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+
+    # A label outside the vocabulary is a clear run-time error, and no output is written.
+    labels[1, 2] = config.vocab
+    np.save(tmp_path / "labels.npy", labels)
+    (tmp_path / "loss.npy").unlink()
+    proc = sl_tools._run([sl_tools.sl_run, sched, "--input", f"input_ids={tmp_path / 'ids.npy'}",
+                          "--input", f"labels={tmp_path / 'labels.npy'}",
+                          "--output", f"loss={tmp_path / 'loss.npy'}"])
+    assert proc.returncode == 1, describe(proc)
+    assert f"label {config.vocab} at position {1 * seq + 2} is outside the vocabulary" in proc.stderr
+    assert not (tmp_path / "loss.npy").exists()

@@ -74,6 +74,8 @@ std::optional<OpRule> opRule(OpKind op) {
     return OpRule{1, 1, kNone, false, false, true};
   case ATTENTION:
     return OpRule{3, 4, Kernel::kAttention, true, false, true}; // the mask is optional
+  case CROSS_ENTROPY:
+    return OpRule{2, 2, Kernel::kCrossEntropy, true, false, true};
   default:
     return std::nullopt;
   }
@@ -195,6 +197,10 @@ private:
     case GATHER:
       dtypeIn(1, {I64, I32}, " indices");
       return sameDType({0, -1}, kAnyDType, "data and the result");
+    case CROSS_ENTROPY:
+      dtypeIn(0, {F32}, " logits");
+      dtypeIn(1, {I64}, " labels");
+      return dtypeIn(-1, {F32}, " results");
     case CONCAT:
     case SLICE:
     case EXPAND:
@@ -264,6 +270,13 @@ private:
       return verifyRotary();
     case ATTENTION:
       return verifyAttention();
+    case CROSS_ENTROPY: {
+      const Shape &logits = in_[0], &labels = in_[1];
+      if (logits.empty() || Shape(logits.begin(), logits.end() - 1) != labels)
+        throw error("labels ", formatShape(labels), " must be the logits' shape ",
+                    formatShape(logits), " without its last (vocabulary) dimension");
+      return expectResult({});
+    }
     default: // elementwise unary, CAST
       return expectResult(in_[0]);
     }

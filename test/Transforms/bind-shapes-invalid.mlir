@@ -20,3 +20,24 @@ func.func @conflict(%x: tensor<?x8xf32>, %y: tensor<3x8xf32>) -> tensor<?x8xf32>
   %z = sl.add %x, %y : tensor<?x8xf32>, tensor<3x8xf32> -> tensor<?x8xf32>
   return %z : tensor<?x8xf32>
 }
+
+// -----
+
+// A shape that comes from the model's input values cannot be made static.
+func.func @runtime_shape(%x: tensor<?x8xf32>, %s: tensor<2xi64>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{result 'tensor<?x?xf32>' is still dynamic after binding batch=4 seq=0: its shape depends on values known only at run time}}
+  %y = sl.reshape %x, %s : tensor<?x8xf32>, tensor<2xi64> -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+// Shape arithmetic that folds to an impossible shape once the sizes are known.
+func.func @bad_reshape(%x: tensor<?x6xf32>) -> tensor<?x4xf32> {
+  %s = sl.shape %x {end = 1} : tensor<?x6xf32> -> tensor<1xi64>
+  %four = sl.constant dense<4> : tensor<1xi64>
+  %t = sl.concat %s, %four {axis = 0} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  // expected-error @+1 {{sl.reshape: cannot reshape 'tensor<4x6xf32>' (24 elements) into 'tensor<4x4xf32>'}}
+  %y = sl.reshape %x, %t : tensor<?x6xf32>, tensor<2xi64> -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}

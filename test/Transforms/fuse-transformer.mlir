@@ -184,8 +184,8 @@ func.func @rotary_half(%x: tensor<2x2x4x8xf32>, %cos: tensor<1x1x4x8xf32>, %sin:
   %axis = sl.constant dense<3> : tensor<1xi64>
   %one = sl.constant dense<1> : tensor<1xi64>
   %a = sl.mul %x, %cos : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
-  %x1 = sl.slice %x, %zero, %half, axes %axis, steps %one : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
-  %x2 = sl.slice %x, %half, %end, axes %axis, steps %one : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %x1 = sl.slice %x, %zero, %half axes %axis steps %one : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %x2 = sl.slice %x, %half, %end axes %axis steps %one : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
   %n = sl.neg %x2 : tensor<2x2x4x4xf32>
   %r = sl.concat %n, %x1 {axis = -1 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x8xf32>
   %b = sl.mul %r, %sin : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
@@ -209,8 +209,8 @@ func.func @rotary_interleaved(%x: tensor<2x2x4x8xf32>, %cos: tensor<1x1x4x8xf32>
   %pairs = sl.constant dense<[2, 2, 4, 4, 1]> : tensor<5xi64>
   %flat = sl.constant dense<[2, 2, 4, 8]> : tensor<4xi64>
   %a = sl.mul %x, %cos : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
-  %even = sl.slice %x, %zero, %end, axes %axis, steps %two : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
-  %odd = sl.slice %x, %one, %end, axes %axis, steps %two : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %even = sl.slice %x, %zero, %end axes %axis steps %two : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+  %odd = sl.slice %x, %one, %end axes %axis steps %two : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
   %n = sl.neg %odd : tensor<2x2x4x4xf32>
   %n5 = sl.reshape %n, %pairs : tensor<2x2x4x4xf32>, tensor<5xi64> -> tensor<2x2x4x4x1xf32>
   %e5 = sl.reshape %even, %pairs : tensor<2x2x4x4xf32>, tensor<5xi64> -> tensor<2x2x4x4x1xf32>
@@ -232,8 +232,8 @@ func.func @rotary_uneven(%x: tensor<2x2x4x8xf32>, %cos: tensor<1x1x4x8xf32>, %si
   %end = sl.constant dense<9223372036854775807> : tensor<1xi64>
   %axis = sl.constant dense<3> : tensor<1xi64>
   %a = sl.mul %x, %cos : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>
-  %x1 = sl.slice %x, %zero, %three, axes %axis : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x3xf32>
-  %x2 = sl.slice %x, %three, %end, axes %axis : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x5xf32>
+  %x1 = sl.slice %x, %zero, %three axes %axis : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x3xf32>
+  %x2 = sl.slice %x, %three, %end axes %axis : (tensor<2x2x4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2x4x5xf32>
   %n = sl.neg %x2 : tensor<2x2x4x5xf32>
   %r = sl.concat %n, %x1 {axis = -1 : i64} : (tensor<2x2x4x5xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x8xf32>
   %b = sl.mul %r, %sin : tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<2x2x4x8xf32>

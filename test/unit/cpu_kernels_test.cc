@@ -1101,5 +1101,47 @@ TEST_F(CpuKernelsTest, ResultsDoNotDependOnThreadCount) {
 #endif
 }
 
+
+Kernel crossEntropyKernel(int64_t ignoreIndex) {
+  Kernel k = makeKernel(CROSS_ENTROPY);
+  k.mutable_cross_entropy()->set_ignore_index(ignoreIndex);
+  return k;
+}
+
+TEST_F(CpuKernelsTest, CrossEntropyMatchesNaiveAndSkipsIgnoredLabels) {
+  Tensor logits = Tensor::random(rng, {2, 3, 7});
+  logits.values[0] = 80.0f; // large logits stay finite: the row max is subtracted
+  I64Tensor labels({2, 3}, {0, 6, -100, 3, 1, 5});
+  Tensor loss = Tensor::empty({});
+  run(crossEntropyKernel(-100), {&logits, &labels}, loss);
+  double total = 0;
+  int counted = 0;
+  for (int r = 0; r < 6; ++r) {
+    if (labels.values[r] == -100)
+      continue;
+    double max = -INFINITY, sum = 0;
+    for (int v = 0; v < 7; ++v)
+      max = std::max(max, double(logits.values[r * 7 + v]));
+    for (int v = 0; v < 7; ++v)
+      sum += std::exp(double(logits.values[r * 7 + v]) - max);
+    total += max + std::log(sum) - logits.values[r * 7 + labels.values[r]];
+    ++counted;
+  }
+  expectNear(loss.values, {float(total / counted)});
+
+  I64Tensor ignored({2, 3}, std::vector<int64_t>(6, -1));
+  run(crossEntropyKernel(-1), {&logits, &ignored}, loss);
+  EXPECT_TRUE(std::isnan(loss.values[0])); // as PyTorch: nothing to average
+}
+
+TEST_F(CpuKernelsTest, CrossEntropyLabelOutsideVocabularyIsAnError) {
+  Tensor logits = Tensor::random(rng, {4, 5});
+  I64Tensor labels({4}, {0, 1, 5, 2});
+  Tensor loss = Tensor::empty({});
+  EXPECT_THAT(runError(crossEntropyKernel(-100), {&logits, &labels}, loss),
+              ::testing::HasSubstr("label 5 at position 2 is outside the vocabulary [0, 5)"));
+  EXPECT_TRUE(std::isnan(loss.values[0])); // nothing written
+}
+
 } // namespace
 } // namespace slrt::test

@@ -90,6 +90,8 @@ void CpuBackend::execute(const Kernel &kernel, const std::vector<const TensorRef
     return cpu::rotary(kernel, operands, y);
   case ATTENTION:
     return cpu::attention(kernel, operands, y);
+  case CROSS_ENTROPY:
+    return cpu::crossEntropy(kernel, operands, y);
   default:
     throw makeError("the CPU backend cannot execute op ", OpKind_Name(kernel.op()));
   }

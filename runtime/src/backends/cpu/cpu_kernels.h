@@ -69,4 +69,7 @@ void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void attention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
+// loss.cc: CROSS_ENTROPY.
+void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
 } // namespace slrt::cpu
