@@ -69,4 +69,24 @@ def AppendLossPass : Pass<"sl-append-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
+  let summary = "outline a model into a prologue, one sl.layer per block, and an epilogue";
+  let description = [{
+    Finds the transformer blocks of the model function and outlines it into stages, the units
+    the SpeedLoader schedule moves: the prologue (embeddings), one `sl.layer` per block, and the
+    epilogue (final norm, head, loss). Each block's body becomes a private function whose
+    parameters are arguments (marked `sl.param`); identical blocks
+    share one body function (`@block`, `@block_1`, ... for blocks that differ), and each
+    `sl.layer` passes its own parameters. The model function keeps the `sl.param` references and
+    calls the stages in order; constants are copied into the stages that read them.
+
+    A block is found from its exporter name scope (`/layers.3/`, `/h.3/`, `/blocks.3/`) or, where
+    node names are missing, from the names of the parameters an operation reads
+    (`model.layers.3.mlp.weight`). Operations with neither join the stage of their latest
+    operand, or the prologue or epilogue. A model with no block, or whose blocks read values of
+    later blocks, is an error.
+  }];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // SL_PASSES_TD

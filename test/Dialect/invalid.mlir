@@ -787,3 +787,33 @@ func.func @attention_mask(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x24x16xf32>, 
   %o = sl.attention %q, %k, %k, mask %m {scale = 1.0 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x24x16xf32>, tensor<4x2x24x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16x16xf32>
   return %o : tensor<4x8x16x16xf32>
 }
+
+// -----
+
+func.func @layer_missing(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{stage function 'nowhere' does not exist}}
+  %h = sl.layer @nowhere(%x) params() {index = 0 : i64, stage = "block"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %h : tensor<2x8xf32>
+}
+
+// -----
+
+func.func private @block(%h: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  return %h : tensor<2x8xf32>
+}
+func.func @layer_types(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{operands and results '(tensor<2x4xf32>) -> tensor<2x4xf32>' do not match stage function 'block' of type '(tensor<2x8xf32>) -> tensor<2x8xf32>'}}
+  %h = sl.layer @block(%x) params() {index = 0 : i64, stage = "block"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %h : tensor<2x4xf32>
+}
+
+// -----
+
+func.func private @block(%h: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  return %h : tensor<2x8xf32>
+}
+func.func @layer_stage(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{stage must be prologue, block or epilogue, got 'middle'}}
+  %h = sl.layer @block(%x) params() {index = 0 : i64, stage = "middle"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %h : tensor<2x8xf32>
+}

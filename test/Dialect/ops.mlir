@@ -267,3 +267,16 @@ func.func @attention(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x16x16xf32>, %v: t
   %m = sl.attention %q2, %k2, %v, mask %mask {scale = 0.125 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x32xf32>, tensor<16x16xf32>) -> tensor<4x8x16x32xf32>
   return %o, %m : tensor<4x8x16x32xf32>, tensor<4x8x16x32xf32>
 }
+
+// CHECK-LABEL: func.func private @block
+func.func private @block(%h: tensor<2x8xf32>, %w: tensor<8x8xf32> {sl.param}) -> tensor<2x8xf32> {
+  %m = sl.matmul %h, %w : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  return %m : tensor<2x8xf32>
+}
+// CHECK-LABEL: func.func @staged
+func.func @staged(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w = sl.param "layers.0.w" : tensor<8x8xf32>
+  // CHECK: sl.layer @block(%{{.+}}) params(%{{.+}}) {index = 0 : i64, stage = "block"} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %h = sl.layer @block(%x) params(%w) {index = 0 : i64, stage = "block"} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  return %h : tensor<2x8xf32>
+}
