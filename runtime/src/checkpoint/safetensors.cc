@@ -1,0 +1,332 @@
+#include "slrt/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "slrt/atomic_file.h"
+#include "slrt/error.h"
+#include "slrt/mapped_file.h"
+
+namespace slrt {
+namespace {
+
+using sl::schedule::BF16;
+using sl::schedule::BOOL;
+using sl::schedule::F16;
+using sl::schedule::F32;
+using sl::schedule::F64;
+using sl::schedule::I32;
+using sl::schedule::I64;
+
+// The reference implementation refuses larger headers; a length past it is a corrupt file, and
+// refusing it early keeps a lying length from making us parse garbage.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kLengthBytes = 8;
+constexpr const char *kMetadataKey = "__metadata__";
+
+struct DTypeName {
+  const char *name;
+  DType dtype;
+};
+constexpr DTypeName kDTypes[] = {{"F32", F32}, {"F16", F16}, {"BF16", BF16}, {"F64", F64},
+                                 {"I64", I64}, {"I32", I32}, {"BOOL", BOOL}};
+constexpr const char *kSupported = "F32, F16, BF16, F64, I64, I32, BOOL";
+
+const char *safetensorsName(DType dtype) {
+  for (const DTypeName &entry : kDTypes)
+    if (entry.dtype == dtype)
+      return entry.name;
+  return nullptr;
+}
+
+std::optional<DType> parseDType(const std::string &name) {
+  for (const DTypeName &entry : kDTypes)
+    if (name == entry.name)
+      return entry.dtype;
+  return std::nullopt;
+}
+
+// Bytes of a `dtype` tensor of `shape`, or nullopt for a negative dimension or an overflow.
+std::optional<uint64_t> byteSize(DType dtype, const Shape &shape) {
+  std::optional<uint64_t> count = numel(shape);
+  uint64_t bytes = 0;
+  if (!count || __builtin_mul_overflow(*count, dtypeSize(dtype), &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
+std::string formatRange(uint64_t begin, uint64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+// A tensor of the header, checked, before its bytes are copied.
+struct Record {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+class Decoder {
+public:
+  Decoder(std::string_view bytes, const std::string &source) : bytes_(bytes), source_(source) {}
+
+  SafetensorsFile decode() {
+    if (bytes_.size() < kLengthBytes)
+      throw fail("truncated: ", bytes_.size(), " bytes, fewer than the ", kLengthBytes,
+                 " of the header length");
+    uint64_t length = 0;
+    for (uint64_t i = 0; i < kLengthBytes; ++i)
+      length |= uint64_t{static_cast<unsigned char>(bytes_[i])} << (8 * i);
+    if (length > bytes_.size() - kLengthBytes)
+      throw fail("the header length ", length, " runs past the end of the file (", bytes_.size(),
+                 " bytes): the file is truncated or not a safetensors file");
+    if (length > kMaxHeaderBytes)
+      throw fail("the header length ", length, " is over the limit of ", kMaxHeaderBytes, " bytes");
+    std::string_view text = bytes_.substr(kLengthBytes, length);
+    data_ = bytes_.substr(kLengthBytes + length);
+    if (text.empty() || text.front() != '{')
+      throw fail("the header is not a JSON object (it does not start with '{')");
+
+    nlohmann::json header = parseHeader(text);
+    SafetensorsFile file;
+    std::vector<Record> records;
+    for (auto &[name, info] : header.items()) {
+      if (name == kMetadataKey)
+        file.metadata = parseMetadata(info);
+      else
+        records.push_back(parseRecord(name, info));
+    }
+    checkCoverage(records);
+
+    // Only now, with every check passed, allocate and copy.
+    file.tensors.reserve(records.size());
+    for (Record &record : records) {
+      TensorEntry &entry = file.tensors.emplace_back();
+      entry.name = std::move(record.name);
+      entry.dtype = record.dtype;
+      entry.shape = std::move(record.shape);
+      entry.data.resize(record.end - record.begin);
+      if (!entry.data.empty())
+        std::memcpy(entry.data.data(), data_.data() + record.begin, entry.data.size());
+    }
+    return file;
+  }
+
+private:
+  template <typename... Parts> Error fail(const Parts &...parts) const {
+    return makeError(source_, ": ", parts...);
+  }
+
+  nlohmann::json parseHeader(std::string_view text) {
+    // nlohmann::json keeps the last of repeated keys without a word; the callback sees every key
+    // and refuses repeats, at every nesting level.
+    std::vector<std::set<std::string>> open;
+    auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json &parsed) {
+      using Event = nlohmann::json::parse_event_t;
+      if (event == Event::object_start) {
+        open.emplace_back();
+      } else if (event == Event::object_end) {
+        open.pop_back();
+      } else if (event == Event::key) {
+        const std::string &key = parsed.get_ref<const std::string &>();
+        if (!open.back().insert(key).second)
+          throw open.size() == 1 ? fail("tensor '", key, "' appears twice in the header")
+                                 : fail("the header repeats the key '", key, "'");
+      }
+      return true;
+    };
+    try {
+      return nlohmann::json::parse(text.begin(), text.end(), callback);
+    } catch (const nlohmann::json::exception &e) {
+      throw fail("the header is not valid JSON (", e.what(), ")");
+    }
+  }
+
+  SafetensorsMetadata parseMetadata(const nlohmann::json &info) const {
+    if (!info.is_object())
+      throw fail("\"", kMetadataKey, "\" is not an object of strings");
+    SafetensorsMetadata metadata;
+    for (auto &[key, value] : info.items()) {
+      if (!value.is_string())
+        throw fail("\"", kMetadataKey, "\" entry '", key, "' is not a string");
+      metadata[key] = value.get<std::string>();
+    }
+    return metadata;
+  }
+
+  Record parseRecord(const std::string &name, const nlohmann::json &info) const {
+    auto bad = [&](const auto &...parts) { return fail("tensor '", name, "': ", parts...); };
+    if (!info.is_object())
+      throw bad("its entry is not an object");
+    for (auto &[key, value] : info.items())
+      if (key != "dtype" && key != "shape" && key != "data_offsets")
+        throw bad("unexpected key '", key, "' (expected dtype, shape, data_offsets)");
+    if (!info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+      throw bad("its entry needs dtype, shape and data_offsets");
+
+    Record record;
+    record.name = name;
+    const nlohmann::json &dtype = info["dtype"];
+    if (!dtype.is_string())
+      throw bad("dtype is not a string");
+    std::optional<DType> parsed = parseDType(dtype.get<std::string>());
+    if (!parsed)
+      throw bad("unsupported dtype '", dtype.get<std::string>(), "' (supported: ", kSupported, ")");
+    record.dtype = *parsed;
+
+    const nlohmann::json &shape = info["shape"];
+    if (!shape.is_array())
+      throw bad("shape is not an array");
+    for (const nlohmann::json &dim : shape) {
+      if (!dim.is_number_unsigned() ||
+          dim.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()})
+        throw bad("shape ", shape.dump(), " is not a list of non-negative integers");
+      record.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+    }
+    std::optional<uint64_t> bytes = byteSize(record.dtype, record.shape);
+    if (!bytes)
+      throw bad("shape ", formatShape(record.shape), " is too large");
+
+    const nlohmann::json &offsets = info["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      throw bad("data_offsets ", offsets.dump(), " is not a pair of non-negative integers");
+    record.begin = offsets[0].get<uint64_t>();
+    record.end = offsets[1].get<uint64_t>();
+    if (record.begin > record.end)
+      throw bad("data_offsets ", offsets.dump(), " end before they begin");
+    if (record.end - record.begin != *bytes)
+      throw bad("data_offsets ", formatRange(record.begin, record.end), " hold ",
+                record.end - record.begin, " bytes, but a ", dtype.get<std::string>(), " ",
+                formatShape(record.shape), " tensor has ", *bytes);
+    if (record.end > data_.size())
+      throw bad("data_offsets ", formatRange(record.begin, record.end),
+                " run past the end of the data (", data_.size(), " bytes): the file is truncated");
+    return record;
+  }
+
+  // The ranges must tile [0, data size) exactly: sorted by offset, each begins where the previous
+  // one ends.
+  void checkCoverage(std::vector<Record> &records) const {
+    std::sort(records.begin(), records.end(), [](const Record &a, const Record &b) {
+      return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+    });
+    uint64_t covered = 0;
+    const Record *previous = nullptr;
+    for (const Record &record : records) {
+      if (record.begin < covered)
+        throw fail("tensor '", record.name, "' ", formatRange(record.begin, record.end),
+                   " overlaps tensor '", previous->name, "' ",
+                   formatRange(previous->begin, previous->end));
+      if (record.begin > covered)
+        throw fail("bytes ", formatRange(covered, record.begin),
+                   " of the data belong to no tensor (the next is '", record.name, "')");
+      covered = record.end;
+      previous = &record;
+    }
+    if (covered != data_.size())
+      throw fail(data_.size() - covered, " bytes after the end of the last tensor's data");
+  }
+
+  std::string_view bytes_;
+  std::string_view data_;
+  const std::string &source_;
+};
+
+} // namespace
+
+std::string encodeSafetensors(const std::vector<TensorView> &tensors,
+                              const SafetensorsMetadata &metadata) {
+  // ordered_json keeps the tensors in the caller's order, which is also the order of their data.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty())
+    header[kMetadataKey] = metadata;
+  std::vector<uint64_t> sizes;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const TensorView &tensor : tensors) {
+    if (tensor.name == kMetadataKey)
+      throw makeError("a tensor cannot be named '", kMetadataKey, "' (the name of the metadata)");
+    if (!names.insert(tensor.name).second)
+      throw makeError("two tensors are named '", tensor.name, "'");
+    const char *dtype = safetensorsName(tensor.dtype);
+    if (!dtype)
+      throw makeError("tensor '", tensor.name, "': cannot store dtype ", dtypeName(tensor.dtype),
+                      " (supported: ", kSupported, ")");
+    std::optional<uint64_t> bytes = byteSize(tensor.dtype, tensor.shape);
+    uint64_t end = 0;
+    if (!bytes || __builtin_add_overflow(offset, *bytes, &end))
+      throw makeError("tensor '", tensor.name, "': invalid shape ", formatShape(tensor.shape));
+    if (*bytes > 0 && !tensor.data)
+      throw makeError("tensor '", tensor.name, "': no data");
+    header[tensor.name] = {{"dtype", dtype},
+                           {"shape", tensor.shape},
+                           {"data_offsets", nlohmann::ordered_json::array({offset, end})}};
+    sizes.push_back(*bytes);
+    offset = end;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception &e) {
+    // A name or metadata string that is not UTF-8.
+    throw makeError("cannot write the header (", e.what(), ")");
+  }
+  // Spaces are JSON whitespace: readers parse past them, and the data starts 8-byte aligned.
+  text.append((kLengthBytes - text.size() % kLengthBytes) % kLengthBytes, ' ');
+
+  std::string out;
+  out.reserve(kLengthBytes + text.size() + offset);
+  for (uint64_t i = 0; i < kLengthBytes; ++i)
+    out += static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+  out += text;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    out.append(static_cast<const char *>(tensors[i].data), sizes[i]);
+  return out;
+}
+
+SafetensorsFile decodeSafetensors(std::string_view bytes, const std::string &source) {
+  return Decoder(bytes, source).decode();
+}
+
+void writeSafetensors(const std::string &path, const std::vector<TensorView> &tensors,
+                      const SafetensorsMetadata &metadata) {
+  std::string bytes;
+  try {
+    bytes = encodeSafetensors(tensors, metadata);
+  } catch (const Error &e) {
+    throw makeError(path, ": ", e.what());
+  }
+  writeFileAtomically(path, bytes);
+}
+
+void writeSafetensors(const std::string &path, const std::vector<TensorEntry> &tensors,
+                      const SafetensorsMetadata &metadata) {
+  std::vector<TensorView> views;
+  views.reserve(tensors.size());
+  for (const TensorEntry &entry : tensors) {
+    // The view's size comes from dtype and shape; a disagreeing entry must not be half-written.
+    std::optional<uint64_t> bytes = byteSize(entry.dtype, entry.shape);
+    if (dtypeSize(entry.dtype) != 0 && bytes && *bytes != entry.data.size())
+      throw makeError(path, ": tensor '", entry.name, "' has ", entry.data.size(),
+                      " bytes of data, but a ", dtypeName(entry.dtype), " ",
+                      formatShape(entry.shape), " tensor has ", *bytes);
+    views.push_back({entry.name, entry.dtype, entry.shape, entry.data.data()});
+  }
+  writeSafetensors(path, views, metadata);
+}
+
+SafetensorsFile readSafetensors(const std::string &path) {
+  MappedFile file = MappedFile::open(path, "safetensors file");
+  return decodeSafetensors(
+      std::string_view(reinterpret_cast<const char *>(file.data()), file.size()), path);
+}
+
+} // namespace slrt

@@ -1,0 +1,178 @@
+#include "slrt/checkpoint.h"
+
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "slrt/error.h"
+#include "slrt/safetensors.h"
+
+namespace slrt {
+namespace {
+
+constexpr const char *kVersionKey = "speedloader.checkpoint";
+constexpr const char *kVersion = "1";
+constexpr const char *kStepKey = "speedloader.step";
+constexpr const char *kFingerprintKey = "speedloader.model_fingerprint";
+constexpr const char *kDataPositionKey = "speedloader.data_position";
+constexpr const char *kRngStateKey = "speedloader.rng_state";
+
+// The three tensors of a parameter: name suffix, what they are (for messages), and where they live.
+struct Slot {
+  const char *suffix;
+  const char *what;
+  std::vector<float> ParameterState::*values;
+};
+constexpr Slot kSlots[] = {{"", "master weights", &ParameterState::master},
+                           {".adam_m", "AdamW first moment", &ParameterState::adamM},
+                           {".adam_v", "AdamW second moment", &ParameterState::adamV}};
+
+std::optional<uint64_t> parseUnsigned(const std::string &text) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    return std::nullopt;
+  return value;
+}
+
+class Loader {
+public:
+  Loader(const std::string &path, const std::string &fingerprint,
+         const std::vector<ParameterSpec> &specs)
+      : path_(path), fingerprint_(fingerprint), specs_(specs) {}
+
+  TrainingCheckpoint load() {
+    SafetensorsFile file = readSafetensors(path_);
+    TrainingCheckpoint checkpoint = readMetadata(file.metadata);
+
+    std::map<std::string, TensorEntry *> byName;
+    for (TensorEntry &entry : file.tensors)
+      byName[entry.name] = &entry;
+    std::set<std::string> seen;
+    for (const ParameterSpec &spec : specs_) {
+      if (!seen.insert(spec.name).second)
+        throw makeError(path_, ": the model lists parameter '", spec.name, "' twice");
+      for (const Slot &slot : kSlots)
+        checkTensor(byName, spec, slot);
+    }
+    for (const TensorEntry &entry : file.tensors)
+      if (!expected_.count(entry.name))
+        throw mismatch("it holds tensor '", entry.name, "' (", dtypeName(entry.dtype), " ",
+                       formatShape(entry.shape), "), which is not a parameter of this model");
+    if (checkpoint.modelFingerprint != fingerprint_)
+      throw makeError(path_, ": the checkpoint is for another model: its fingerprint is '",
+                      checkpoint.modelFingerprint, "', this model's is '", fingerprint_, "'");
+
+    for (const ParameterSpec &spec : specs_) {
+      ParameterState &state = checkpoint.parameters.emplace_back();
+      state.name = spec.name;
+      state.shape = spec.shape;
+      for (const Slot &slot : kSlots) {
+        TensorEntry &entry = *byName.at(spec.name + slot.suffix);
+        std::vector<float> &values = state.*slot.values;
+        values.resize(entry.data.size() / sizeof(float));
+        if (!values.empty())
+          std::memcpy(values.data(), entry.data.data(), entry.data.size());
+        // Free each tensor as soon as it is copied: peak memory stays near one copy.
+        std::vector<std::byte>().swap(entry.data);
+      }
+    }
+    return checkpoint;
+  }
+
+private:
+  // A tensor mismatch, with the fingerprints when they differ too: they tell a user which model
+  // the checkpoint came from.
+  template <typename... Parts> Error mismatch(const Parts &...parts) const {
+    std::string note;
+    if (fileFingerprint_ != fingerprint_)
+      note = " (it was written for model '" + fileFingerprint_ + "', this model is '" +
+             fingerprint_ + "')";
+    return makeError(path_, ": the checkpoint does not match this model: ", parts..., note);
+  }
+
+  TrainingCheckpoint readMetadata(const SafetensorsMetadata &metadata) {
+    auto field = [&](const char *key) -> const std::string & {
+      auto it = metadata.find(key);
+      if (it == metadata.end())
+        throw makeError(path_, ": not a SpeedLoader training checkpoint (its metadata has no '",
+                        key, "')");
+      return it->second;
+    };
+    auto number = [&](const char *key) {
+      std::optional<uint64_t> value = parseUnsigned(field(key));
+      if (!value)
+        throw makeError(path_, ": metadata '", key, "' is '", field(key),
+                        "', not a non-negative integer");
+      return *value;
+    };
+    if (field(kVersionKey) != kVersion)
+      throw makeError(path_, ": checkpoint layout version '", field(kVersionKey),
+                      "' is not supported (this build reads version ", kVersion, ")");
+    TrainingCheckpoint checkpoint;
+    checkpoint.modelFingerprint = fileFingerprint_ = field(kFingerprintKey);
+    checkpoint.step = number(kStepKey);
+    checkpoint.dataPosition = number(kDataPositionKey);
+    checkpoint.rngState = number(kRngStateKey);
+    return checkpoint;
+  }
+
+  void checkTensor(const std::map<std::string, TensorEntry *> &byName, const ParameterSpec &spec,
+                   const Slot &slot) {
+    std::string name = spec.name + slot.suffix;
+    expected_.insert(name);
+    auto it = byName.find(name);
+    if (it == byName.end())
+      throw mismatch("it has no tensor '", name, "' (the ", slot.what, " of parameter '", spec.name,
+                     "', f32 ", formatShape(spec.shape), ")");
+    const TensorEntry &entry = *it->second;
+    if (entry.dtype != sl::schedule::F32 || entry.shape != spec.shape)
+      throw mismatch("tensor '", name, "' is ", dtypeName(entry.dtype), " ",
+                     formatShape(entry.shape), ", but parameter '", spec.name,
+                     "' of this model is f32 ", formatShape(spec.shape));
+  }
+
+  const std::string &path_;
+  const std::string &fingerprint_;
+  const std::vector<ParameterSpec> &specs_;
+  std::string fileFingerprint_;
+  std::set<std::string> expected_;
+};
+
+} // namespace
+
+void saveCheckpoint(const std::string &path, const TrainingCheckpoint &checkpoint) {
+  std::vector<TensorView> views;
+  views.reserve(3 * checkpoint.parameters.size());
+  for (const ParameterState &state : checkpoint.parameters) {
+    std::optional<uint64_t> count = numel(state.shape);
+    if (!count)
+      throw makeError(path, ": cannot save parameter '", state.name, "': invalid shape ",
+                      formatShape(state.shape));
+    for (const Slot &slot : kSlots) {
+      const std::vector<float> &values = state.*slot.values;
+      if (values.size() != *count)
+        throw makeError(path, ": cannot save parameter '", state.name, "': its ", slot.what,
+                        " hold ", values.size(), " values, its shape ", formatShape(state.shape),
+                        " has ", *count);
+      views.push_back({state.name + slot.suffix, sl::schedule::F32, state.shape, values.data()});
+    }
+  }
+  SafetensorsMetadata metadata = {
+      {kVersionKey, kVersion},
+      {kStepKey, std::to_string(checkpoint.step)},
+      {kFingerprintKey, checkpoint.modelFingerprint},
+      {kDataPositionKey, std::to_string(checkpoint.dataPosition)},
+      {kRngStateKey, std::to_string(checkpoint.rngState)},
+  };
+  writeSafetensors(path, views, metadata);
+}
+
+TrainingCheckpoint loadCheckpoint(const std::string &path, const std::string &modelFingerprint,
+                                  const std::vector<ParameterSpec> &parameters) {
+  return Loader(path, modelFingerprint, parameters).load();
+}
+
+} // namespace slrt
