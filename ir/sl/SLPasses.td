@@ -89,4 +89,23 @@ def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 
+def AutodiffPass : Pass<"sl-autodiff", "mlir::ModuleOp"> {
+  let summary = "a backward function for every stage";
+  let description = [{
+    For every stage function that an `sl.layer` calls (after `sl-partition-layers`), creates
+    `@<stage>_backward(inputs..., params..., d_outputs...) -> (d_float_inputs..., d_params...)`.
+    The backward function recomputes the stage's forward from its boundary inputs (nothing but
+    the boundary is kept between forward and backward) and then applies the gradient rule of
+    every op in reverse, summing the gradients of values used more than once. Integer inputs
+    (token ids, labels) get no gradient; an input or parameter the outputs do not depend on gets
+    zeros.
+
+    Rules exist for every op a stage of an imported, fused language model contains; elementwise
+    ops, matmuls and data movement use forward ops (a broadcast operand's gradient is summed
+    over its broadcast dimensions), the fused ops and the loss have gradient ops of their own
+    (`sl.attention_grad`, `sl.rms_norm_grad`, ...). An op without a rule is an error naming it.
+  }];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // SL_PASSES_TD

@@ -287,6 +287,50 @@ struct KernelPlan {
   std::function<void(pb::Kernel &)> attributes;
 };
 
+RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// SLICE / SLICE_GRAD attributes: the first index and step of every dimension of `data`.
+FailureOr<KernelPlan> sliceAttributes(KernelPlan &plan, Operation *op, RankedTensorType data,
+                                      Value startsValue, Value endsValue, Value axesValue,
+                                      Value stepsValue) {
+  auto known = [&](Value v, llvm::StringRef what) -> FailureOr<SmallVector<int64_t>> {
+    if (auto values = sl::constantInts(v))
+      return *values;
+    return op->emitError() << what << " must be a constant by now (sl-bind-shapes folds it)";
+  };
+  auto starts = known(startsValue, "slice starts");
+  auto ends = known(endsValue, "slice ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+  SmallVector<int64_t> steps(starts->size(), 1);
+  if (axesValue) {
+    auto v = known(axesValue, "slice axes");
+    if (failed(v))
+      return failure();
+    axes = *v;
+  }
+  if (stepsValue) {
+    auto v = known(stepsValue, "slice steps");
+    if (failed(v))
+      return failure();
+    steps = *v;
+  }
+  SmallVector<int64_t> first(data.getRank(), 0), step(data.getRank(), 1);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = axis < 0 ? axis + data.getRank() : axis;
+    first[d] = sliceBounds(data.getDimSize(d), (*starts)[i], (*ends)[i], steps[i]).first;
+    step[d] = steps[i];
+  }
+  plan.attributes = [first, step](pb::Kernel &k) {
+    for (auto [f, s] : llvm::zip(first, step)) {
+      k.mutable_slice()->add_starts(f);
+      k.mutable_slice()->add_steps(s);
+    }
+  };
+  return plan;
+}
+
 FailureOr<KernelPlan> planKernel(Operation *op) {
   KernelPlan plan;
   auto simple = [&](pb::OpKind kind) -> KernelPlan & {
@@ -370,38 +414,15 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       .Case<SliceOp>([&](SliceOp slice) -> Result {
         plan.kind = pb::SLICE;
         plan.operands = {slice.getData()};
-        auto data = llvm::cast<RankedTensorType>(slice.getData().getType());
-        auto starts = constantOf(slice.getStarts(), "slice starts");
-        auto ends = constantOf(slice.getEnds(), "slice ends");
-        if (failed(starts) || failed(ends))
-          return failure();
-        SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
-        SmallVector<int64_t> steps(starts->size(), 1);
-        if (slice.getAxes()) {
-          auto v = constantOf(slice.getAxes(), "slice axes");
-          if (failed(v))
-            return failure();
-          axes = *v;
-        }
-        if (slice.getSteps()) {
-          auto v = constantOf(slice.getSteps(), "slice steps");
-          if (failed(v))
-            return failure();
-          steps = *v;
-        }
-        SmallVector<int64_t> first(data.getRank(), 0), step(data.getRank(), 1);
-        for (auto [i, axis] : llvm::enumerate(axes)) {
-          int64_t d = normalized(axis, data.getRank());
-          first[d] = sliceBounds(data.getDimSize(d), (*starts)[i], (*ends)[i], steps[i]).first;
-          step[d] = steps[i];
-        }
-        plan.attributes = [first, step](pb::Kernel &k) {
-          for (auto [f, s] : llvm::zip(first, step)) {
-            k.mutable_slice()->add_starts(f);
-            k.mutable_slice()->add_steps(s);
-          }
-        };
-        return plan;
+        return sliceAttributes(plan, op, typeOf(slice.getData()), slice.getStarts(),
+                               slice.getEnds(), slice.getAxes(), slice.getSteps());
+      })
+      .Case<SliceGradOp>([&](SliceGradOp grad) -> Result {
+        // Operands (dy, starts, ends, axes, steps); the result has the sliced data's shape.
+        plan.kind = pb::SLICE_GRAD;
+        plan.operands = {grad.getOperands()[0]};
+        return sliceAttributes(plan, op, typeOf(grad.getResult(0)), grad.getOperands()[1],
+                               grad.getOperands()[2], grad.getOperands()[3], grad.getOperands()[4]);
       })
       .Case<TriluOp>([&](TriluOp trilu) -> Result {
         plan.kind = pb::TRILU;
@@ -475,6 +496,61 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
+      .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp grad) -> Result {
+        int64_t ignore = grad.getIgnoreIndex();
+        simple(pb::CROSS_ENTROPY_GRAD).attributes = [ignore](pb::Kernel &k) {
+          k.mutable_cross_entropy()->set_ignore_index(ignore);
+        };
+        return plan;
+      })
+      .Case<RmsNormGradOp>([&](RmsNormGradOp grad) -> Result {
+        int64_t axis = typeOf(grad.getOperands()[0]).getRank() - 1;
+        float epsilon = grad.getEpsilon().convertToFloat();
+        simple(pb::RMS_NORM_GRAD).attributes = [axis, epsilon](pb::Kernel &k) {
+          k.mutable_norm()->set_axis(axis);
+          k.mutable_norm()->set_epsilon(epsilon);
+        };
+        return plan;
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp grad) -> Result {
+        int64_t axis = int64_t(grad.getAxis());
+        float epsilon = grad.getEpsilon().convertToFloat();
+        simple(pb::LAYER_NORM_GRAD).attributes = [axis, epsilon](pb::Kernel &k) {
+          k.mutable_norm()->set_axis(axis);
+          k.mutable_norm()->set_epsilon(epsilon);
+        };
+        return plan;
+      })
+      .Case<RotaryGradOp>([&](RotaryGradOp grad) -> Result {
+        simple(pb::ROTARY_GRAD).attributes = [interleaved = grad.getInterleaved()](pb::Kernel &k) {
+          k.mutable_rotary()->set_interleaved(interleaved);
+        };
+        return plan;
+      })
+      .Case<AttentionGradOp>([&](AttentionGradOp grad) -> Result {
+        bool causal = grad.getCausal();
+        float scale = grad.getScale().convertToFloat();
+        simple(pb::ATTENTION_GRAD).attributes = [causal, scale](pb::Kernel &k) {
+          k.mutable_attention()->set_causal(causal);
+          k.mutable_attention()->set_scale(scale);
+        };
+        return plan;
+      })
+      .Case<GeluGradOp>([&](GeluGradOp grad) -> Result {
+        simple(pb::GELU_GRAD).attributes = [tanh = grad.getTanh()](pb::Kernel &k) {
+          k.mutable_gelu()->set_tanh(tanh);
+        };
+        return plan;
+      })
+      .Case<SwigluGradOp>([&](auto) -> Result { return simple(pb::SWIGLU_GRAD); })
+      .Case<GatherGradOp>([&](GatherGradOp grad) -> Result {
+        int64_t rank = typeOf(grad.getResult(0)).getRank();
+        int64_t axis = normalized(int64_t(grad.getAxis()), rank);
+        simple(pb::GATHER_GRAD).attributes = [axis](pb::Kernel &k) {
+          k.mutable_axis()->set_axis(axis);
+        };
+        return plan;
+      })
       .Case<CrossEntropyOp>([&](CrossEntropyOp loss) -> Result {
         int64_t ignore = loss.getIgnoreIndex();
         simple(pb::CROSS_ENTROPY).attributes = [ignore](pb::Kernel &k) {
@@ -510,13 +586,17 @@ LogicalResult Emitter::addCompute(Operation *op) {
     if (auto it = readyEvent.find(operand); it != readyEvent.end() && waited.insert(it->second).second)
       kernel->add_wait_events(it->second);
   }
-  FailureOr<uint32_t> result =
-      addBuffer(op->getLoc(), op->getResult(0), pb::DEVICE, locationName(op->getLoc()));
-  if (failed(result))
-    return failure();
-  kernel->add_results(*result);
-  deviceBuffer[op->getResult(0)] = *result;
-  producer[op->getResult(0)] = out->kernels_size() - 1;
+  int kernelIndex = out->kernels_size() - 1;
+  for (Value result : op->getResults()) {
+    FailureOr<uint32_t> buffer =
+        addBuffer(op->getLoc(), result, pb::DEVICE, locationName(op->getLoc()));
+    if (failed(buffer))
+      return failure();
+    kernel = out->mutable_kernels(kernelIndex);
+    kernel->add_results(*buffer);
+    deviceBuffer[result] = *buffer;
+    producer[result] = kernelIndex;
+  }
   if (plan->attributes)
     plan->attributes(*kernel);
   return success();

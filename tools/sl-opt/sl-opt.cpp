@@ -39,6 +39,12 @@ llvm::cl::opt<EmitKind> emitKind(
         clEnumValN(EmitKind::MLIR, "mlir", "MLIR text"),
         clEnumValN(EmitKind::Schedule, "schedule", "a SpeedLoader schedule for sl-run")));
 
+llvm::cl::opt<std::string> scheduleEntry(
+    "schedule-entry",
+    llvm::cl::desc("The function a schedule is written for (default: forward); a stage or its "
+                   "backward function can be scheduled on its own, e.g. for gradient checks"),
+    llvm::cl::init("forward"));
+
 constexpr const char *kOverview = R"(sl-opt: the SpeedLoader compiler
 
 Reads an ONNX model (.onnx or .onnxtxt) or MLIR, runs the passes and pipelines given on the
@@ -144,6 +150,8 @@ int main(int argc, char **argv) {
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)) ||
       mlir::failed(config.setupPassPipeline(pm)) || mlir::failed(pm.run(*module)))
     return EXIT_FAILURE;
-  return mlir::succeeded(sl::emitScheduleFile(*module, outputFilename)) ? EXIT_SUCCESS
+  sl::ScheduleEmitOptions emitOptions;
+  emitOptions.entryName = scheduleEntry;
+  return mlir::succeeded(sl::emitScheduleFile(*module, outputFilename, emitOptions)) ? EXIT_SUCCESS
                                                                         : EXIT_FAILURE;
 }
