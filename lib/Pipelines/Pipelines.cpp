@@ -19,7 +19,24 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   pm.addPass(mlir::createCSEPass());
 }
 
+void buildTrainPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
+  pm.addPass(createAppendLossPass());
+  buildInferPipeline(pm, options);
+  pm.addPass(createPartitionLayersPass());
+  pm.addPass(createAutodiffPass());
+  pm.addPass(createAssembleTrainStepPass());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+}
+
 void registerPipelines() {
+  mlir::PassPipelineRegistration<InferPipelineOptions>(
+      "sl-train",
+      "Compile an imported language model for training: append the loss, bind batch/seq, fold, "
+      "fuse (fuse=false to skip), partition into stages, differentiate each stage, and assemble "
+      "the training step (loss and every parameter's gradient). With `-o FILE.slsched` sl-opt "
+      "then writes the training schedule that `sl-run --data ... --steps N` runs.",
+      buildTrainPipeline);
   mlir::PassPipelineRegistration<InferPipelineOptions>(
       "sl-infer",
       "Compile an imported model for inference: bind batch/seq sizes, fold shape arithmetic, "

@@ -606,7 +606,7 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
   out = &schedule;
   schedule.set_magic(kMagic);
   schedule.set_version(kVersion);
-  schedule.set_kind("infer");
+  schedule.set_kind(func.getSymName() == "train_step" ? "train" : "infer");
   for (auto [id, kind] : {std::pair(kComputeStream, pb::COMPUTE),
                           std::pair(kHostToDeviceStream, pb::HOST_TO_DEVICE),
                           std::pair(kDeviceToHostStream, pb::DEVICE_TO_HOST)}) {
@@ -692,9 +692,13 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
 
 LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
                                const ScheduleEmitOptions &options) {
-  auto func = module.lookupSymbol<func::FuncOp>(options.entryName);
+  // By default a training step, when the module has one, else the forward function.
+  std::string entry = options.entryName;
+  if (entry.empty())
+    entry = module.lookupSymbol<func::FuncOp>("train_step") ? "train_step" : "forward";
+  auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func || func.isExternal())
-    return module.emitError("no function '") << options.entryName << "' to schedule";
+    return module.emitError("no function '") << entry << "' to schedule";
 
   pb::Schedule schedule;
   schedule.set_producer(options.producer);

@@ -41,9 +41,10 @@ llvm::cl::opt<EmitKind> emitKind(
 
 llvm::cl::opt<std::string> scheduleEntry(
     "schedule-entry",
-    llvm::cl::desc("The function a schedule is written for (default: forward); a stage or its "
-                   "backward function can be scheduled on its own, e.g. for gradient checks"),
-    llvm::cl::init("forward"));
+    llvm::cl::desc("The function a schedule is written for (default: @train_step when there is "
+                   "one, else @forward); a stage or its backward function can be scheduled on "
+                   "its own, e.g. for gradient checks"),
+    llvm::cl::init(""));
 
 constexpr const char *kOverview = R"(sl-opt: the SpeedLoader compiler
 
@@ -51,6 +52,7 @@ Reads an ONNX model (.onnx or .onnxtxt) or MLIR, runs the passes and pipelines g
 command line, and writes MLIR or, when the output ends in .slsched, a schedule for sl-run.
 
   sl-opt model.onnx --sl-infer="batch=4 seq=128" -o model.slsched   compile for sl-run
+  sl-opt model.onnx --sl-train="batch=4 seq=128" -o train.slsched   compile a training step
   sl-opt model.onnx                                                 show the imported IR
   sl-opt model.onnx --sl-infer="batch=4"                            show the compiled IR
 )";

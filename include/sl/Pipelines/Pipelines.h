@@ -17,6 +17,10 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
                     llvm::cl::init(true)};
 };
 
+/// `--sl-train`: an imported language model to a training step (loss and every parameter's
+/// gradient) ready to be written as a training schedule.
+void buildTrainPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options);
+
 /// `--sl-infer`: an imported model to a static, simplified forward program ready to be written
 /// as an inference schedule.
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options);

@@ -9,8 +9,8 @@
 namespace sl {
 
 struct ScheduleEmitOptions {
-  /// The function to emit.
-  std::string entryName = "forward";
+  /// The function to emit; empty: @train_step if the module has one, else @forward.
+  std::string entryName;
   /// Recorded in the schedule for diagnostics (the pipeline that produced it).
   std::string producer = "sl-opt";
 };
