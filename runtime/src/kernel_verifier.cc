@@ -76,6 +76,29 @@ std::optional<OpRule> opRule(OpKind op) {
     return OpRule{3, 4, Kernel::kAttention, true, false, true}; // the mask is optional
   case CROSS_ENTROPY:
     return OpRule{2, 2, Kernel::kCrossEntropy, true, false, true};
+  // Backward kernels. The single-result ones that are row-, pair- or element-local run exactly in
+  // place like their forwards; where there are several results, result 0 (dx, dgate) may be
+  // exactly an operand: every kernel reads what it needs of the operands before writing it.
+  case CROSS_ENTROPY_GRAD:
+    return OpRule{3, 3, Kernel::kCrossEntropy, true, true, true};
+  case SOFTMAX_GRAD:
+    return OpRule{2, 2, Kernel::kAxis, true, true, true};
+  case RMS_NORM_GRAD:
+    return OpRule{3, 3, Kernel::kNorm, true, true, true, 2};
+  case LAYER_NORM_GRAD:
+    return OpRule{3, 3, Kernel::kNorm, true, true, true, 3};
+  case ROTARY_GRAD:
+    return OpRule{3, 3, Kernel::kRotary, true, true, true};
+  case ATTENTION_GRAD:
+    return OpRule{4, 5, Kernel::kAttention, true, false, true, 3}; // the mask is optional
+  case GELU_GRAD:
+    return OpRule{2, 2, Kernel::kGelu, true, true, true};
+  case SWIGLU_GRAD:
+    return OpRule{3, 3, kNone, false, true, true, 2};
+  case GATHER_GRAD:
+    return OpRule{2, 2, Kernel::kAxis, true, false, true};
+  case SLICE_GRAD:
+    return OpRule{1, 1, Kernel::kSlice, true, false, true};
   default:
     return std::nullopt;
   }
@@ -112,11 +135,14 @@ Shape dropFront(const Shape &shape, size_t count) {
 class KernelChecker {
 public:
   KernelChecker(const std::string &what, const Kernel &kernel,
-                const std::vector<const Buffer *> &operands, const Buffer &result)
-      : what_(what), k_(kernel), operands_(operands), result_(result),
-        opName_(OpKind_Name(kernel.op())), out_(toShape(result.shape())) {
+                const std::vector<const Buffer *> &operands,
+                const std::vector<const Buffer *> &results)
+      : what_(what), k_(kernel), operands_(operands), results_(results),
+        opName_(OpKind_Name(kernel.op())), out_(toShape(results[0]->shape())) {
     for (const Buffer *b : operands)
       in_.push_back(toShape(b->shape()));
+    for (const Buffer *b : results)
+      outs_.push_back(toShape(b->shape()));
   }
 
   void run() {
@@ -132,13 +158,17 @@ private:
   static std::string bufferText(const Buffer &b) {
     return "buffer " + std::to_string(b.id()) + (b.name().empty() ? "" : " '" + b.name() + "'");
   }
-  // "operand 1 (buffer 5 'b')"; -1 is the result.
+  // "operand 1 (buffer 5 'b')"; -1 - i is result i ("result (buffer 6 'y')" where there is one).
   std::string role(int operand) const {
     if (operand < 0)
-      return "result (" + bufferText(result_) + ")";
+      return (results_.size() == 1 ? std::string("result")
+                                   : "result " + std::to_string(-1 - operand)) +
+             " (" + bufferText(buffer(operand)) + ")";
     return "operand " + std::to_string(operand) + " (" + bufferText(*operands_[operand]) + ")";
   }
-  const Buffer &buffer(int operand) const { return operand < 0 ? result_ : *operands_[operand]; }
+  const Buffer &buffer(int operand) const {
+    return operand < 0 ? *results_[static_cast<size_t>(-1 - operand)] : *operands_[operand];
+  }
   int numOperands() const { return static_cast<int>(operands_.size()); }
 
   // --- dtypes -------------------------------------------------------------------------------
@@ -171,7 +201,8 @@ private:
     std::vector<int> roles;
     for (int i = 0; i < numOperands(); ++i)
       roles.push_back(i);
-    roles.push_back(-1);
+    for (size_t i = 0; i < results_.size(); ++i)
+      roles.push_back(-1 - static_cast<int>(i));
     return roles;
   }
 
@@ -206,6 +237,12 @@ private:
     case EXPAND:
     case TRILU:
       return sameDType(allRoles(), kAnyDType, all);
+    case CROSS_ENTROPY_GRAD:
+      dtypeIn(0, {I64}, " labels");
+      return sameDType({1, 2, -1}, kF32, "dloss, logits and the result");
+    case GATHER_GRAD:
+      dtypeIn(0, {I64, I32}, " indices");
+      return sameDType({1, -1}, kF32, "dy and the result");
     default:
       return sameDType(allRoles(), kF32, all);
     }
@@ -216,6 +253,19 @@ private:
   void expectResult(const Shape &expected) const {
     if (out_ != expected)
       throw error("result shape ", formatShape(out_), " should be ", formatShape(expected));
+  }
+
+  // Result i of a backward kernel, called `name` ("dscale"), has shape `expected`.
+  void expectResult(size_t i, const char *name, const Shape &expected) const {
+    if (outs_[i] != expected)
+      throw error("result ", i, " (", name, ") shape ", formatShape(outs_[i]), " should be ",
+                  formatShape(expected));
+  }
+
+  // Operand `i`, called `name`, has shape `expected` (dy of the forward result's shape).
+  void expectOperand(size_t i, const char *name, const Shape &expected, const char *because) const {
+    if (in_[i] != expected)
+      throw error(name, " ", formatShape(in_[i]), " should be ", formatShape(expected), because);
   }
 
   void verifyShapes() const {
@@ -270,16 +320,50 @@ private:
       return verifyRotary();
     case ATTENTION:
       return verifyAttention();
-    case CROSS_ENTROPY: {
-      const Shape &logits = in_[0], &labels = in_[1];
-      if (logits.empty() || Shape(logits.begin(), logits.end() - 1) != labels)
-        throw error("labels ", formatShape(labels), " must be the logits' shape ",
-                    formatShape(logits), " without its last (vocabulary) dimension");
+    case CROSS_ENTROPY:
+      verifyLabels(in_[0], in_[1]);
       return expectResult({});
-    }
+    case CROSS_ENTROPY_GRAD:
+      verifyLabels(in_[2], in_[0]);
+      if (!in_[1].empty())
+        throw error("dloss ", formatShape(in_[1]), " should be a scalar []");
+      return expectResult(in_[2]);
+    case SOFTMAX_GRAD:
+      axisBelowRank(k_.axis().axis(), in_[0], "axis.axis");
+      expectOperand(1, "dy", in_[0], " (the shape of y)");
+      return expectResult(in_[0]);
+    case RMS_NORM_GRAD:
+      return verifyRmsNormGrad();
+    case LAYER_NORM_GRAD:
+      return verifyLayerNormGrad();
+    case ROTARY_GRAD:
+      verifyRotaryTables("dy");
+      return expectResult(in_[0]);
+    case ATTENTION_GRAD:
+      return verifyAttentionGrad();
+    case GELU_GRAD:
+      expectOperand(1, "dy", in_[0], " (the shape of x)");
+      return expectResult(in_[0]);
+    case SWIGLU_GRAD:
+      if (in_[0] != in_[1] || in_[0] != in_[2])
+        throw error("gate ", formatShape(in_[0]), ", up ", formatShape(in_[1]), " and dy ",
+                    formatShape(in_[2]), " must have one shape");
+      expectResult(0, "dgate", in_[0]);
+      return expectResult(1, "dup", in_[0]);
+    case GATHER_GRAD:
+      return verifyGatherGrad();
+    case SLICE_GRAD:
+      return verifySliceShapes(out_, in_[0], "dx", "dy");
     default: // elementwise unary, CAST
       return expectResult(in_[0]);
     }
+  }
+
+  // CROSS_ENTROPY and its gradient: labels are the logits without the vocabulary dimension.
+  void verifyLabels(const Shape &logits, const Shape &labels) const {
+    if (logits.empty() || Shape(logits.begin(), logits.end() - 1) != labels)
+      throw error("labels ", formatShape(labels), " must be the logits' shape ",
+                  formatShape(logits), " without its last (vocabulary) dimension");
   }
 
   void axisBelowRank(int64_t axis, const Shape &shape, const char *name) const {
@@ -394,86 +478,129 @@ private:
     expectResult(expected);
   }
 
-  // The result shape gives the count along each dimension; every index it reads,
-  // starts[d] + i * steps[d] for i < out[d], must lie in [0, in[d]).
-  void verifySlice() const {
+  void verifySlice() const { verifySliceShapes(in_[0], out_, "the operand", "result shape"); }
+
+  // The slice's shape y gives the count along each dimension; every index of x it covers,
+  // starts[d] + i * steps[d] for i < y[d], must lie in [0, x[d]). `xName` and `yName` say what
+  // x and y are to the op: the operand and the result shape of SLICE, dx and dy of SLICE_GRAD.
+  void verifySliceShapes(const Shape &x, const Shape &y, const char *xName,
+                         const char *yName) const {
     const SliceAttributes &attrs = k_.slice();
-    const Shape &x = in_[0];
     auto list = [](const auto &field) { return formatShape(Shape(field.begin(), field.end())); };
     if (static_cast<size_t>(attrs.starts_size()) != x.size() ||
         static_cast<size_t>(attrs.steps_size()) != x.size())
       throw error("slice.starts ", list(attrs.starts()), " and slice.steps ", list(attrs.steps()),
-                  " must each have one entry per dimension of the operand ", formatShape(x));
-    if (out_.size() != x.size())
-      throw error("result shape ", formatShape(out_), " has rank ", out_.size(),
-                  ", but the operand ", formatShape(x), " has rank ", x.size());
+                  " must each have one entry per dimension of ", xName, " ", formatShape(x));
+    if (y.size() != x.size())
+      throw error(yName, " ", formatShape(y), " has rank ", y.size(), ", but ", xName, " ",
+                  formatShape(x), " has rank ", x.size());
     for (size_t d = 0; d < x.size(); ++d) {
       int64_t start = attrs.starts(static_cast<int>(d)), step = attrs.steps(static_cast<int>(d));
       if (step == 0)
         throw error("slice.steps ", list(attrs.steps()), " has a zero step in dimension ", d);
-      // A non-empty slice starts on an element. Where the result extent is 0 nothing is read, and
+      // A non-empty slice starts on an element. Where the slice's extent is 0 nothing is read, and
       // the start may be anywhere ONNX clamps one to: -1 (negative steps) to one past the end.
-      bool inRange = out_[d] > 0 ? start >= 0 && start < x[d] : start >= -1 && start <= x[d];
+      bool inRange = y[d] > 0 ? start >= 0 && start < x[d] : start >= -1 && start <= x[d];
       if (!inRange)
-        throw error("slice.starts[", d, "] = ", start, " is out of range for dimension ", d,
-                    " of the operand ", formatShape(x));
+        throw error("slice.starts[", d, "] = ", start, " is out of range for dimension ", d, " of ",
+                    xName, " ", formatShape(x));
       int64_t last = 0;
-      if (out_[d] > 0 && (__builtin_mul_overflow(out_[d] - 1, step, &last) ||
-                          __builtin_add_overflow(start, last, &last) || last < 0 || last >= x[d]))
-        throw error("result shape ", formatShape(out_), " reads past the operand ", formatShape(x),
-                    " in dimension ", d, ": ", out_[d], " elements from ", start, " in steps of ",
+      if (y[d] > 0 && (__builtin_mul_overflow(y[d] - 1, step, &last) ||
+                       __builtin_add_overflow(start, last, &last) || last < 0 || last >= x[d]))
+        throw error(yName, " ", formatShape(y), " reads past ", xName, " ", formatShape(x),
+                    " in dimension ", d, ": ", y[d], " elements from ", start, " in steps of ",
                     step);
     }
   }
 
-  void verifyLayerNorm() const {
+  // The normalised dimensions of x (operand 0), from norm.axis on; scale (operand 1) and, for
+  // LAYER_NORM, bias (operand 2) broadcast to them. LAYER_NORM_GRAD's operand 2 is dy, checked by
+  // the caller.
+  Shape verifyLayerNormOperands(size_t parameters) const {
     const Shape &x = in_[0];
     int64_t axis = k_.norm().axis();
     axisBelowRank(axis, x, "norm.axis");
     Shape normalized = dropFront(x, static_cast<size_t>(axis));
     const char *names[] = {"x", "scale", "bias"};
-    for (size_t i = 1; i < in_.size(); ++i)
+    for (size_t i = 1; i <= parameters; ++i)
       if (!broadcastsTo(in_[i], normalized))
         throw error(names[i], " ", formatShape(in_[i]),
                     " does not broadcast to the normalised dimensions ", formatShape(normalized),
                     " of x ", formatShape(x));
-    expectResult(x);
+    return normalized;
   }
 
-  void verifyRmsNorm() const {
+  void verifyLayerNorm() const {
+    verifyLayerNormOperands(in_.size() - 1);
+    expectResult(in_[0]);
+  }
+
+  // LAYER_NORM_GRAD (x, scale, dy) -> (dx, dscale, dbias): the parameter gradients have the
+  // normalised dimensions' shape whatever shape scale broadcasts from, and dbias is produced
+  // whether or not the forward had a bias.
+  void verifyLayerNormGrad() const {
+    Shape normalized = verifyLayerNormOperands(1);
+    expectOperand(2, "dy", in_[0], " (the shape of x)");
+    expectResult(0, "dx", in_[0]);
+    expectResult(1, "dscale", normalized);
+    expectResult(2, "dbias", normalized);
+  }
+
+  void verifyRmsNormOperands() const {
     const Shape &x = in_[0];
     if (x.empty())
-      throw error("x is a scalar; RMS_NORM normalises the last dimension");
+      throw error("x is a scalar; ", opName_, " normalises the last dimension");
     int64_t axis = k_.norm().axis();
     int64_t last = static_cast<int64_t>(x.size()) - 1;
     if (axis != 0 && axis != last)
-      throw error("norm.axis ", axis, " for x ", formatShape(x),
-                  ": RMS_NORM normalises only the last dimension (axis ", last, ", or 0 unset)");
+      throw error("norm.axis ", axis, " for x ", formatShape(x), ": ", opName_,
+                  " normalises only the last dimension (axis ", last, ", or 0 unset)");
     if (in_[1] != Shape{x.back()})
       throw error("scale ", formatShape(in_[1]), " should be ", formatShape({x.back()}), " for x ",
                   formatShape(x));
-    expectResult(x);
   }
 
-  void verifyRotary() const {
+  void verifyRmsNorm() const {
+    verifyRmsNormOperands();
+    expectResult(in_[0]);
+  }
+
+  // RMS_NORM_GRAD (x, scale, dy) -> (dx, dscale [D]).
+  void verifyRmsNormGrad() const {
+    verifyRmsNormOperands();
+    expectOperand(2, "dy", in_[0], " (the shape of x)");
+    expectResult(0, "dx", in_[0]);
+    expectResult(1, "dscale", in_[1]);
+  }
+
+  // Operand 0 (x of ROTARY, dy of ROTARY_GRAD, called `name`) is [..., S, D] with D even, and
+  // cos and sin (operands 1, 2) broadcast to it.
+  void verifyRotaryTables(const char *name) const {
     const Shape &x = in_[0];
     if (x.size() < 2)
-      throw error("x ", formatShape(x), " should be [..., S, D] (rank >= 2)");
+      throw error(name, " ", formatShape(x), " should be [..., S, D] (rank >= 2)");
     if (x.back() % 2 != 0)
-      throw error("x ", formatShape(x), " has an odd last dimension ", x.back(),
+      throw error(name, " ", formatShape(x), " has an odd last dimension ", x.back(),
                   "; rotary pairs need an even one");
     const char *names[] = {"x", "cos", "sin"};
     for (size_t i = 1; i < 3; ++i)
       if (!broadcastsTo(in_[i], x))
-        throw error(names[i], " ", formatShape(in_[i]), " does not broadcast to x ",
+        throw error(names[i], " ", formatShape(in_[i]), " does not broadcast to ", name, " ",
                     formatShape(x));
-    expectResult(x);
   }
 
-  void verifyAttention() const {
+  void verifyRotary() const {
+    verifyRotaryTables("x");
+    expectResult(in_[0]);
+  }
+
+  // q, k, v (operands 0..2), the scale and the optional mask (operand maskAt); returns the
+  // forward's result shape [B, Hq, S, Dv].
+  Shape verifyAttentionOperands(size_t maskAt) const {
     // A forgotten scale (proto default 0) would silently make attention uniform.
     if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
-      throw error("attention.scale is ", k_.attention().scale(), "; it must be finite and non-zero");
+      throw error("attention.scale is ", k_.attention().scale(),
+                  "; it must be finite and non-zero");
     const Shape &q = in_[0], &k = in_[1], &v = in_[2];
     if (q.size() != 4 || k.size() != 4 || v.size() != 4)
       throw error("q ", formatShape(q), ", k ", formatShape(k), " and v ", formatShape(v),
@@ -487,19 +614,49 @@ private:
       throw error("q has ", hq, " heads and k, v have ", hkv,
                   "; the query heads must be a multiple of a positive number of key/value heads");
     Shape scores{b, hq, s, t};
-    if (in_.size() == 4 && !broadcastsTo(in_[3], scores))
-      throw error("mask ", formatShape(in_[3]), " does not broadcast to the scores ",
+    if (in_.size() > maskAt && !broadcastsTo(in_[maskAt], scores))
+      throw error("mask ", formatShape(in_[maskAt]), " does not broadcast to the scores ",
                   formatShape(scores));
-    expectResult({b, hq, s, dv});
+    return {b, hq, s, dv};
+  }
+
+  void verifyAttention() const { expectResult(verifyAttentionOperands(3)); }
+
+  // ATTENTION_GRAD (q, k, v, dy [, mask]) -> (dq, dk, dv), each of its input's shape: for
+  // grouped-query attention dk and dv are [B, Hkv, T, ...], summed over the sharing query heads.
+  void verifyAttentionGrad() const {
+    Shape y = verifyAttentionOperands(4);
+    expectOperand(3, "dy", y, " (the attention result's shape [B, Hq, S, Dv])");
+    expectResult(0, "dq", in_[0]);
+    expectResult(1, "dk", in_[1]);
+    expectResult(2, "dv", in_[2]);
+  }
+
+  // GATHER_GRAD (indices, dy) -> ddata: the result is GATHER's data, so dy must be what GATHER
+  // along axis.axis would make of it.
+  void verifyGatherGrad() const {
+    const Shape &data = out_;
+    int64_t axis = k_.axis().axis();
+    if (axis < 0 || static_cast<uint64_t>(axis) >= data.size())
+      throw error("axis.axis ", axis, " is out of range for the result shape ", formatShape(data),
+                  " (rank ", data.size(), ")");
+    Shape expected(data.begin(), data.begin() + axis);
+    expected.insert(expected.end(), in_[0].begin(), in_[0].end());
+    expected.insert(expected.end(), data.begin() + axis + 1, data.end());
+    if (in_[1] != expected)
+      throw error("dy ", formatShape(in_[1]), " should be ", formatShape(expected),
+                  ", the GATHER of the result ", formatShape(data), " along axis ", axis,
+                  " by indices ", formatShape(in_[0]));
   }
 
   const std::string &what_;
   const Kernel &k_;
   const std::vector<const Buffer *> &operands_;
-  const Buffer &result_;
+  const std::vector<const Buffer *> &results_;
   std::string opName_;
   std::vector<Shape> in_;
-  Shape out_;
+  Shape out_; // result 0
+  std::vector<Shape> outs_;
 };
 
 } // namespace
@@ -523,8 +680,9 @@ void verifyKernelAttributes(const std::string &what, const Kernel &kernel) {
 }
 
 void verifyKernelOperation(const std::string &what, const Kernel &kernel,
-                           const std::vector<const Buffer *> &operands, const Buffer &result) {
-  KernelChecker(what, kernel, operands, result).run();
+                           const std::vector<const Buffer *> &operands,
+                           const std::vector<const Buffer *> &results) {
+  KernelChecker(what, kernel, operands, results).run();
 }
 
 } // namespace slrt

@@ -19,10 +19,12 @@ struct OpRule {
   // The attribute message the op takes, or ATTRIBUTES_NOT_SET for none.
   sl::schedule::Kernel::AttributesCase attributes;
   bool attributesRequired;
-  // True when the result may be exactly an operand (same offset, bytes and element count): the op
-  // reads every operand element it needs for a result element before writing that element.
+  // True when result 0 may be exactly an operand (same offset, bytes and element count): the op
+  // reads every operand element it needs for a result element before writing that element. Further
+  // results (the gradients of a backward kernel) never overlap an operand or another result.
   bool inPlace;
   bool compute; // false only for COPY
+  int numResults = 1;
 };
 
 // nullopt for OP_KIND_UNSPECIFIED and values this runtime does not know.
@@ -37,6 +39,6 @@ void verifyKernelAttributes(const std::string &what, const sl::schedule::Kernel 
 // every buffer id is valid.
 void verifyKernelOperation(const std::string &what, const sl::schedule::Kernel &kernel,
                            const std::vector<const sl::schedule::Buffer *> &operands,
-                           const sl::schedule::Buffer &result);
+                           const std::vector<const sl::schedule::Buffer *> &results);
 
 } // namespace slrt

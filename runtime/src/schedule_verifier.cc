@@ -25,6 +25,11 @@ std::string operandCount(const OpRule &rule) {
   return count;
 }
 
+// "1 result", "3 results".
+std::string resultCount(const OpRule &rule) {
+  return std::to_string(rule.numResults) + (rule.numResults == 1 ? " result" : " results");
+}
+
 std::string spaceName(MemorySpace space) { return space == DEVICE ? "device arena" : "host pool"; }
 
 class Verifier {
@@ -173,10 +178,11 @@ private:
 
     bool unbounded = rule->maxOperands == OpRule::kUnbounded;
     if (k.operands_size() < rule->minOperands ||
-        (!unbounded && k.operands_size() > rule->maxOperands) || k.results_size() != 1)
+        (!unbounded && k.operands_size() > rule->maxOperands) ||
+        k.results_size() != rule->numResults)
       throw makeError(what, ": has ", k.operands_size(), " operands and ", k.results_size(),
-                      " results; ", opName, " takes ", operandCount(*rule),
-                      " operands and 1 result");
+                      " results; ", opName, " takes ", operandCount(*rule), " operands and ",
+                      resultCount(*rule));
     auto checkId = [&](uint32_t id, const char *role, int position) {
       if (id >= static_cast<uint32_t>(s_.buffers_size()))
         throw makeError(what, ": ", role, " ", position, " refers to buffer ", id,
@@ -184,7 +190,8 @@ private:
     };
     for (int i = 0; i < k.operands_size(); ++i)
       checkId(k.operands(i), "operand", i);
-    checkId(k.results(0), "result", 0);
+    for (int i = 0; i < k.results_size(); ++i)
+      checkId(k.results(i), "result", i);
 
     if (k.stream() >= static_cast<uint32_t>(s_.streams_size()))
       throw makeError(what, ": uses stream ", k.stream(), ", but the schedule has ",
@@ -214,8 +221,8 @@ private:
       recorded.insert(event);
     }
 
-    const Buffer &result = s_.buffers(static_cast<int>(k.results(0)));
     if (!rule->compute) {
+      const Buffer &result = s_.buffers(static_cast<int>(k.results(0)));
       const Buffer &src = s_.buffers(static_cast<int>(k.operands(0)));
       if (src.bytes() != result.bytes() || src.dtype() != result.dtype())
         throw makeError(what, ": copies ", bufferText(src.id()), " (", dtypeName(src.dtype()), ", ",
@@ -231,8 +238,12 @@ private:
       operands.push_back(&s_.buffers(static_cast<int>(id)));
       verifyComputeBuffer(what, *operands.back());
     }
-    verifyComputeBuffer(what, result);
-    verifyKernelOperation(what, k, operands, result);
+    std::vector<const Buffer *> results;
+    for (uint32_t id : k.results()) {
+      results.push_back(&s_.buffers(static_cast<int>(id)));
+      verifyComputeBuffer(what, *results.back());
+    }
+    verifyKernelOperation(what, k, operands, results);
     verifyNoOverlap(what, k, rule->inPlace);
   }
 
@@ -242,21 +253,33 @@ private:
                       " is in the host pool; compute kernels use only DEVICE buffers");
   }
 
+  static bool overlap(const Buffer &a, const Buffer &b) {
+    // Bounds were checked, so these sums cannot overflow.
+    return a.space() == b.space() && a.bytes() > 0 && b.bytes() > 0 &&
+           a.offset() < b.offset() + b.bytes() && b.offset() < a.offset() + a.bytes();
+  }
+
   // A result that partially overlaps an operand would be read after it is overwritten. Ops whose
   // rule allows it (and copies) may run exactly in place: same offset, bytes and element count, so
-  // every element sits where the op reads it.
+  // every element sits where the op reads it. Only result 0 may; the further results of a backward
+  // kernel overlap nothing, and no two results overlap each other.
   void verifyNoOverlap(const std::string &what, const Kernel &k, bool allowInPlace) const {
-    const Buffer &r = s_.buffers(static_cast<int>(k.results(0)));
-    for (uint32_t id : k.operands()) {
-      const Buffer &o = s_.buffers(static_cast<int>(id));
-      // Bounds were checked, so these sums cannot overflow.
-      bool overlaps = o.space() == r.space() && o.bytes() > 0 && r.bytes() > 0 &&
-                      o.offset() < r.offset() + r.bytes() && r.offset() < o.offset() + o.bytes();
-      bool inPlace = o.offset() == r.offset() && o.bytes() == r.bytes() &&
-                     dtypeSize(o.dtype()) == dtypeSize(r.dtype());
-      if (overlaps && !(allowInPlace && inPlace))
-        throw makeError(what, ": result ", bufferText(r.id()), " overlaps operand ",
-                        bufferText(o.id()));
+    for (int i = 0; i < k.results_size(); ++i) {
+      const Buffer &r = s_.buffers(static_cast<int>(k.results(i)));
+      for (uint32_t id : k.operands()) {
+        const Buffer &o = s_.buffers(static_cast<int>(id));
+        bool inPlace = o.offset() == r.offset() && o.bytes() == r.bytes() &&
+                       dtypeSize(o.dtype()) == dtypeSize(r.dtype());
+        if (overlap(o, r) && !(allowInPlace && i == 0 && inPlace))
+          throw makeError(what, ": result ", bufferText(r.id()), " overlaps operand ",
+                          bufferText(o.id()));
+      }
+      for (int j = 0; j < i; ++j) {
+        const Buffer &other = s_.buffers(static_cast<int>(k.results(j)));
+        if (overlap(other, r))
+          throw makeError(what, ": result ", i, " (", bufferText(r.id()), ") overlaps result ", j,
+                          " (", bufferText(other.id()), ")");
+      }
     }
   }
 

@@ -1101,7 +1101,6 @@ TEST_F(CpuKernelsTest, ResultsDoNotDependOnThreadCount) {
 #endif
 }
 
-
 Kernel crossEntropyKernel(int64_t ignoreIndex) {
   Kernel k = makeKernel(CROSS_ENTROPY);
   k.mutable_cross_entropy()->set_ignore_index(ignoreIndex);
@@ -1141,6 +1140,807 @@ TEST_F(CpuKernelsTest, CrossEntropyLabelOutsideVocabularyIsAnError) {
   EXPECT_THAT(runError(crossEntropyKernel(-100), {&logits, &labels}, loss),
               ::testing::HasSubstr("label 5 at position 2 is outside the vocabulary [0, 5)"));
   EXPECT_TRUE(std::isnan(loss.values[0])); // nothing written
+}
+
+// --- backward kernels ---------------------------------------------------------------------------
+// Each gradient kernel is checked against central differences of its forward, written here again
+// in double: with random weights w (the incoming gradient dy) and L = sum(w * forward(inputs)),
+// the kernel's gradient for input x must match (L(x + h e_i) - L(x - h e_i)) / 2h at every element
+// i. Where the gradient has a simple closed form it is also checked against that.
+
+using Values = std::vector<double>;
+
+Values toDouble(const std::vector<float> &v) { return Values(v.begin(), v.end()); }
+
+// dL/d(inputs[which]) by central differences, L = sum(w * f(inputs)).
+template <typename F>
+Values numericGradient(F f, std::vector<Values> inputs, size_t which, const Values &w) {
+  constexpr double kStep = 1e-5;
+  auto loss = [&] {
+    Values y = f(inputs);
+    EXPECT_EQ(y.size(), w.size());
+    double sum = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      sum += w[i] * y[i];
+    return sum;
+  };
+  Values &x = inputs[which];
+  Values gradient(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double saved = x[i];
+    x[i] = saved + kStep;
+    double plus = loss();
+    x[i] = saved - kStep;
+    double minus = loss();
+    x[i] = saved;
+    gradient[i] = (plus - minus) / (2 * kStep);
+  }
+  return gradient;
+}
+
+// The largest elementwise relative error of `analytic` against `numeric`, each element measured
+// against its own magnitude but no less than 1% of the tensor's largest, so that elements that are
+// 0 up to rounding are compared in absolute terms.
+double maxRelativeError(const std::vector<float> &analytic, const Values &numeric) {
+  double largest = 0;
+  for (double n : numeric)
+    largest = std::max(largest, std::fabs(n));
+  double floor = std::max(1e-2 * largest, 1e-12);
+  double worst = 0;
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    if (!std::isfinite(analytic[i]))
+      return INFINITY;
+    worst = std::max(worst,
+                     std::fabs(analytic[i] - numeric[i]) / std::max(std::fabs(numeric[i]), floor));
+  }
+  return worst;
+}
+
+// Checks one gradient against finite differences; the error is recorded as a test property
+// (--gtest_output=json lists them).
+void expectGradient(const std::string &what, const std::vector<float> &analytic,
+                    const Values &numeric, double tolerance = 1e-3) {
+  ASSERT_EQ(analytic.size(), numeric.size()) << what;
+  double error = maxRelativeError(analytic, numeric);
+  ::testing::Test::RecordProperty(what, ::testing::PrintToString(error));
+  EXPECT_LE(error, tolerance) << what;
+}
+
+Values weightsFor(std::mt19937 &rng, const Shape &shape) {
+  return toDouble(randomFloats(rng, numel(shape).value()));
+}
+
+class CpuGradientTest : public CpuKernelsTest {
+protected:
+  void runAll(const Kernel &kernel, std::vector<const TensorBase *> operands,
+              std::vector<TensorBase *> results) {
+    std::vector<const TensorRef *> in, out;
+    for (const TensorBase *t : operands)
+      in.push_back(&t->ref);
+    for (TensorBase *t : results)
+      out.push_back(&t->ref);
+    backend->execute(kernel, in, out);
+  }
+
+  std::string runAllError(const Kernel &kernel, std::vector<const TensorBase *> operands,
+                          std::vector<TensorBase *> results) {
+    try {
+      runAll(kernel, std::move(operands), std::move(results));
+    } catch (const Error &e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an slrt::Error";
+    return "";
+  }
+};
+
+// --- CROSS_ENTROPY_GRAD
+
+Values crossEntropyForward(const Values &logits, const std::vector<int64_t> &labels, int64_t vocab,
+                           int64_t ignore) {
+  double total = 0;
+  int64_t counted = 0;
+  for (size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] == ignore)
+      continue;
+    double max = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      max = std::max(max, logits[r * vocab + v]);
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(logits[r * vocab + v] - max);
+    total += max + std::log(sum) - logits[r * vocab + labels[r]];
+    ++counted;
+  }
+  return {total / counted};
+}
+
+TEST_F(CpuGradientTest, CrossEntropyGradMatchesFiniteDifferences) {
+  const int64_t vocab = 7;
+  Tensor logits = Tensor::random(rng, {2, 3, vocab});
+  for (float &v : logits.values)
+    v *= 3.0f;
+  logits.values[0] = 40.0f; // a dominant logit: the row max is subtracted
+  I64Tensor labels({2, 3}, {0, 6, -100, 3, -100, 5});
+  Tensor dloss({}, {2.5f});
+  Tensor dlogits = Tensor::empty(logits.shape);
+  Kernel kernel = crossEntropyKernel(-100);
+  kernel.set_op(CROSS_ENTROPY_GRAD);
+  runAll(kernel, {&labels, &dloss, &logits}, {&dlogits});
+
+  Values numeric = numericGradient(
+      [&](const std::vector<Values> &in) {
+        return crossEntropyForward(in[0], labels.values, vocab, -100);
+      },
+      {toDouble(logits.values)}, 0, {2.5});
+  expectGradient("CROSS_ENTROPY_GRAD dlogits", dlogits.values, numeric);
+
+  // Closed form: (softmax - onehot) * dloss / count, zeros on ignored rows.
+  std::vector<float> expected;
+  for (int64_t r = 0; r < 6; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      max = std::max(max, double(logits.values[r * vocab + v]));
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(logits.values[r * vocab + v] - max);
+    for (int64_t v = 0; v < vocab; ++v) {
+      double p = std::exp(logits.values[r * vocab + v] - max) / sum;
+      bool ignored = labels.values[r] == -100;
+      expected.push_back(ignored ? 0.0f
+                                 : static_cast<float>((p - (v == labels.values[r])) * 2.5 / 4));
+    }
+  }
+  expectNear(dlogits.values, expected);
+
+  // In place on the logits.
+  runAll(kernel, {&labels, &dloss, &logits}, {&logits});
+  EXPECT_EQ(logits.values, dlogits.values);
+}
+
+TEST_F(CpuGradientTest, CrossEntropyGradAllIgnoredIsZeroAndBadLabelIsAnError) {
+  Tensor logits = Tensor::random(rng, {3, 5});
+  Tensor dloss({}, {1.0f});
+  Tensor dlogits = Tensor::empty({3, 5});
+  Kernel kernel = crossEntropyKernel(-1);
+  kernel.set_op(CROSS_ENTROPY_GRAD);
+  I64Tensor ignored({3}, {-1, -1, -1});
+  runAll(kernel, {&ignored, &dloss, &logits}, {&dlogits});
+  EXPECT_EQ(dlogits.values, std::vector<float>(15, 0.0f)); // zeros, not NaN
+
+  I64Tensor bad({3}, {0, 5, -1});
+  Tensor untouched = Tensor::empty({3, 5});
+  EXPECT_THAT(runAllError(kernel, {&bad, &dloss, &logits}, {&untouched}),
+              ::testing::HasSubstr("label 5 at position 1 is outside the vocabulary [0, 5)"));
+  for (float v : untouched.values)
+    EXPECT_TRUE(std::isnan(v)); // nothing written
+}
+
+// --- SOFTMAX_GRAD
+
+Values softmaxForward(const Values &x, const Shape &shape, int64_t axis) {
+  Values y(x.size());
+  forEachIndex(shape, [&](const std::vector<int64_t> &index) {
+    if (index[axis] != 0)
+      return;
+    std::vector<int64_t> at = index;
+    double max = -INFINITY, sum = 0;
+    for (at[axis] = 0; at[axis] < shape[axis]; ++at[axis])
+      max = std::max(max, x[broadcastIndex(shape, shape, at)]);
+    for (at[axis] = 0; at[axis] < shape[axis]; ++at[axis])
+      sum += std::exp(x[broadcastIndex(shape, shape, at)] - max);
+    for (at[axis] = 0; at[axis] < shape[axis]; ++at[axis]) {
+      int64_t i = broadcastIndex(shape, shape, at);
+      y[i] = std::exp(x[i] - max) / sum;
+    }
+  });
+  return y;
+}
+
+TEST_F(CpuGradientTest, SoftmaxGradMatchesFiniteDifferencesOnMiddleAndLastAxes) {
+  const Shape shape{2, 3, 4};
+  for (int64_t axis : {1, 2}) {
+    SCOPED_TRACE(axis);
+    Tensor x = Tensor::random(rng, shape);
+    for (float &v : x.values)
+      v *= 4.0f;
+    Values y = softmaxForward(toDouble(x.values), shape, axis);
+    Tensor yT(shape, std::vector<float>(y.begin(), y.end()));
+    Tensor dy = Tensor::random(rng, shape);
+    Tensor dx = Tensor::empty(shape);
+    runAll(axisKernel(SOFTMAX_GRAD, axis), {&yT, &dy}, {&dx});
+
+    Values numeric = numericGradient(
+        [&](const std::vector<Values> &in) { return softmaxForward(in[0], shape, axis); },
+        {toDouble(x.values)}, 0, toDouble(dy.values));
+    expectGradient("SOFTMAX_GRAD axis " + std::to_string(axis) + " dx", dx.values, numeric);
+
+    // Closed form: y * (dy - sum(dy * y)) along the axis.
+    std::vector<float> expected(dx.values.size());
+    forEachIndex(shape, [&](const std::vector<int64_t> &index) {
+      std::vector<int64_t> at = index;
+      double dot = 0;
+      for (at[axis] = 0; at[axis] < shape[axis]; ++at[axis]) {
+        int64_t j = broadcastIndex(shape, shape, at);
+        dot += double(dy.values[j]) * yT.values[j];
+      }
+      int64_t i = broadcastIndex(shape, shape, index);
+      expected[i] = static_cast<float>(yT.values[i] * (dy.values[i] - dot));
+    });
+    expectNear(dx.values, expected);
+
+    runAll(axisKernel(SOFTMAX_GRAD, axis), {&yT, &dy}, {&dy}); // in place on dy
+    EXPECT_EQ(dy.values, dx.values);
+  }
+}
+
+TEST_F(CpuGradientTest, SoftmaxGradOfMaskedRowIsZero) {
+  // The forward of a fully -inf row is zeros, and so is its gradient.
+  Tensor y({2, 3}, {0, 0, 0, 0.2f, 0.3f, 0.5f});
+  Tensor dy({2, 3}, {5, -3, 7, 1, 2, 3});
+  Tensor dx = Tensor::empty({2, 3});
+  runAll(axisKernel(SOFTMAX_GRAD, 1), {&y, &dy}, {&dx});
+  double dot = 0.2 * 1 + 0.3 * 2 + 0.5 * 3;
+  expectNear(dx.values,
+             {0, 0, 0, float(0.2 * (1 - dot)), float(0.3 * (2 - dot)), float(0.5 * (3 - dot))});
+}
+
+// --- RMS_NORM_GRAD, LAYER_NORM_GRAD
+
+Values rmsNormForward(const Values &x, const Values &scale, double epsilon) {
+  size_t n = scale.size();
+  Values y(x.size());
+  for (size_t r = 0; r < x.size() / n; ++r) {
+    double squares = 0;
+    for (size_t j = 0; j < n; ++j)
+      squares += x[r * n + j] * x[r * n + j];
+    double rstd = 1 / std::sqrt(squares / n + epsilon);
+    for (size_t j = 0; j < n; ++j)
+      y[r * n + j] = x[r * n + j] * rstd * scale[j];
+  }
+  return y;
+}
+
+TEST_F(CpuGradientTest, RmsNormGradMatchesFiniteDifferences) {
+  const Shape shape{3, 5, 8};
+  const double epsilon = 1e-6;
+  Tensor x = Tensor::random(rng, shape), scale = Tensor::random(rng, {8});
+  Tensor dy = Tensor::random(rng, shape);
+  Kernel kernel = makeKernel(RMS_NORM_GRAD);
+  kernel.mutable_norm()->set_axis(2);
+  kernel.mutable_norm()->set_epsilon(float(epsilon));
+  Tensor dx = Tensor::empty(shape), dscale = Tensor::empty({8});
+  runAll(kernel, {&x, &scale, &dy}, {&dx, &dscale});
+
+  auto forward = [&](const std::vector<Values> &in) {
+    return rmsNormForward(in[0], in[1], float(epsilon));
+  };
+  std::vector<Values> inputs{toDouble(x.values), toDouble(scale.values)};
+  Values w = toDouble(dy.values);
+  expectGradient("RMS_NORM_GRAD dx", dx.values, numericGradient(forward, inputs, 0, w));
+  expectGradient("RMS_NORM_GRAD dscale", dscale.values, numericGradient(forward, inputs, 1, w));
+
+  Tensor dscale2 = Tensor::empty({8});
+  runAll(kernel, {&x, &scale, &dy}, {&dy, &dscale2}); // dx in place on dy
+  EXPECT_EQ(dy.values, dx.values);
+  EXPECT_EQ(dscale2.values, dscale.values);
+}
+
+// y = (x - mean) / sqrt(var + epsilon) * scale + bias over rows of n, scale and bias dense [n].
+Values layerNormForward(const Values &x, const Values &scale, const Values &bias, double epsilon) {
+  size_t n = scale.size();
+  Values y(x.size());
+  for (size_t r = 0; r < x.size() / n; ++r) {
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < n; ++j)
+      mean += x[r * n + j] / n;
+    for (size_t j = 0; j < n; ++j)
+      var += (x[r * n + j] - mean) * (x[r * n + j] - mean) / n;
+    for (size_t j = 0; j < n; ++j)
+      y[r * n + j] = (x[r * n + j] - mean) / std::sqrt(var + epsilon) * scale[j] + bias[j];
+  }
+  return y;
+}
+
+TEST_F(CpuGradientTest, LayerNormGradMatchesFiniteDifferencesWithAndWithoutBias) {
+  struct Case {
+    const char *name;
+    Shape x;
+    int64_t axis;
+    Shape scale;
+    bool bias; // whether the forward had one; dbias is produced either way
+  };
+  const Case cases[] = {
+      {"LastAxisBias", {2, 3, 8}, 2, {8}, true},
+      {"LastAxisNoBias", {2, 3, 8}, 2, {8}, false},
+      {"TwoAxesBroadcastScale", {2, 3, 4}, 1, {4}, true}, // dscale is [3, 4]
+      {"WholeTensor", {5, 6}, 0, {5, 6}, false},
+  };
+  const double epsilon = 1e-5;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    Shape normalized(c.x.begin() + c.axis, c.x.end());
+    int64_t n = numel(normalized).value();
+    Tensor x = Tensor::random(rng, c.x);
+    for (float &v : x.values)
+      v = 10.0f + 2.0f * v; // a mean far from 0
+    Tensor scale = Tensor::random(rng, c.scale), dy = Tensor::random(rng, c.x);
+    Values bias = c.bias ? weightsFor(rng, normalized) : Values(n, 0.0);
+    Kernel kernel = makeKernel(LAYER_NORM_GRAD);
+    kernel.mutable_norm()->set_axis(c.axis);
+    kernel.mutable_norm()->set_epsilon(float(epsilon));
+    Tensor dx = Tensor::empty(c.x), dscale = Tensor::empty(normalized);
+    Tensor dbias = Tensor::empty(normalized);
+    runAll(kernel, {&x, &scale, &dy}, {&dx, &dscale, &dbias});
+
+    // The scale as the forward sees it, broadcast to the normalised dimensions: dscale is the
+    // gradient with respect to that.
+    Values denseScale;
+    forEachIndex(normalized, [&](const std::vector<int64_t> &index) {
+      denseScale.push_back(scale.values[broadcastIndex(c.scale, normalized, index)]);
+    });
+    auto forward = [&](const std::vector<Values> &in) {
+      return layerNormForward(in[0], in[1], in[2], float(epsilon));
+    };
+    std::vector<Values> inputs{toDouble(x.values), denseScale, bias};
+    Values w = toDouble(dy.values);
+    std::string name = std::string("LAYER_NORM_GRAD ") + c.name;
+    expectGradient(name + " dx", dx.values, numericGradient(forward, inputs, 0, w));
+    expectGradient(name + " dscale", dscale.values, numericGradient(forward, inputs, 1, w));
+    expectGradient(name + " dbias", dbias.values, numericGradient(forward, inputs, 2, w));
+
+    Tensor dscale2 = Tensor::empty(normalized), dbias2 = Tensor::empty(normalized);
+    runAll(kernel, {&x, &scale, &dy}, {&x, &dscale2, &dbias2}); // dx in place on x
+    EXPECT_EQ(x.values, dx.values);
+    EXPECT_EQ(dscale2.values, dscale.values);
+    EXPECT_EQ(dbias2.values, dbias.values);
+  }
+}
+
+// --- ROTARY_GRAD
+
+Values rotaryForward(const Values &x, const Shape &shape, const Tensor &cos, const Tensor &sin,
+                     bool interleaved) {
+  Values y;
+  int64_t half = shape.back() / 2;
+  forEachIndex(shape, [&](const std::vector<int64_t> &index) {
+    int64_t c = index.back();
+    std::vector<int64_t> partner = index;
+    double sign;
+    if (interleaved) {
+      partner.back() = c % 2 == 0 ? c + 1 : c - 1;
+      sign = c % 2 == 0 ? -1.0 : 1.0;
+    } else {
+      partner.back() = c < half ? c + half : c - half;
+      sign = c < half ? -1.0 : 1.0;
+    }
+    y.push_back(x[broadcastIndex(shape, shape, index)] *
+                    cos.values[broadcastIndex(cos.shape, shape, index)] +
+                sign * x[broadcastIndex(shape, shape, partner)] *
+                    sin.values[broadcastIndex(sin.shape, shape, index)]);
+  });
+  return y;
+}
+
+TEST_F(CpuGradientTest, RotaryGradMatchesFiniteDifferencesBothLayouts) {
+  const Shape shape{2, 3, 5, 8};
+  for (bool interleaved : {false, true}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "rotate-half");
+    // cos and sin as sl-opt emits them: [1, 1, S, D] constants, broadcast over batch and heads.
+    Tensor cos = Tensor::random(rng, {1, 1, 5, 8}), sin = Tensor::random(rng, {1, 1, 5, 8});
+    Tensor x = Tensor::random(rng, shape), dy = Tensor::random(rng, shape);
+    Kernel kernel = makeKernel(ROTARY_GRAD);
+    kernel.mutable_rotary()->set_interleaved(interleaved);
+    Tensor dx = Tensor::empty(shape);
+    runAll(kernel, {&dy, &cos, &sin}, {&dx});
+    Values numeric = numericGradient(
+        [&](const std::vector<Values> &in) {
+          return rotaryForward(in[0], shape, cos, sin, interleaved);
+        },
+        {toDouble(x.values)}, 0, toDouble(dy.values));
+    expectGradient(std::string("ROTARY_GRAD ") + (interleaved ? "interleaved" : "rotate-half") +
+                       " dx",
+                   dx.values, numeric);
+    runAll(kernel, {&dy, &cos, &sin}, {&dy}); // in place
+    EXPECT_EQ(dy.values, dx.values);
+  }
+}
+
+// --- ATTENTION_GRAD
+
+Values attentionForward(const AttentionCase &c, const Values &q, const Values &k, const Values &v,
+                        const Tensor *mask, double scale) {
+  Values y;
+  Shape scores{c.b, c.hq, c.s, c.t};
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.hq; ++h)
+      for (int64_t i = 0; i < c.s; ++i) {
+        int64_t kv = h / (c.hq / c.hkv);
+        Values p(c.t, -INFINITY);
+        double max = -INFINITY;
+        for (int64_t j = 0; j < c.t; ++j) {
+          if (c.causal && j > i + c.t - c.s)
+            continue;
+          double dot = 0;
+          for (int64_t e = 0; e < c.d; ++e)
+            dot +=
+                q[((b * c.hq + h) * c.s + i) * c.d + e] * k[((b * c.hkv + kv) * c.t + j) * c.d + e];
+          p[j] = dot * scale +
+                 (mask ? mask->values[broadcastIndex(mask->shape, scores, {b, h, i, j})] : 0.0);
+          max = std::max(max, p[j]);
+        }
+        double sum = 0;
+        for (double &e : p)
+          sum += (e = max == -INFINITY ? 0 : std::exp(e - max));
+        for (int64_t e = 0; e < c.dv; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < c.t; ++j)
+            acc += p[j] * v[((b * c.hkv + kv) * c.t + j) * c.dv + e];
+          y.push_back(max == -INFINITY ? 0.0 : acc / sum);
+        }
+      }
+  return y;
+}
+
+TEST_F(CpuGradientTest, AttentionGradMatchesFiniteDifferences) {
+  const AttentionCase cases[] = {
+      {"MhaCausal", 1, 2, 2, 4, 4, 4, 4, true, {}},
+      {"MhaNoMask", 2, 2, 2, 3, 5, 4, 3, false, {}},
+      {"GqaCausalMask", 2, 4, 2, 3, 5, 8, 6, true, {3, 5}},
+      {"GqaMaskNotCausal", 1, 4, 1, 4, 6, 4, 4, false, {1, 4, 4, 6}},
+      {"DecodeOneQuery", 2, 4, 1, 1, 7, 8, 8, true, {2, 1, 1, 7}},
+      {"MoreQueriesThanKeys", 1, 2, 1, 5, 3, 4, 4, true, {}}, // rows 0 and 1 see no key
+      {"MaskedRows", 2, 2, 1, 3, 4, 4, 2, false, {2, 1, 3, 4}, true},
+  };
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor q = Tensor::random(rng, {c.b, c.hq, c.s, c.d});
+    Tensor k = Tensor::random(rng, {c.b, c.hkv, c.t, c.d});
+    Tensor v = Tensor::random(rng, {c.b, c.hkv, c.t, c.dv});
+    for (Tensor *t : {&q, &k})
+      for (float &e : t->values)
+        e *= 2.0f; // peaked enough that the softmax matters
+    Tensor dy = Tensor::random(rng, {c.b, c.hq, c.s, c.dv});
+    Tensor mask = Tensor::random(rng, c.mask);
+    if (c.maskRows) {
+      // Every key of query row 1 masked, and some of row 2.
+      forEachIndex(c.mask, [&](const std::vector<int64_t> &index) {
+        if (index[2] == 1 || (index[2] == 2 && index[3] % 2 == 0))
+          mask.values[broadcastIndex(c.mask, c.mask, index)] = -INFINITY;
+      });
+    }
+    float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    Kernel kernel = makeKernel(ATTENTION_GRAD);
+    kernel.mutable_attention()->set_causal(c.causal);
+    kernel.mutable_attention()->set_scale(scale);
+    Tensor dq = Tensor::empty(q.shape), dk = Tensor::empty(k.shape), dv = Tensor::empty(v.shape);
+    std::vector<const TensorBase *> operands{&q, &k, &v, &dy};
+    const Tensor *maskOrNull = c.mask.empty() ? nullptr : &mask;
+    if (maskOrNull)
+      operands.push_back(&mask);
+    runAll(kernel, operands, {&dq, &dk, &dv});
+
+    auto forward = [&](const std::vector<Values> &in) {
+      return attentionForward(c, in[0], in[1], in[2], maskOrNull, scale);
+    };
+    std::vector<Values> inputs{toDouble(q.values), toDouble(k.values), toDouble(v.values)};
+    Values w = toDouble(dy.values);
+    std::string name = std::string("ATTENTION_GRAD ") + c.name;
+    expectGradient(name + " dq", dq.values, numericGradient(forward, inputs, 0, w));
+    expectGradient(name + " dk", dk.values, numericGradient(forward, inputs, 1, w));
+    expectGradient(name + " dv", dv.values, numericGradient(forward, inputs, 2, w));
+    if (c.maskRows || c.s > c.t) {
+      // A query row that sees no key has a zero gradient (and gives none to k and v).
+      int64_t blind = c.maskRows ? 1 : 0;
+      for (int64_t e = 0; e < c.d; ++e)
+        EXPECT_EQ(dq.values[blind * c.d + e], 0.0f);
+    }
+  }
+}
+
+// --- GELU_GRAD, SWIGLU_GRAD
+
+double geluForward(double x, bool tanhApproximation) {
+  return tanhApproximation
+             ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+             : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+TEST_F(CpuGradientTest, GeluGradMatchesFiniteDifferencesBothForms) {
+  Tensor x = Tensor::random(rng, {4, 9});
+  for (float &v : x.values)
+    v *= 4.0f;
+  x.values[0] = 0.0f;
+  x.values[1] = -12.0f;
+  x.values[2] = 12.0f;
+  Tensor dy = Tensor::random(rng, x.shape);
+  for (bool tanhApproximation : {false, true}) {
+    SCOPED_TRACE(tanhApproximation ? "tanh" : "exact");
+    Kernel kernel = makeKernel(GELU_GRAD);
+    kernel.mutable_gelu()->set_tanh(tanhApproximation);
+    Tensor dx = Tensor::empty(x.shape);
+    runAll(kernel, {&x, &dy}, {&dx});
+    Values numeric = numericGradient(
+        [&](const std::vector<Values> &in) {
+          Values y;
+          for (double v : in[0])
+            y.push_back(geluForward(v, tanhApproximation));
+          return y;
+        },
+        {toDouble(x.values)}, 0, toDouble(dy.values));
+    expectGradient(std::string("GELU_GRAD ") + (tanhApproximation ? "tanh" : "exact") + " dx",
+                   dx.values, numeric);
+
+    // Closed form: exact Phi(x) + x phi(x); tanh form by the chain rule.
+    std::vector<float> expected;
+    for (size_t i = 0; i < x.values.size(); ++i) {
+      double v = x.values[i], derivative;
+      if (tanhApproximation) {
+        double k = std::sqrt(2 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
+        derivative = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v);
+      } else {
+        derivative = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+                     v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI);
+      }
+      expected.push_back(static_cast<float>(dy.values[i] * derivative));
+    }
+    expectNear(dx.values, expected);
+  }
+}
+
+TEST_F(CpuGradientTest, SwigluGradMatchesFiniteDifferences) {
+  Tensor gate = Tensor::random(rng, {3, 7}), up = Tensor::random(rng, {3, 7});
+  for (float &v : gate.values)
+    v *= 5.0f;
+  gate.values[0] = -90.0f; // sigmoid underflows: finite gradients
+  gate.values[1] = 90.0f;
+  Tensor dy = Tensor::random(rng, {3, 7});
+  Tensor dgate = Tensor::empty({3, 7}), dup = Tensor::empty({3, 7});
+  runAll(makeKernel(SWIGLU_GRAD), {&gate, &up, &dy}, {&dgate, &dup});
+  auto forward = [](const std::vector<Values> &in) {
+    Values y;
+    for (size_t i = 0; i < in[0].size(); ++i)
+      y.push_back(in[0][i] / (1 + std::exp(-in[0][i])) * in[1][i]);
+    return y;
+  };
+  std::vector<Values> inputs{toDouble(gate.values), toDouble(up.values)};
+  Values w = toDouble(dy.values);
+  expectGradient("SWIGLU_GRAD dgate", dgate.values, numericGradient(forward, inputs, 0, w));
+  expectGradient("SWIGLU_GRAD dup", dup.values, numericGradient(forward, inputs, 1, w));
+
+  std::vector<float> expectedGate, expectedUp;
+  for (size_t i = 0; i < gate.values.size(); ++i) {
+    double g = gate.values[i], s = 1 / (1 + std::exp(-g));
+    expectedGate.push_back(static_cast<float>(dy.values[i] * up.values[i] * s * (1 + g * (1 - s))));
+    expectedUp.push_back(static_cast<float>(dy.values[i] * g * s));
+  }
+  expectNear(dgate.values, expectedGate);
+  expectNear(dup.values, expectedUp);
+
+  Tensor dup2 = Tensor::empty({3, 7});
+  runAll(makeKernel(SWIGLU_GRAD), {&gate, &up, &dy}, {&gate, &dup2}); // dgate in place on gate
+  EXPECT_EQ(gate.values, dgate.values);
+  EXPECT_EQ(dup2.values, dup.values);
+}
+
+// --- GATHER_GRAD, SLICE_GRAD
+
+// GATHER of a double table, by the same multi-index walk as naiveGather.
+Values gatherForward(const Values &data, const Shape &dataShape, const I64Tensor &indices,
+                     int64_t axis, const Shape &yShape) {
+  Values y;
+  size_t k = indices.shape.size();
+  forEachIndex(yShape, [&](const std::vector<int64_t> &index) {
+    std::vector<int64_t> at(index.begin(), index.begin() + axis);
+    std::vector<int64_t> which(index.begin() + axis, index.begin() + axis + k);
+    int64_t row = indices.values[broadcastIndex(indices.shape, indices.shape, which)];
+    at.push_back(row < 0 ? row + dataShape[axis] : row);
+    at.insert(at.end(), index.begin() + axis + k, index.end());
+    y.push_back(data[broadcastIndex(dataShape, dataShape, at)]);
+  });
+  return y;
+}
+
+TEST_F(CpuGradientTest, GatherGradAccumulatesRepeatedAndNegativeIndices) {
+  struct Case {
+    const char *name;
+    Shape data;
+    int64_t axis;
+    Shape indices;
+    std::vector<int64_t> values;
+  };
+  const Case cases[] = {
+      // Embedding rows: 1 three times (once as -4), 4 twice (once as -1), 2 never.
+      {"Axis0", {5, 3}, 0, {2, 3}, {1, -1, 1, 4, 0, -4}},
+      {"Axis1", {2, 5, 3}, 1, {4}, {0, -1, 2, 0}},
+      {"ScalarIndex", {4, 2}, 1, {}, {-1}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    I64Tensor indices(c.indices, c.values);
+    Shape yShape(c.data.begin(), c.data.begin() + c.axis);
+    yShape.insert(yShape.end(), c.indices.begin(), c.indices.end());
+    yShape.insert(yShape.end(), c.data.begin() + c.axis + 1, c.data.end());
+    Tensor dy = Tensor::random(rng, yShape);
+    Tensor ddata = Tensor::empty(c.data);
+    runAll(axisKernel(GATHER_GRAD, c.axis), {&indices, &dy}, {&ddata});
+
+    Values numeric = numericGradient(
+        [&](const std::vector<Values> &in) {
+          return gatherForward(in[0], c.data, indices, c.axis, yShape);
+        },
+        {weightsFor(rng, c.data)}, 0, toDouble(dy.values));
+    expectGradient(std::string("GATHER_GRAD ") + c.name + " ddata", ddata.values, numeric);
+
+    // Closed form: scatter-add dy into zeros, in index order.
+    std::vector<float> expected(ddata.values.size(), 0.0f);
+    size_t k = c.indices.size();
+    int64_t i = 0;
+    forEachIndex(yShape, [&](const std::vector<int64_t> &index) {
+      std::vector<int64_t> at(index.begin(), index.begin() + c.axis);
+      std::vector<int64_t> which(index.begin() + c.axis, index.begin() + c.axis + k);
+      int64_t row = indices.values[broadcastIndex(c.indices, c.indices, which)];
+      at.push_back(row < 0 ? row + c.data[c.axis] : row);
+      at.insert(at.end(), index.begin() + c.axis + k, index.end());
+      expected[broadcastIndex(c.data, c.data, at)] += dy.values[i++];
+    });
+    expectNear(ddata.values, expected);
+  }
+
+  TensorOf<int32_t> i32({3}, {2, -3, 2});
+  Tensor dy = Tensor::random(rng, {3, 2});
+  Tensor ddata = Tensor::empty({3, 2});
+  runAll(axisKernel(GATHER_GRAD, 0), {&i32, &dy}, {&ddata});
+  expectNear(ddata.values, {dy.values[2], dy.values[3], 0, 0, dy.values[0] + dy.values[4],
+                            dy.values[1] + dy.values[5]});
+}
+
+TEST_F(CpuGradientTest, GatherGradIndexOutOfRangeIsAnError) {
+  I64Tensor indices({4}, {0, 4, -5, 5});
+  Tensor dy = Tensor::random(rng, {4, 2});
+  Tensor ddata = Tensor::empty({5, 2});
+  EXPECT_THAT(runAllError(axisKernel(GATHER_GRAD, 0), {&indices, &dy}, {&ddata}),
+              ::testing::HasSubstr("index 5 (element 3 of the indices [4]) is out of range for "
+                                   "axis 0 of the data [5, 2]"));
+  for (float v : ddata.values)
+    EXPECT_TRUE(std::isnan(v)); // nothing written
+}
+
+TEST_F(CpuGradientTest, SliceGradScattersWithNegativeSteps) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> starts, steps;
+    Shape y;
+  };
+  const Case cases[] = {
+      {{10}, {1}, {3}, {3}},   // 1, 4, 7
+      {{10}, {9}, {-1}, {10}}, // reversed
+      {{10}, {8}, {-3}, {3}},  // 8, 5, 2
+      {{4, 5, 6}, {3, 0, 5}, {-1, 2, -2}, {4, 3, 3}},
+      {{4, 5}, {1, 4}, {2, -4}, {2, 2}}, // rows 1, 3; columns 4, 0
+      {{4, 5}, {4, 0}, {1, 1}, {0, 5}},  // empty slice: dx is zeros
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(formatShape(c.x) + " starts " + formatShape(c.starts) + " steps " +
+                 formatShape(c.steps));
+    Kernel kernel = makeKernel(SLICE_GRAD);
+    for (size_t d = 0; d < c.x.size(); ++d) {
+      kernel.mutable_slice()->add_starts(c.starts[d]);
+      kernel.mutable_slice()->add_steps(c.steps[d]);
+    }
+    Tensor dy = Tensor::random(rng, c.y);
+    Tensor dx = Tensor::empty(c.x);
+    runAll(kernel, {&dy}, {&dx});
+    auto position = [&](const std::vector<int64_t> &index) {
+      std::vector<int64_t> at(index.size());
+      for (size_t d = 0; d < at.size(); ++d)
+        at[d] = c.starts[d] + index[d] * c.steps[d];
+      return broadcastIndex(c.x, c.x, at);
+    };
+    Values numeric = numericGradient(
+        [&](const std::vector<Values> &in) {
+          Values y;
+          forEachIndex(
+              c.y, [&](const std::vector<int64_t> &index) { y.push_back(in[0][position(index)]); });
+          return y;
+        },
+        {weightsFor(rng, c.x)}, 0, toDouble(dy.values));
+    expectGradient("SLICE_GRAD " + formatShape(c.x) + " dx", dx.values, numeric);
+    std::vector<float> expected(dx.values.size(), 0.0f);
+    int64_t i = 0;
+    forEachIndex(c.y, [&](const std::vector<int64_t> &index) {
+      expected[position(index)] = dy.values[i++];
+    });
+    expectNear(dx.values, expected, 0.0f);
+  }
+}
+
+// Like ResultsDoNotDependOnThreadCount, for the backward kernels on inputs large enough to split:
+// the parameter gradients of the norms, GATHER_GRAD's accumulation and ATTENTION_GRAD's dk and dv
+// must not be summed across threads in scheduler order.
+TEST_F(CpuGradientTest, GradientsDoNotDependOnThreadCount) {
+#ifndef _OPENMP
+  GTEST_SKIP() << "built without OpenMP: every kernel runs on one thread";
+#else
+  struct Work {
+    Kernel kernel;
+    std::vector<std::shared_ptr<TensorBase>> operands;
+    std::vector<Shape> results;
+  };
+  auto f32 = [&](Shape shape) {
+    return std::make_shared<Tensor>(shape, randomFloats(rng, numel(shape).value()));
+  };
+  // Integers in [low, high]: labels, or indices that may be negative.
+  auto ids = [&](Shape shape, int64_t low, int64_t high) {
+    std::uniform_int_distribution<int64_t> dist(low, high);
+    std::vector<int64_t> values(numel(shape).value());
+    for (int64_t &v : values)
+      v = dist(rng);
+    return std::make_shared<I64Tensor>(shape, values);
+  };
+  Kernel attention = makeKernel(ATTENTION_GRAD);
+  attention.mutable_attention()->set_causal(true);
+  attention.mutable_attention()->set_scale(0.125f);
+  Kernel layerNorm = makeKernel(LAYER_NORM_GRAD), rmsNorm = makeKernel(RMS_NORM_GRAD);
+  layerNorm.mutable_norm()->set_axis(1);
+  layerNorm.mutable_norm()->set_epsilon(1e-5f);
+  rmsNorm.mutable_norm()->set_axis(1);
+  rmsNorm.mutable_norm()->set_epsilon(1e-5f);
+  Kernel crossEntropy = crossEntropyKernel(-100);
+  crossEntropy.set_op(CROSS_ENTROPY_GRAD);
+  Kernel slice = makeKernel(SLICE_GRAD);
+  for (int64_t v : {511, 0})
+    slice.mutable_slice()->add_starts(v);
+  for (int64_t v : {-2, 1})
+    slice.mutable_slice()->add_steps(v);
+  Kernel rotary = makeKernel(ROTARY_GRAD);
+  rotary.mutable_rotary();
+  Kernel gelu = makeKernel(GELU_GRAD);
+  gelu.mutable_gelu();
+  const Work work[] = {
+      {attention,
+       {f32({1, 4, 64, 32}), f32({1, 2, 64, 32}), f32({1, 2, 64, 32}), f32({1, 4, 64, 32}),
+        f32({64, 64})},
+       {{1, 4, 64, 32}, {1, 2, 64, 32}, {1, 2, 64, 32}}},
+      {layerNorm, {f32({256, 512}), f32({512}), f32({256, 512})}, {{256, 512}, {512}, {512}}},
+      {rmsNorm, {f32({256, 512}), f32({512}), f32({256, 512})}, {{256, 512}, {512}}},
+      {axisKernel(GATHER_GRAD, 0), {ids({4096}, -64, 63), f32({4096, 64})}, {{64, 64}}},
+      {crossEntropy, {ids({64}, 0, 1023), f32({}), f32({64, 1024})}, {{64, 1024}}},
+      {axisKernel(SOFTMAX_GRAD, 1), {f32({64, 1024}), f32({64, 1024})}, {{64, 1024}}},
+      {slice, {f32({256, 256})}, {{512, 256}}},
+      {rotary, {f32({8, 64, 128}), f32({64, 128}), f32({64, 128})}, {{8, 64, 128}}},
+      {gelu, {f32({256, 256}), f32({256, 256})}, {{256, 256}}},
+      {makeKernel(SWIGLU_GRAD),
+       {f32({256, 256}), f32({256, 256}), f32({256, 256})},
+       {{256, 256}, {256, 256}}},
+  };
+  int threads = omp_get_max_threads();
+  for (const Work &w : work) {
+    SCOPED_TRACE(OpKind_Name(w.kernel.op()));
+    std::vector<const TensorBase *> operands;
+    for (const auto &t : w.operands)
+      operands.push_back(t.get());
+    std::vector<std::unique_ptr<Tensor>> one, three;
+    std::vector<TensorBase *> onePointers, threePointers;
+    for (const Shape &shape : w.results) {
+      std::vector<float> unset(numel(shape).value(), NAN);
+      one.push_back(std::make_unique<Tensor>(shape, unset));
+      three.push_back(std::make_unique<Tensor>(shape, unset));
+      onePointers.push_back(one.back().get());
+      threePointers.push_back(three.back().get());
+    }
+    omp_set_num_threads(1);
+    runAll(w.kernel, operands, onePointers);
+    omp_set_num_threads(3);
+    runAll(w.kernel, operands, threePointers);
+    omp_set_num_threads(threads);
+    for (size_t r = 0; r < one.size(); ++r) {
+      for (float v : one[r]->values)
+        ASSERT_TRUE(std::isfinite(v)) << "result " << r;
+      ASSERT_EQ(
+          std::memcmp(one[r]->values.data(), three[r]->values.data(), one[r]->values.size() * 4), 0)
+          << "result " << r;
+    }
+  }
+#endif
 }
 
 } // namespace

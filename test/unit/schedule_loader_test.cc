@@ -424,7 +424,8 @@ INSTANTIATE_TEST_SUITE_P(Schedule, VerifierTest, ::testing::ValuesIn(kVerifierCa
 struct OpCase {
   const char *name;
   OpKind op;
-  // Buffers as "dtype[dims]", space separated: "f32[2,3] i64[]".
+  // Buffers as "dtype[dims]", space separated: "f32[2,3] i64[]". Results are "out", then "out1",
+  // "out2" for a backward kernel's further results.
   const char *operands;
   const char *result;
   std::function<void(Kernel &)> attributes;
@@ -432,7 +433,11 @@ struct OpCase {
   // >= 0: the result starts where that operand does (in place, or a partial overlap when their
   // sizes differ).
   int resultAt = -1;
+  // >= 0: result 1 starts where that operand does; kOnResult0: where result 0 does.
+  int result1At = -1;
 };
+
+constexpr int kOnResult0 = -2;
 
 struct Operand {
   DType dtype;
@@ -465,13 +470,22 @@ Schedule opSchedule(const OpCase &c) {
   std::vector<Operand> operands = parseOperands(c.operands);
   for (size_t i = 0; i < operands.size(); ++i)
     ids.push_back(b.buffer("in" + std::to_string(i), DEVICE, operands[i].dtype, operands[i].shape));
-  Operand out = parseOperands(c.result).at(0);
-  uint32_t result = b.buffer("out", DEVICE, out.dtype, out.shape);
-  if (c.resultAt >= 0) {
-    Buffer &r = *b.schedule.mutable_buffers(static_cast<int>(result));
-    r.set_offset(b.schedule.buffers(static_cast<int>(ids[c.resultAt])).offset());
-  }
-  Kernel &k = b.kernel(c.op, "k", ids, result);
+  std::vector<uint32_t> results;
+  std::vector<Operand> outs = parseOperands(c.result);
+  for (size_t i = 0; i < outs.size(); ++i)
+    results.push_back(
+        b.buffer(i == 0 ? "out" : "out" + std::to_string(i), DEVICE, outs[i].dtype, outs[i].shape));
+  auto place = [&](uint32_t result, uint32_t at) {
+    b.schedule.mutable_buffers(static_cast<int>(result))
+        ->set_offset(b.schedule.buffers(static_cast<int>(at)).offset());
+  };
+  if (c.resultAt >= 0)
+    place(results.at(0), ids[c.resultAt]);
+  if (c.result1At != -1)
+    place(results.at(1), c.result1At == kOnResult0 ? results[0] : ids[c.result1At]);
+  Kernel &k = b.kernel(c.op, "k", ids, results.at(0));
+  for (size_t i = 1; i < results.size(); ++i)
+    k.add_results(results[i]);
   if (c.attributes)
     c.attributes(k);
   return b.schedule;
@@ -523,6 +537,9 @@ std::function<void(Kernel &)> attention(bool causal) {
 const std::function<void(Kernel &)> kTrilu = [](Kernel &k) { k.mutable_trilu()->set_k(1); };
 const std::function<void(Kernel &)> kRotary = [](Kernel &k) { k.mutable_rotary(); };
 const std::function<void(Kernel &)> kGelu = [](Kernel &k) { k.mutable_gelu(); };
+const std::function<void(Kernel &)> kCrossEntropy = [](Kernel &k) {
+  k.mutable_cross_entropy()->set_ignore_index(-100);
+};
 const std::function<void(Kernel &)> kNone;
 
 const char *const kValid = nullptr;
@@ -791,6 +808,208 @@ const OpCase kOpCases[] = {
      "result buffer 1 'out' overlaps operand buffer 0 'in0'", 0},
     {"AttentionOverQuery", ATTENTION, "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", "f32[1,1,2,2]",
      attention(false), "result buffer 3 'out' overlaps operand buffer 0 'in0'", 0},
+
+    // --- backward kernels ---------------------------------------------------------------------
+    // CROSS_ENTROPY_GRAD (labels, dloss, logits) -> dlogits.
+    {"CrossEntropyGrad", CROSS_ENTROPY_GRAD, "i64[2,3] f32[] f32[2,3,7]", "f32[2,3,7]",
+     kCrossEntropy, kValid},
+    {"CrossEntropyGradInPlace", CROSS_ENTROPY_GRAD, "i64[2] f32[] f32[2,7]", "f32[2,7]",
+     kCrossEntropy, kValid, 2},
+    {"CrossEntropyGradForwardOperands", CROSS_ENTROPY_GRAD, "f32[2,7] i64[2]", "f32[2,7]",
+     kCrossEntropy,
+     "has 2 operands and 1 results; CROSS_ENTROPY_GRAD takes 3 operands and 1 result"},
+    {"CrossEntropyGradLabelsI32", CROSS_ENTROPY_GRAD, "i32[2] f32[] f32[2,7]", "f32[2,7]",
+     kCrossEntropy, "operand 0 (buffer 0 'in0') is i32; CROSS_ENTROPY_GRAD takes i64 labels"},
+    {"CrossEntropyGradDlossF64", CROSS_ENTROPY_GRAD, "i64[2] f64[] f32[2,7]", "f32[2,7]",
+     kCrossEntropy, "operand 1 (buffer 1 'in1') is f64; CROSS_ENTROPY_GRAD takes f32"},
+    {"CrossEntropyGradDlossShape", CROSS_ENTROPY_GRAD, "i64[2] f32[1] f32[2,7]", "f32[2,7]",
+     kCrossEntropy, "dloss [1] should be a scalar []"},
+    {"CrossEntropyGradLabelShape", CROSS_ENTROPY_GRAD, "i64[3] f32[] f32[2,7]", "f32[2,7]",
+     kCrossEntropy,
+     "labels [3] must be the logits' shape [2, 7] without its last (vocabulary) dimension"},
+    {"CrossEntropyGradResultShape", CROSS_ENTROPY_GRAD, "i64[2] f32[] f32[2,7]", "f32[2,6]",
+     kCrossEntropy, "result shape [2, 6] should be [2, 7]"},
+    {"CrossEntropyGradNoAttributes", CROSS_ENTROPY_GRAD, "i64[2] f32[] f32[2,7]", "f32[2,7]", kNone,
+     "has no cross_entropy attributes"},
+    // SOFTMAX_GRAD (y, dy) -> dx.
+    {"SoftmaxGradMiddleAxis", SOFTMAX_GRAD, "f32[2,3,4] f32[2,3,4]", "f32[2,3,4]", axis(1), kValid},
+    {"SoftmaxGradInPlaceOnDy", SOFTMAX_GRAD, "f32[2,3] f32[2,3]", "f32[2,3]", axis(1), kValid, 1},
+    {"SoftmaxGradDyShape", SOFTMAX_GRAD, "f32[2,3] f32[2,4]", "f32[2,3]", axis(1),
+     "dy [2, 4] should be [2, 3] (the shape of y)"},
+    {"SoftmaxGradAxis", SOFTMAX_GRAD, "f32[2,3] f32[2,3]", "f32[2,3]", axis(2),
+     "axis.axis 2 is out of range for operand shape [2, 3] (rank 2)"},
+    {"SoftmaxGradResultShape", SOFTMAX_GRAD, "f32[2,3] f32[2,3]", "f32[6]", axis(1),
+     "result shape [6] should be [2, 3]"},
+    {"SoftmaxGradNoAttributes", SOFTMAX_GRAD, "f32[2,3] f32[2,3]", "f32[2,3]", kNone,
+     "has no axis attributes"},
+    // RMS_NORM_GRAD (x, scale, dy) -> (dx, dscale).
+    {"RmsNormGrad", RMS_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]", "f32[2,3,4] f32[4]", norm(2),
+     kValid},
+    {"RmsNormGradInPlaceOnDy", RMS_NORM_GRAD, "f32[3,4] f32[4] f32[3,4]", "f32[3,4] f32[4]",
+     norm(0), kValid, 2},
+    {"RmsNormGradOneResult", RMS_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]", "f32[2,4]", norm(1),
+     "has 3 operands and 1 results; RMS_NORM_GRAD takes 3 operands and 2 results"},
+    {"RmsNormGradDscaleShape", RMS_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]", "f32[2,3,4] f32[1,4]",
+     norm(2), "result 1 (dscale) shape [1, 4] should be [4]"},
+    {"RmsNormGradDxShape", RMS_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]", "f32[6,4] f32[4]",
+     norm(2), "result 0 (dx) shape [6, 4] should be [2, 3, 4]"},
+    {"RmsNormGradDyShape", RMS_NORM_GRAD, "f32[2,3,4] f32[4] f32[3,4]", "f32[2,3,4] f32[4]",
+     norm(2), "dy [3, 4] should be [2, 3, 4] (the shape of x)"},
+    {"RmsNormGradScale", RMS_NORM_GRAD, "f32[2,3,4] f32[3] f32[2,3,4]", "f32[2,3,4] f32[3]",
+     norm(2), "scale [3] should be [4] for x [2, 3, 4]"},
+    {"RmsNormGradAxis", RMS_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]", "f32[2,3,4] f32[4]", norm(1),
+     "norm.axis 1 for x [2, 3, 4]: RMS_NORM_GRAD normalises only the last dimension (axis 2, or "
+     "0 unset)"},
+    {"RmsNormGradDscaleI64", RMS_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]", "f32[2,4] i64[4]", norm(1),
+     "result 1 (buffer 4 'out1') is i64; RMS_NORM_GRAD takes f32"},
+    {"RmsNormGradDscaleOverScale", RMS_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]", "f32[2,4] f32[4]",
+     norm(1), "result buffer 4 'out1' overlaps operand buffer 1 'in1'", -1, 1},
+    // LAYER_NORM_GRAD (x, scale, dy) -> (dx, dscale, dbias).
+    {"LayerNormGrad", LAYER_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]", "f32[2,3,4] f32[4] f32[4]",
+     norm(2), kValid},
+    {"LayerNormGradBroadcastScale", LAYER_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]",
+     "f32[2,3,4] f32[3,4] f32[3,4]", norm(1), kValid},
+    {"LayerNormGradInPlaceOnX", LAYER_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]",
+     "f32[2,4] f32[4] f32[4]", norm(1), kValid, 0},
+    {"LayerNormGradDscaleOfScaleShape", LAYER_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]",
+     "f32[2,3,4] f32[4] f32[4]", norm(1), "result 1 (dscale) shape [4] should be [3, 4]"},
+    {"LayerNormGradDbiasShape", LAYER_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,3,4]",
+     "f32[2,3,4] f32[4] f32[3]", norm(2), "result 2 (dbias) shape [3] should be [4]"},
+    {"LayerNormGradNoDbias", LAYER_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]", "f32[2,4] f32[4]",
+     norm(1), "has 3 operands and 2 results; LAYER_NORM_GRAD takes 3 operands and 3 results"},
+    {"LayerNormGradBiasOperand", LAYER_NORM_GRAD, "f32[2,4] f32[4] f32[4] f32[2,4]",
+     "f32[2,4] f32[4] f32[4]", norm(1),
+     "has 4 operands and 3 results; LAYER_NORM_GRAD takes 3 operands and 3 results"},
+    {"LayerNormGradScale", LAYER_NORM_GRAD, "f32[2,3,4] f32[3] f32[2,3,4]",
+     "f32[2,3,4] f32[4] f32[4]", norm(2),
+     "scale [3] does not broadcast to the normalised dimensions [4] of x [2, 3, 4]"},
+    {"LayerNormGradDyShape", LAYER_NORM_GRAD, "f32[2,3,4] f32[4] f32[2,4]",
+     "f32[2,3,4] f32[4] f32[4]", norm(2), "dy [2, 4] should be [2, 3, 4] (the shape of x)"},
+    {"LayerNormGradAxis", LAYER_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]", "f32[2,4] f32[4] f32[4]",
+     norm(2), "norm.axis 2 is out of range for operand shape [2, 4] (rank 2)"},
+    {"LayerNormGradWrongAttributes", LAYER_NORM_GRAD, "f32[2,4] f32[4] f32[2,4]",
+     "f32[2,4] f32[4] f32[4]", axis(1),
+     "has axis attributes; LAYER_NORM_GRAD takes norm attributes"},
+    // ROTARY_GRAD (dy, cos, sin) -> dx.
+    {"RotaryGrad", ROTARY_GRAD, "f32[2,3,5,8] f32[1,1,5,8] f32[5,8]", "f32[2,3,5,8]", kRotary,
+     kValid},
+    {"RotaryGradInPlace", ROTARY_GRAD, "f32[2,4] f32[2,4] f32[2,4]", "f32[2,4]", kRotary, kValid,
+     0},
+    {"RotaryGradOddDim", ROTARY_GRAD, "f32[5,7] f32[5,7] f32[5,7]", "f32[5,7]", kRotary,
+     "dy [5, 7] has an odd last dimension 7; rotary pairs need an even one"},
+    {"RotaryGradCos", ROTARY_GRAD, "f32[5,8] f32[4,8] f32[5,8]", "f32[5,8]", kRotary,
+     "cos [4, 8] does not broadcast to dy [5, 8]"},
+    {"RotaryGradResultShape", ROTARY_GRAD, "f32[5,8] f32[5,8] f32[5,8]", "f32[40]", kRotary,
+     "result shape [40] should be [5, 8]"},
+    {"RotaryGradNoAttributes", ROTARY_GRAD, "f32[5,8] f32[5,8] f32[5,8]", "f32[5,8]", kNone,
+     "has no rotary attributes"},
+    // ATTENTION_GRAD (q, k, v, dy [, mask]) -> (dq, dk, dv).
+    {"AttentionGradGqaMask", ATTENTION_GRAD,
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2,4,3,6] f32[3,5]",
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6]", attention(true), kValid},
+    {"AttentionGradNoMask", ATTENTION_GRAD, "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8]",
+     "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8]", attention(false), kValid},
+    {"AttentionGradDkPerQueryHead", ATTENTION_GRAD,
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2,4,3,6]",
+     "f32[2,4,3,8] f32[2,4,5,8] f32[2,2,5,6]", attention(true),
+     "result 1 (dk) shape [2, 4, 5, 8] should be [2, 2, 5, 8]"},
+    {"AttentionGradDvShape", ATTENTION_GRAD, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2,4,3,6]",
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,8]", attention(true),
+     "result 2 (dv) shape [2, 2, 5, 8] should be [2, 2, 5, 6]"},
+    {"AttentionGradDqShape", ATTENTION_GRAD, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2,4,3,6]",
+     "f32[2,4,3,6] f32[2,2,5,8] f32[2,2,5,6]", attention(true),
+     "result 0 (dq) shape [2, 4, 3, 6] should be [2, 4, 3, 8]"},
+    {"AttentionGradDyShape", ATTENTION_GRAD, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2,4,3,8]",
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6]", attention(true),
+     "dy [2, 4, 3, 8] should be [2, 4, 3, 6] (the attention result's shape [B, Hq, S, Dv])"},
+    {"AttentionGradMask", ATTENTION_GRAD,
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2,4,3,6] f32[3,4]",
+     "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6]", attention(true),
+     "mask [3, 4] does not broadcast to the scores [2, 4, 3, 5]"},
+    {"AttentionGradHeads", ATTENTION_GRAD, "f32[1,3,2,8] f32[1,2,2,8] f32[1,2,2,8] f32[1,3,2,8]",
+     "f32[1,3,2,8] f32[1,2,2,8] f32[1,2,2,8]", attention(false),
+     "q has 3 heads and k, v have 2; the query heads must be a multiple"},
+    {"AttentionGradZeroScale", ATTENTION_GRAD,
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]",
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", [](Kernel &k) { k.mutable_attention(); },
+     "attention.scale is 0; it must be finite and non-zero"},
+    {"AttentionGradNoDy", ATTENTION_GRAD, "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]",
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", attention(false),
+     "has 3 operands and 3 results; ATTENTION_GRAD takes 4 or 5 operands and 3 results"},
+    {"AttentionGradOneResult", ATTENTION_GRAD,
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", "f32[1,1,2,2]", attention(false),
+     "has 4 operands and 1 results; ATTENTION_GRAD takes 4 or 5 operands and 3 results"},
+    {"AttentionGradBoolMask", ATTENTION_GRAD,
+     "f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2] bool[1,1]",
+     "f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2]", attention(false),
+     "operand 4 (buffer 4 'in4') is bool; ATTENTION_GRAD takes f32"},
+    {"AttentionGradDqOverQuery", ATTENTION_GRAD,
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]",
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", attention(false),
+     "result buffer 4 'out' overlaps operand buffer 0 'in0'", 0},
+    {"AttentionGradDkOverDq", ATTENTION_GRAD, "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]",
+     "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", attention(false),
+     "result 1 (buffer 5 'out1') overlaps result 0 (buffer 4 'out')", -1, kOnResult0},
+    // GELU_GRAD (x, dy) -> dx.
+    {"GeluGradTanh", GELU_GRAD, "f32[2,3] f32[2,3]", "f32[2,3]",
+     [](Kernel &k) { k.mutable_gelu()->set_tanh(true); }, kValid},
+    {"GeluGradInPlaceOnDy", GELU_GRAD, "f32[2,3] f32[2,3]", "f32[2,3]", kGelu, kValid, 1},
+    {"GeluGradDyShape", GELU_GRAD, "f32[2,3] f32[3]", "f32[2,3]", kGelu,
+     "dy [3] should be [2, 3] (the shape of x)"},
+    {"GeluGradI64", GELU_GRAD, "i64[3] i64[3]", "i64[3]", kGelu,
+     "operand 0 (buffer 0 'in0') is i64; GELU_GRAD takes f32"},
+    {"GeluGradNoAttributes", GELU_GRAD, "f32[3] f32[3]", "f32[3]", kNone, "has no gelu attributes"},
+    // SWIGLU_GRAD (gate, up, dy) -> (dgate, dup).
+    {"SwigluGrad", SWIGLU_GRAD, "f32[2,3] f32[2,3] f32[2,3]", "f32[2,3] f32[2,3]", kNone, kValid},
+    {"SwigluGradInPlaceOnGate", SWIGLU_GRAD, "f32[2,3] f32[2,3] f32[2,3]", "f32[2,3] f32[2,3]",
+     kNone, kValid, 0},
+    {"SwigluGradShapes", SWIGLU_GRAD, "f32[2,3] f32[2,3] f32[3]", "f32[2,3] f32[2,3]", kNone,
+     "gate [2, 3], up [2, 3] and dy [3] must have one shape"},
+    {"SwigluGradDupShape", SWIGLU_GRAD, "f32[2,3] f32[2,3] f32[2,3]", "f32[2,3] f32[3,2]", kNone,
+     "result 1 (dup) shape [3, 2] should be [2, 3]"},
+    {"SwigluGradOneResult", SWIGLU_GRAD, "f32[2,3] f32[2,3] f32[2,3]", "f32[2,3]", kNone,
+     "has 3 operands and 1 results; SWIGLU_GRAD takes 3 operands and 2 results"},
+    {"SwigluGradWithAttributes", SWIGLU_GRAD, "f32[3] f32[3] f32[3]", "f32[3] f32[3]", kGelu,
+     "has gelu attributes, which SWIGLU_GRAD does not take"},
+    {"SwigluGradDupOverUp", SWIGLU_GRAD, "f32[3] f32[3] f32[3]", "f32[3] f32[3]", kNone,
+     "result buffer 4 'out1' overlaps operand buffer 1 'in1'", -1, 1},
+    {"SwigluGradResultsShareBuffer", SWIGLU_GRAD, "f32[3] f32[3] f32[3]", "f32[3] f32[3]", kNone,
+     "result 1 (buffer 4 'out1') overlaps result 0 (buffer 3 'out')", -1, kOnResult0},
+    // GATHER_GRAD (indices, dy) -> ddata.
+    {"GatherGradAxis1", GATHER_GRAD, "i64[4,2] f32[3,4,2,2]", "f32[3,5,2]", axis(1), kValid},
+    {"GatherGradScalarIndexI32", GATHER_GRAD, "i32[] f32[3]", "f32[5,3]", axis(0), kValid},
+    {"GatherGradIndicesF32", GATHER_GRAD, "f32[2] f32[2,3]", "f32[5,3]", axis(0),
+     "operand 0 (buffer 0 'in0') is f32; GATHER_GRAD takes i64 or i32 indices"},
+    {"GatherGradResultI64", GATHER_GRAD, "i64[2] f32[2,3]", "i64[5,3]", axis(0),
+     "result (buffer 2 'out') is i64; GATHER_GRAD takes f32"},
+    {"GatherGradDyShape", GATHER_GRAD, "i64[4,2] f32[3,4,2]", "f32[3,5,2]", axis(1),
+     "dy [3, 4, 2] should be [3, 4, 2, 2], the GATHER of the result [3, 5, 2] along axis 1 by "
+     "indices [4, 2]"},
+    {"GatherGradAxis", GATHER_GRAD, "i64[4] f32[3,5,2]", "f32[3,5,2]", axis(3),
+     "axis.axis 3 is out of range for the result shape [3, 5, 2] (rank 3)"},
+    {"GatherGradNoAttributes", GATHER_GRAD, "i64[2] f32[2,3]", "f32[5,3]", kNone,
+     "has no axis attributes"},
+    {"GatherGradOverDy", GATHER_GRAD, "i64[4] f32[4,2]", "f32[4,2]", axis(0),
+     "result buffer 2 'out' overlaps operand buffer 1 'in1'", 1},
+    // SLICE_GRAD dy -> dx, dx of the sliced operand's shape.
+    {"SliceGrad", SLICE_GRAD, "f32[3]", "f32[10]", sliceBy({1}, {3}), kValid},
+    {"SliceGradNegativeSteps", SLICE_GRAD, "f32[3,4]", "f32[5,4]", sliceBy({4, 3}, {-2, -1}),
+     kValid},
+    {"SliceGradEmptyAtEnd", SLICE_GRAD, "f32[0]", "f32[5]", sliceBy({5}, {1}), kValid},
+    {"SliceGradReadsPastEnd", SLICE_GRAD, "f32[4]", "f32[10]", sliceBy({1}, {3}),
+     "dy [4] reads past dx [10] in dimension 0: 4 elements from 1 in steps of 3"},
+    {"SliceGradStartPastEnd", SLICE_GRAD, "f32[1]", "f32[5]", sliceBy({5}, {1}),
+     "slice.starts[0] = 5 is out of range for dimension 0 of dx [5]"},
+    {"SliceGradAttributeCount", SLICE_GRAD, "f32[2,3]", "f32[2,3]", sliceBy({0}, {1}),
+     "slice.starts [0] and slice.steps [1] must each have one entry per dimension of dx [2, 3]"},
+    {"SliceGradRank", SLICE_GRAD, "f32[6]", "f32[2,3]", sliceBy({0, 0}, {1, 1}),
+     "dy [6] has rank 1, but dx [2, 3] has rank 2"},
+    {"SliceGradZeroStep", SLICE_GRAD, "f32[2,3]", "f32[2,3]", sliceBy({0, 0}, {1, 0}),
+     "slice.steps [1, 0] has a zero step in dimension 1"},
+    {"SliceGradI64", SLICE_GRAD, "i64[3]", "i64[10]", sliceBy({1}, {3}),
+     "operand 0 (buffer 0 'in0') is i64; SLICE_GRAD takes f32"},
+    {"SliceGradOverDy", SLICE_GRAD, "f32[4]", "f32[4]", sliceBy({3}, {-1}),
+     "result buffer 1 'out' overlaps operand buffer 0 'in0'", 0},
 };
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpRuleTest, ::testing::ValuesIn(kOpCases),

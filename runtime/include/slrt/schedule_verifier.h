@@ -24,19 +24,22 @@ inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 //    shape and bytes; constants with data of the buffer's bytes or of exactly one element); input
 //    names and output names are non-empty and unique; no buffer is filled by two of the
 //    parameters, constants and inputs;
-//  - every kernel has a known op, the operand and result counts of that op (1 result; CONCAT 1 or
-//    more operands), valid buffer ids, a valid stream of the right kind (COPY on a copy stream,
+//  - every kernel has a known op, the operand and result counts of that op (1 result, except
+//    RMS_NORM_GRAD and SWIGLU_GRAD 2 and LAYER_NORM_GRAD and ATTENTION_GRAD 3; CONCAT 1 or more
+//    operands), valid buffer ids, a valid stream of the right kind (COPY on a copy stream,
 //    the rest on COMPUTE), events < num_events and each waited event recorded by an earlier
 //    kernel;
 //  - attributes: exactly the message the op takes and no other. GEMM, SOFTMAX, GATHER, CONCAT
-//    (axis), REDUCE_* (reduce), SLICE, TRILU, LAYER_NORM and RMS_NORM (norm), ROTARY, ATTENTION
-//    and GELU require theirs even when every field is at its default; TRANSPOSE may omit its perm
-//    (rank 0); the other ops take none;
+//    (axis), REDUCE_* (reduce), SLICE, TRILU, LAYER_NORM and RMS_NORM (norm), ROTARY, ATTENTION,
+//    GELU, CROSS_ENTROPY and every backward kernel but SWIGLU_GRAD (the forward's message) require
+//    theirs even when every field is at its default; TRANSPOSE may omit its perm (rank 0); the
+//    other ops take none;
 //  - COPY moves equal bytes of equal dtype; compute kernels read and write only DEVICE buffers;
 //  - dtypes: f32 throughout, except SUB, DIV, NEG (all f32 or all i64), EQUAL, LESS (f32 or i64
 //    operands of one dtype, BOOL result), WHERE (BOOL condition; x, y and result of one dtype),
 //    CAST (operand and result each f32, f64, i64, i32 or bool), GATHER (i64 or i32 indices; data
-//    and result of one dtype), CONCAT, SLICE, EXPAND, TRILU (one dtype, any);
+//    and result of one dtype), CONCAT, SLICE, EXPAND, TRILU (one dtype, any), CROSS_ENTROPY and
+//    CROSS_ENTROPY_GRAD (i64 labels), GATHER_GRAD (i64 or i32 indices);
 //  - shapes: binary ops and WHERE broadcast their operands to exactly the result shape; unary
 //    ops, CAST, GELU, SOFTMAX (axis < rank), TRILU (rank >= 2) keep the operand shape; SWIGLU's
 //    operands and result share one shape; REDUCE_* axes are sorted, unique and < rank, and the
@@ -52,12 +55,25 @@ inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 //    broadcasts to [B, Hq, S, T] and the result is [B, Hq, S, Dv]; MATMUL follows numpy.matmul,
 //    GEMM's op(A) and op(B) are rank 2 with equal inner dimensions and C broadcasts to [M, N], and
 //    TRANSPOSE's perm is a permutation of its operand's dimensions;
+//  - backward kernels: dy has the forward result's shape and each gradient its input's shape,
+//    with the forward's rules on the inputs. CROSS_ENTROPY_GRAD (labels, dloss [], logits) ->
+//    dlogits; SOFTMAX_GRAD (y, dy) -> dx; RMS_NORM_GRAD (x, scale, dy) -> (dx, dscale [D]);
+//    LAYER_NORM_GRAD (x, scale, dy) -> (dx, dscale, dbias), both of shape x.shape[axis:] whatever
+//    scale broadcasts from; ROTARY_GRAD (dy, cos, sin) -> dx; ATTENTION_GRAD (q, k, v, dy
+//    [, mask]) -> (dq, dk, dv) with dk and dv of k's and v's [B, Hkv, ...] shapes; GELU_GRAD
+//    (x, dy) -> dx and SWIGLU_GRAD (gate, up, dy) -> (dgate, dup), one shape throughout;
+//    GATHER_GRAD (indices, dy) -> ddata with dy the GATHER of ddata's shape along axis by the
+//    indices; SLICE_GRAD dy -> dx with dy the SLICE of dx as SLICE checks it;
 //  - a result never partially overlaps an operand. Elementwise ops (unary, binary, comparisons,
 //    WHERE, CAST, GELU, SWIGLU, TRILU), the row-local SOFTMAX, LAYER_NORM, RMS_NORM and ROTARY,
-//    and COPY may run exactly in place (same offset, bytes and element size); MATMUL, GEMM,
-//    TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE, EXPAND and ATTENTION results overlap no operand.
+//    and COPY may run exactly in place (same offset, bytes and element size), and so may result 0
+//    of CROSS_ENTROPY_GRAD, SOFTMAX_GRAD, RMS_NORM_GRAD, LAYER_NORM_GRAD, ROTARY_GRAD, GELU_GRAD
+//    and SWIGLU_GRAD; MATMUL, GEMM, TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE, EXPAND, ATTENTION,
+//    ATTENTION_GRAD, GATHER_GRAD and SLICE_GRAD results, and the further results of a backward
+//    kernel, overlap no operand; no two results of a kernel overlap.
 //
-// Run-time conditions the verifier cannot see (a GATHER index out of range, an i64 DIV by zero)
+// Run-time conditions the verifier cannot see (a GATHER or GATHER_GRAD index out of range, a
+// CROSS_ENTROPY or CROSS_ENTROPY_GRAD label outside the vocabulary, an i64 DIV by zero)
 // are Errors from the backend, named by the executor.
 void verifySchedule(const sl::schedule::Schedule &schedule);
 

@@ -92,6 +92,26 @@ void CpuBackend::execute(const Kernel &kernel, const std::vector<const TensorRef
     return cpu::attention(kernel, operands, y);
   case CROSS_ENTROPY:
     return cpu::crossEntropy(kernel, operands, y);
+  case CROSS_ENTROPY_GRAD:
+    return cpu::crossEntropyGrad(kernel, operands, results);
+  case SOFTMAX_GRAD:
+    return cpu::softmaxGrad(kernel, operands, results);
+  case RMS_NORM_GRAD:
+    return cpu::rmsNormGrad(kernel, operands, results);
+  case LAYER_NORM_GRAD:
+    return cpu::layerNormGrad(kernel, operands, results);
+  case ROTARY_GRAD:
+    return cpu::rotaryGrad(kernel, operands, results);
+  case ATTENTION_GRAD:
+    return cpu::attentionGrad(kernel, operands, results);
+  case GELU_GRAD:
+    return cpu::geluGrad(kernel, operands, results);
+  case SWIGLU_GRAD:
+    return cpu::swigluGrad(kernel, operands, results);
+  case GATHER_GRAD:
+    return cpu::gatherGrad(kernel, operands, results);
+  case SLICE_GRAD:
+    return cpu::sliceGrad(kernel, operands, results);
   default:
     throw makeError("the CPU backend cannot execute op ", OpKind_Name(kernel.op()));
   }

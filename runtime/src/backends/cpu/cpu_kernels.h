@@ -4,6 +4,7 @@
 // do not name the kernel: the executor does.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +13,7 @@
 namespace slrt::cpu {
 
 using Operands = std::vector<const TensorRef *>;
+using Results = std::vector<const TensorRef *>;
 using sl::schedule::Kernel;
 
 template <typename T> const T *in(const TensorRef *t) {
@@ -37,6 +39,15 @@ template <typename F> void withElementBits(uint64_t size, F f) {
   default:
     return f(uint64_t{});
   }
+}
+
+// Written so that exp never overflows: for x < 0 use e^x / (1 + e^x). SIGMOID, SILU, SWIGLU and
+// SWIGLU_GRAD share it.
+inline float sigmoid(float x) {
+  if (x >= 0)
+    return 1.0f / (1.0f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.0f + e);
 }
 
 // elementwise.cc: ADD, SUB, MUL, DIV, POW, the unary ops, EQUAL, LESS, WHERE, CAST, GELU, SWIGLU.
@@ -71,5 +82,17 @@ void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
 // loss.cc: CROSS_ENTROPY.
 void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
+// gradients.cc: the backward kernels, each with every result of its op in the contract's order.
+void crossEntropyGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void softmaxGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void rmsNormGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void layerNormGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void rotaryGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void attentionGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void geluGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void swigluGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void gatherGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+void sliceGrad(const Kernel &kernel, const Operands &operands, const Results &results);
 
 } // namespace slrt::cpu

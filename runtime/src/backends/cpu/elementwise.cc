@@ -40,14 +40,6 @@ template <typename T, typename Op> void map(const TensorRef *x, const TensorRef 
   });
 }
 
-// Written so that exp never overflows: for x < 0 use e^x / (1 + e^x).
-float sigmoid(float x) {
-  if (x >= 0)
-    return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
-}
-
 float gelu(float x, bool tanhApproximation) {
   if (tanhApproximation) {
     constexpr float kSqrt2OverPi = 0.7978845608028654f;

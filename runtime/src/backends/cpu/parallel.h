@@ -15,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "backends/cpu/cpu_kernels.h"
 #include "slrt/shape.h"
 
 namespace slrt::cpu {
@@ -137,6 +138,30 @@ inline std::vector<int64_t> denseStrides(const Shape &shape) {
   for (size_t d = shape.size(); d-- > 0; stride *= shape[d])
     strides[d] = stride;
   return strides;
+}
+
+// Splits a tensor at `axis` into [outer, extent, inner]: softmax, the norms and their gradients
+// work on rows of `extent` elements spaced `inner` apart.
+struct Rows {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+
+inline Rows rowsAround(const Shape &shape, size_t axis) {
+  Rows rows;
+  for (size_t d = 0; d < shape.size(); ++d)
+    (d < axis ? rows.outer : d == axis ? rows.extent : rows.inner) *= shape[d];
+  return rows;
+}
+
+// `values` (f32, broadcastable to `shape`) laid out densely as `shape`: scale and bias of a norm,
+// expanded once so that the row loops index them directly.
+inline std::vector<float> expandTo(const TensorRef *values, const Shape &shape) {
+  std::vector<float> dense(static_cast<size_t>(elementCount(shape)));
+  const float *source = in<float>(values);
+  forEachElementIn<1>(
+      shape, {broadcastStrides(values->shape, shape)}, 0, static_cast<int64_t>(dense.size()),
+      [&](int64_t i, const std::array<int64_t, 1> &at) { dense[i] = source[at[0]]; });
+  return dense;
 }
 
 } // namespace slrt::cpu

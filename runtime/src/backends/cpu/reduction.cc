@@ -14,30 +14,6 @@ namespace {
 // summation order, and with it the rounding, is the same however many threads run.
 constexpr int64_t kReduceChunk = int64_t{1} << 14;
 
-// Splits a tensor at `axis` into [outer, extent, inner]: softmax and the norms work on rows of
-// `extent` elements spaced `inner` apart.
-struct Rows {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-
-Rows rowsAround(const Shape &shape, size_t axis) {
-  Rows rows;
-  for (size_t d = 0; d < shape.size(); ++d)
-    (d < axis ? rows.outer : d == axis ? rows.extent : rows.inner) *= shape[d];
-  return rows;
-}
-
-// `values` (broadcastable to `shape`) laid out densely as `shape`: scale and bias of a norm,
-// expanded once so that the row loops index them directly.
-std::vector<float> expandTo(const TensorRef *values, const Shape &shape) {
-  std::vector<float> dense(static_cast<size_t>(elementCount(shape)));
-  const float *source = in<float>(values);
-  forEachElementIn<1>(
-      shape, {broadcastStrides(values->shape, shape)}, 0, static_cast<int64_t>(dense.size()),
-      [&](int64_t i, const std::array<int64_t, 1> &at) { dense[i] = source[at[0]]; });
-  return dense;
-}
-
 } // namespace
 
 void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
