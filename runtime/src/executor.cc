@@ -141,7 +141,36 @@ void Executor::writeConstants() {
   }
 }
 
+const TensorRef &Executor::parameterBuffer(int index) {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  if (index < 0 || index >= s.parameters_size())
+    throw makeError("parameter index ", index, " is out of range (the schedule has ",
+                    s.parameters_size(), " parameters)");
+  return refs_[s.parameters(index).buffer()];
+}
+
+const TensorRef &Executor::outputBuffer(const std::string &name) const {
+  for (const sl::schedule::Binding &binding : schedule_.schedule.outputs())
+    if (binding.name() == name)
+      return refs_[binding.buffer()];
+  throw makeError("the schedule has no output '", name, "'");
+}
+
 std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &inputs) {
+  execute(inputs);
+  auto start = Clock::now();
+  std::vector<NamedTensor> outputs;
+  for (const sl::schedule::Binding &binding : schedule_.schedule.outputs()) {
+    const TensorRef &ref = refs_[binding.buffer()];
+    NamedTensor out{binding.name(), HostTensor::zeros(ref.dtype, ref.shape)};
+    std::memcpy(out.tensor.data.data(), ref.data, ref.bytes);
+    outputs.push_back(std::move(out));
+  }
+  stats_.wallSeconds += secondsSince(start);
+  return outputs;
+}
+
+void Executor::execute(const std::map<std::string, HostTensor> &inputs) {
   const sl::schedule::Schedule &s = schedule_.schedule;
   checkInputs(s, inputs);
   auto start = Clock::now();
@@ -191,15 +220,7 @@ std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &
     ++stats_.kernels;
   }
 
-  std::vector<NamedTensor> outputs;
-  for (const sl::schedule::Binding &binding : s.outputs()) {
-    const TensorRef &ref = refs_[binding.buffer()];
-    NamedTensor out{binding.name(), HostTensor::zeros(ref.dtype, ref.shape)};
-    std::memcpy(out.tensor.data.data(), ref.data, ref.bytes);
-    outputs.push_back(std::move(out));
-  }
   stats_.wallSeconds = secondsSince(start);
-  return outputs;
 }
 
 } // namespace slrt

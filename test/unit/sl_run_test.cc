@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 namespace slrt::test {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -207,6 +209,196 @@ TEST_F(SlRunAttentionTest, IndexOutOfRangeIsAnError) {
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: kernel " + std::to_string(block.gatherKernel) +
                                   " 'embed' (GATHER): index 7 (element 1 of the indices [1, 4]) "
                                   "is out of range"));
+}
+
+// Training: a train schedule (TinyTrain) on a token file.
+class SlRunTrainTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    schedule = model.write(dir.path());
+    tokens = dir.file("tokens.bin");
+    writeTokens(tokens, 40);
+  }
+
+  // `count` uint16 ids in [0, kNanToken), or with the NaN token at `nanAt`.
+  void writeTokens(const std::string &path, size_t count, size_t nanAt = SIZE_MAX) {
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<int> id(0, TinyTrain::kNanToken - 1);
+    std::vector<uint16_t> ids(count);
+    for (uint16_t &t : ids)
+      t = static_cast<uint16_t>(id(rng));
+    if (nanAt < count)
+      ids[nanAt] = TinyTrain::kNanToken;
+    writeBytes(path, std::string(reinterpret_cast<const char *>(ids.data()), 2 * ids.size()));
+  }
+
+  std::string train(const std::string &args) {
+    return schedule + " --data " + tokens + " --lr 0.01 --warmup-steps 2 --decay-steps 3 " +
+           "--max-grad-norm 0.1 " + args;
+  }
+
+  TinyTrain model = TinyTrain::build(23);
+  TempDir dir;
+  std::string schedule, tokens;
+};
+
+TEST_F(SlRunTrainTest, HelpDescribesTraining) {
+  Result r = slRun("--help");
+  EXPECT_EQ(r.exitCode, 0);
+  for (const char *option :
+       {"--data", "--data-dtype", "--steps", "--vocab", "--lr", "--weight-decay", "--beta1",
+        "--beta2", "--eps", "--max-grad-norm", "--warmup-steps", "--decay-steps", "--min-lr",
+        "--save", "--resume", "train schedule"})
+    EXPECT_THAT(r.output, HasSubstr(option));
+}
+
+TEST_F(SlRunTrainTest, PrintsAProgressLinePerStepAndReports) {
+  Result r = slRun(train("--steps 3 --report " + dir.file("report.json")));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, ContainsRegex("step 1/3  loss [0-9]+\\.[0-9]{4}  lr 0\\.00e\\+00  "
+                                      "tokens/s [0-9]+  elapsed [0-9]+\\.[0-9]{2}s\n"));
+  EXPECT_THAT(r.output, HasSubstr("lr 5.00e-03  tokens/s"));
+  EXPECT_THAT(r.output, ContainsRegex("step 3/3  loss [0-9.]+  lr 1\\.00e-02  "));
+  nlohmann::json report = nlohmann::json::parse(readFile(dir.file("report.json")));
+  EXPECT_EQ(report["kind"], "train");
+  const nlohmann::json &t = report["train"];
+  EXPECT_EQ(t["steps"], 3);
+  EXPECT_EQ(t["losses"].size(), 3u);
+  EXPECT_EQ(t["lrs"], nlohmann::json::array({0.0, 0.005, 0.01}));
+  EXPECT_EQ(t["adamw"]["max_grad_norm"], 0.1);
+  EXPECT_EQ(t["adamw"]["weight_decay"], 0.01);
+  EXPECT_GT(t["tokens_per_second"].get<double>(), 0);
+  EXPECT_EQ(report["outputs"].size(), 3u);
+  EXPECT_EQ(report["outputs"][1]["name"], "grad:w");
+}
+
+TEST_F(SlRunTrainTest, SaveThenResumeIsBitIdenticalToStraightSteps) {
+  std::string straight = dir.file("straight.safetensors"), three = dir.file("three.safetensors"),
+              resumed = dir.file("resumed.safetensors");
+  Result r = slRun(train("--steps 5 --save " + straight + " --report " + dir.file("a.json")));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  r = slRun(train("--steps 3 --save " + three));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  r = slRun(train("--steps 2 --resume " + three + " --save " + resumed + " --report " +
+                  dir.file("b.json")));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("step 4/5  loss "));
+  EXPECT_THAT(r.output, HasSubstr("step 5/5  loss "));
+  EXPECT_THAT(r.output, Not(HasSubstr("warning")));
+  EXPECT_TRUE(readFile(straight) == readFile(resumed))
+      << "the checkpoints of 5 steps and of 3 + 2 steps differ";
+  nlohmann::json a = nlohmann::json::parse(readFile(dir.file("a.json")))["train"];
+  nlohmann::json b = nlohmann::json::parse(readFile(dir.file("b.json")))["train"];
+  EXPECT_EQ(b["first_step"], 3);
+  EXPECT_EQ(b["losses"], nlohmann::json::array({a["losses"][3], a["losses"][4]}));
+  EXPECT_EQ(b["resumed_from"], three);
+}
+
+TEST_F(SlRunTrainTest, ResumeWithOtherDataWarns) {
+  std::string ckpt = dir.file("c.safetensors");
+  ASSERT_EQ(slRun(train("--steps 2 --save " + ckpt)).exitCode, 0);
+  writeTokens(tokens, 9);
+  Result r = slRun(train("--steps 1 --resume " + ckpt));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("sl-run: warning: " + ckpt +
+                                  " was saved where the next step "
+                                  "reads from token 12 of its data, but step 3 of this run "
+                                  "reads from token 3 of " +
+                                  tokens));
+}
+
+TEST_F(SlRunTrainTest, TrainingOptionsNeedATrainScheduleAndViceVersa) {
+  TinyMlp mlp = TinyMlp::build(5);
+  std::string inference = mlp.write(dir.path());
+  Result r = slRun(inference + " --steps 3 --data " + tokens);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --data, --steps: only a train schedule takes "
+                                  "these options (" +
+                                  inference + " is of kind 'infer')"));
+  r = slRun(inference + " --save " + dir.file("x.safetensors"));
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --save: only a train schedule takes this "
+                                  "option"));
+
+  writeNpy(dir.file("ids.npy"), i64Tensor({2, 3}, {0, 1, 2, 3, 4, 5}));
+  r = slRun(train("--steps 1 --input input_ids=" + dir.file("ids.npy")));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --input: a train schedule reads its inputs "
+                                  "from --data"));
+  r = slRun(schedule + " --steps 1");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("is a train schedule: give --data FILE"));
+  r = slRun(schedule + " --data " + tokens);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("is a train schedule: give --steps N"));
+  EXPECT_EQ(slRun(train("--steps 0")).exitCode, 1);
+  EXPECT_EQ(slRun(train("--steps 1 --data-dtype int8")).exitCode, 1);
+  r = slRun(train("--steps 1 --beta1 1"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("beta1 must be in [0, 1)"));
+}
+
+TEST_F(SlRunTrainTest, DataErrorsLeaveNoFiles) {
+  std::string save = dir.file("c.safetensors"), report = dir.file("r.json");
+  std::string outputs = " --save " + save + " --report " + report;
+  Result r = slRun(schedule + " --steps 2 --data " + dir.file("absent.bin") + outputs);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("absent.bin: cannot open token file"));
+
+  writeTokens(tokens, 6); // a step reads 2*3+1
+  r = slRun(train("--steps 2" + outputs));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("tokens.bin: the token file is too small: a step of 2 "
+                                  "sequences of 3 tokens reads 7 tokens (2*3+1), the file has 6"));
+
+  writeBytes(tokens, "abc");
+  r = slRun(train("--steps 2" + outputs));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("not a multiple of the 2-byte uint16 token"));
+
+  EXPECT_FALSE(std::filesystem::exists(save));
+  EXPECT_FALSE(std::filesystem::exists(report));
+}
+
+TEST_F(SlRunTrainTest, NanLossStopsAndKeepsTheLastCheckpoint) {
+  std::string ckpt = dir.file("c.safetensors"), report = dir.file("r.json");
+  ASSERT_EQ(slRun(train("--steps 1 --save " + ckpt)).exitCode, 0);
+  std::string good = readFile(ckpt);
+  // Step 3 (from the checkpoint's step 1) reads tokens 12..18.
+  writeTokens(tokens, 40, 15);
+  Result r = slRun(train("--steps 4 --resume " + ckpt + " --save " + ckpt + " --report " + report));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("step 2/5  loss "));
+  EXPECT_THAT(r.output, Not(HasSubstr("step 3/5")));
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: step 3: the loss is NaN; training stopped "
+                                  "before this step's update (nothing was saved: --save and "
+                                  "--report are written only after the last step)"));
+  EXPECT_EQ(readFile(ckpt), good);
+  EXPECT_FALSE(std::filesystem::exists(report));
+}
+
+TEST_F(SlRunTrainTest, OutOfRangeTokenStopsNamingTheStep) {
+  std::vector<uint16_t> ids(20, 1);
+  ids[10] = 300;
+  writeBytes(tokens, std::string(reinterpret_cast<const char *>(ids.data()), 2 * ids.size()));
+  Result r = slRun(train("--steps 3"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output,
+              HasSubstr("sl-run: error: step 2: kernel " + std::to_string(model.embedKernel) +
+                        " 'embed' (GATHER): index "
+                        "300"));
+  r = slRun(train("--steps 3 --vocab 8"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: step 2: " + tokens + ": token 10 of the file"));
+}
+
+TEST_F(SlRunTrainTest, CheckpointOfAnotherModelIsRefused) {
+  TinyTrain other = TinyTrain::build(23, 2, 3, 2, "other");
+  std::string otherSchedule = other.write(dir.path()), ckpt = dir.file("other.safetensors");
+  ASSERT_EQ(slRun(otherSchedule + " --data " + tokens + " --steps 1 --save " + ckpt).exitCode, 0);
+  Result r = slRun(train("--steps 1 --resume " + ckpt + " --save " + dir.file("mine.st")));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr(ckpt + ": the checkpoint does not match this model"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("mine.st")));
 }
 
 } // namespace

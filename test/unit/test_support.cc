@@ -512,4 +512,131 @@ std::vector<float> TinyAttention::referenceY(const std::vector<int64_t> &ids) co
   return y;
 }
 
+TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t out,
+                           const std::string &name) {
+  TinyTrain m;
+  m.batch = batch;
+  m.seq = seq;
+  m.out = out;
+  m.name = name;
+  std::mt19937 rng(seed);
+  m.w = randomFloats(rng, kDim * out);
+  m.b = randomFloats(rng, out);
+  m.emb = randomFloats(rng, kVocab * kDim);
+  m.target = randomFloats(rng, kVocab * out);
+  for (int64_t j = 0; j < kDim; ++j)
+    m.emb[kNanToken * kDim + j] = NAN;
+
+  ScheduleBuilder b;
+  b.schedule.set_kind("train");
+  auto host = [&](const char *bufferName, DType dtype, Shape shape) {
+    return b.buffer(bufferName, HOST, dtype, std::move(shape));
+  };
+  uint32_t ids = host("input_ids", I64, {batch, seq});
+  uint32_t labels = host("labels", I64, {batch, seq});
+  uint32_t w = host("w", F32, {kDim, out});
+  uint32_t bias = host("b", F32, {out});
+  uint32_t emb = host("emb", F32, {kVocab, kDim});
+  uint32_t target = host("target", F32, {kVocab, out});
+  uint32_t scale = host("scale", F32, {});
+  uint32_t loss = host("loss", F32, {});
+  uint32_t gradW = host("grad:w", F32, {kDim, out});
+  uint32_t gradB = host("grad:b", F32, {out});
+  b.input("input_ids", ids);
+  b.input("labels", labels);
+  b.output("loss", loss);
+  b.output("grad:w", gradW);
+  b.output("grad:b", gradB);
+  b.parameter(w, name + ".params", kParamsHeader);
+  b.parameter(bias, name + ".params", kParamsHeader + kDim * out * sizeof(float));
+  b.constant(emb, m.emb);
+  b.constant(target, m.target);
+  b.constant(scale, std::vector<float>{2.0f / static_cast<float>(batch * seq * out)});
+
+  std::map<uint32_t, uint32_t> dev;
+  for (uint32_t id : {ids, labels, w, bias, emb, target, scale}) {
+    const Buffer &hostBuffer = b.schedule.buffers(static_cast<int>(id));
+    dev[id] = b.buffer(hostBuffer.name() + ".dev", DEVICE, hostBuffer.dtype(),
+                       toShape(hostBuffer.shape()));
+    b.kernel(COPY, hostBuffer.name() + ".h2d", {id}, dev[id]);
+  }
+  b.schedule.mutable_kernels(b.schedule.kernels_size() - 1)->add_record_events(0);
+  b.schedule.set_num_events(2);
+
+  auto device = [&](const char *bufferName, Shape shape) {
+    return b.buffer(bufferName, DEVICE, F32, std::move(shape));
+  };
+  uint32_t x = device("x", {batch, seq, kDim});
+  uint32_t x2 = b.alias("x.rows", x, {batch * seq, kDim});
+  uint32_t xt = device("x.t", {kDim, batch * seq});
+  uint32_t y = device("y", {batch, seq, out});
+  uint32_t yb = device("y.b", {batch, seq, out});
+  uint32_t t = device("t", {batch, seq, out});
+  uint32_t r = device("r", {batch, seq, out});
+  uint32_t sq = device("sq", {batch, seq, out});
+  uint32_t lossDev = device("loss.dev", {});
+  uint32_t g = device("g", {batch, seq, out});
+  uint32_t g2 = b.alias("g.rows", g, {batch * seq, out});
+  uint32_t gradWDev = device("grad:w.dev", {kDim, out});
+  uint32_t gradBDev = device("grad:b.dev", {out});
+
+  m.embedKernel = b.schedule.kernels_size();
+  Kernel &embed = b.kernel(GATHER, "embed", {dev[emb], dev[ids]}, x);
+  embed.add_wait_events(0);
+  embed.mutable_axis()->set_axis(0);
+  b.kernel(GATHER, "target", {dev[target], dev[labels]}, t).mutable_axis()->set_axis(0);
+  b.kernel(MATMUL, "proj", {x, dev[w]}, y);
+  b.kernel(ADD, "bias", {y, dev[bias]}, yb);
+  b.kernel(SUB, "residual", {yb, t}, r);
+  b.kernel(MUL, "square", {r, r}, sq);
+  b.kernel(REDUCE_MEAN, "loss", {sq}, lossDev).mutable_reduce();
+  b.kernel(MUL, "dloss", {r, dev[scale]}, g);
+  Kernel &transpose = b.kernel(TRANSPOSE, "x.t", {x2}, xt);
+  for (int64_t axis : {1, 0})
+    transpose.mutable_transpose()->add_perm(axis);
+  b.kernel(MATMUL, "grad.w", {xt, g2}, gradWDev);
+  Kernel &sum = b.kernel(REDUCE_SUM, "grad.b", {g}, gradBDev);
+  for (int64_t axis : {0, 1})
+    sum.mutable_reduce()->add_axes(axis);
+  sum.add_record_events(1);
+  b.kernel(COPY, "loss.d2h", {lossDev}, loss).add_wait_events(1);
+  b.kernel(COPY, "grad:w.d2h", {gradWDev}, gradW);
+  b.kernel(COPY, "grad:b.d2h", {gradBDev}, gradB);
+  m.schedule = std::move(b.schedule);
+  return m;
+}
+
+std::string TinyTrain::write(const std::string &dir) const {
+  std::string bytes(kParamsHeader, 'P');
+  for (const std::vector<float> *values : {&w, &b})
+    bytes.append(reinterpret_cast<const char *>(values->data()), values->size() * sizeof(float));
+  writeBytes(dir + "/" + name + ".params", bytes);
+  std::string path = dir + "/" + name + ".slsched";
+  writeSchedule(schedule, path);
+  return path;
+}
+
+TinyTrain::Result TinyTrain::reference(const std::vector<float> &wValues,
+                                       const std::vector<float> &bValues,
+                                       const std::vector<int64_t> &ids,
+                                       const std::vector<int64_t> &labels) const {
+  Result result{0, std::vector<double>(kDim * out), std::vector<double>(out)};
+  double n = static_cast<double>(batch * seq * out);
+  for (size_t row = 0; row < ids.size(); ++row) {
+    const float *x = &emb[ids[row] * kDim];
+    for (int64_t k = 0; k < out; ++k) {
+      double y = bValues[k];
+      for (int64_t j = 0; j < kDim; ++j)
+        y += static_cast<double>(x[j]) * wValues[j * out + k];
+      double r = y - target[labels[row] * out + k];
+      result.loss += r * r / n;
+      double g = 2 * r / n;
+      result.gradB[k] += g;
+      for (int64_t j = 0; j < kDim; ++j)
+        result.gradW[j * out + k] += x[j] * g;
+    }
+  }
+  return result;
+}
+
 } // namespace slrt::test

@@ -118,4 +118,38 @@ struct TinyMlp {
   std::vector<float> reference(const std::vector<float> &x) const;
 };
 
+// A tiny train schedule (kind "train", slrt/trainer.h) built from forward kernels, so that its loss
+// and gradients are easy to compute by hand:
+//   x = GATHER(emb, input_ids)                       [B, S, D], emb a constant [V, D]
+//   r = x @ w + b - GATHER(target, labels)           [B, S, K], target a constant [V, K]
+//   loss = REDUCE_MEAN(r * r)                        f32 []
+//   g = r * (2 / (B*S*K))                            dloss/dr
+//   grad:w = TRANSPOSE(x viewed [B*S, D]) @ (g viewed [B*S, K]),   grad:b = REDUCE_SUM(g, {0, 1})
+// with parameters w [D, K] and b [K] read from a parameter file. Row kNanToken of emb is NaN, so a
+// step whose inputs hold that token has a NaN loss.
+struct TinyTrain {
+  static constexpr int64_t kVocab = 8, kDim = 4, kNanToken = 7;
+
+  int64_t batch = 2, seq = 3, out = 3;
+  sl::schedule::Schedule schedule;
+  std::vector<float> w, b, emb, target;
+  int embedKernel = -1;
+
+  // `name` names the schedule and parameter files write() creates.
+  static TinyTrain build(uint32_t seed, int64_t batch = 2, int64_t seq = 3, int64_t out = 3,
+                         const std::string &name = "tiny_train");
+  // Writes the parameter file and the schedule into `dir`; returns the schedule's path.
+  std::string write(const std::string &dir) const;
+
+  struct Result {
+    double loss;
+    std::vector<double> gradW, gradB;
+  };
+  // The loss and gradients, in double, for the weights `w` and `b` and one batch.
+  Result reference(const std::vector<float> &w, const std::vector<float> &b,
+                   const std::vector<int64_t> &ids, const std::vector<int64_t> &labels) const;
+
+  std::string name;
+};
+
 } // namespace slrt::test

@@ -1,5 +1,7 @@
 // sl-run: executes a SpeedLoader schedule written by sl-opt.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -14,6 +16,8 @@
 #include "slrt/npy.h"
 #include "slrt/report.h"
 #include "slrt/schedule_loader.h"
+#include "slrt/token_data.h"
+#include "slrt/trainer.h"
 
 namespace {
 
@@ -90,18 +94,36 @@ void printOutput(const slrt::NamedTensor &out) {
   std::cout << (t.numel() > n ? " ...\n" : "\n");
 }
 
-int run(const std::string &schedulePath, const std::vector<std::string> &inputArgs,
-        const std::vector<std::string> &outputArgs, const std::string &reportPath,
-        const std::string &backendName) {
-  std::unique_ptr<slrt::Backend> backend = slrt::createBackend(backendName);
-  slrt::LoadedSchedule loaded = slrt::loadSchedule(schedulePath);
+struct Options {
+  std::string schedulePath, reportPath, backendName = "cpu";
+  std::vector<std::string> inputArgs, outputArgs;
+  // Training.
+  std::string dataPath, dataDType = "uint16", savePath, resumePath;
+  int64_t steps = 0, vocab = 0;
+  slrt::AdamWConfig adamw;
+  // The flags given that only a train schedule takes ("--data", ...), and those it refuses.
+  std::vector<std::string> trainFlagsGiven, inferFlagsGiven;
+};
+
+std::string flagList(const std::vector<std::string> &flags) {
+  std::string list;
+  for (const std::string &flag : flags)
+    list += (list.empty() ? "" : ", ") + flag;
+  return list;
+}
+
+int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
   const sl::schedule::Schedule &schedule = loaded.schedule;
+  if (!options.trainFlagsGiven.empty())
+    throw makeError(flagList(options.trainFlagsGiven), ": only a train schedule takes ",
+                    options.trainFlagsGiven.size() == 1 ? "this option" : "these options", " (",
+                    loaded.path, " is of kind '", schedule.kind(), "')");
 
   // Everything the user gave is checked before parameters are loaded or anything runs.
   std::map<std::string, std::string> inputFiles =
-      assignFiles(inputArgs, schedule.inputs(), "input");
+      assignFiles(options.inputArgs, schedule.inputs(), "input");
   std::map<std::string, std::string> outputFiles =
-      assignFiles(outputArgs, schedule.outputs(), "output");
+      assignFiles(options.outputArgs, schedule.outputs(), "output");
   for (const sl::schedule::Binding &b : schedule.inputs())
     if (!inputFiles.count(b.name()))
       throw makeError("missing input '", b.name(), "': give --input ",
@@ -117,7 +139,7 @@ int run(const std::string &schedulePath, const std::vector<std::string> &inputAr
     inputs.emplace(name, std::move(tensor));
   }
 
-  slrt::Executor executor(loaded, *backend);
+  slrt::Executor executor(loaded, backend);
   std::vector<slrt::NamedTensor> outputs = executor.run(inputs);
 
   for (const slrt::NamedTensor &out : outputs) {
@@ -127,46 +149,186 @@ int run(const std::string &schedulePath, const std::vector<std::string> &inputAr
     else if (outputFiles.empty())
       printOutput(out);
   }
-  if (!reportPath.empty())
-    slrt::writeReport(reportPath,
-                      slrt::makeReport(loaded, backend->name(), executor.stats(), outputs));
+  if (!options.reportPath.empty())
+    slrt::writeReport(options.reportPath,
+                      slrt::makeReport(loaded, backend.name(), executor.stats(), outputs));
   return 0;
+}
+
+int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
+  if (!options.inferFlagsGiven.empty())
+    throw makeError(flagList(options.inferFlagsGiven),
+                    ": a train schedule reads its inputs from "
+                    "--data and writes a checkpoint with --save, not .npy files");
+  if (options.dataPath.empty())
+    throw makeError(loaded.path, " is a train schedule: give --data FILE (token ids)");
+  if (options.steps <= 0)
+    throw makeError(loaded.path, " is a train schedule: give --steps N");
+
+  // Everything that can be checked is, before the parameters are read: the schedule, the
+  // optimizer settings, and that the token file holds one step's tokens.
+  try {
+    slrt::checkTrainSchedule(loaded.schedule);
+  } catch (const slrt::Error &e) {
+    throw makeError(loaded.path, ": ", e.what());
+  }
+  options.adamw.validate();
+  slrt::TokenData data =
+      slrt::TokenData::open(options.dataPath, slrt::parseTokenDType(options.dataDType));
+  slrt::TrainerOptions trainerOptions;
+  trainerOptions.adamw = options.adamw;
+  trainerOptions.vocabSize = options.vocab;
+  slrt::Trainer trainer(loaded, backend, data, trainerOptions);
+
+  if (!options.resumePath.empty()) {
+    uint64_t saved = trainer.resume(options.resumePath);
+    if (saved != trainer.dataPosition())
+      std::cerr << "sl-run: warning: " << options.resumePath << " was saved where the next step "
+                << "reads from token " << saved << " of its data, but step "
+                << trainer.completedSteps() + 1 << " of this run reads from token "
+                << trainer.dataPosition() << " of " << data.path()
+                << ": the token file or the batch shape changed, so the data order does not "
+                   "continue the checkpoint's\n";
+  }
+
+  uint64_t last = trainer.completedSteps() + static_cast<uint64_t>(options.steps);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    for (int64_t i = 0; i < options.steps; ++i) {
+      slrt::StepRecord r = trainer.step();
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("step %llu/%llu  loss %.4f  lr %.2e  tokens/s %.0f  elapsed %.2fs\n",
+                  static_cast<unsigned long long>(r.step), static_cast<unsigned long long>(last),
+                  static_cast<double>(r.loss), r.lr, r.tokensPerSecond, elapsed);
+      std::fflush(stdout);
+    }
+  } catch (const slrt::Error &e) {
+    if (options.savePath.empty() && options.reportPath.empty())
+      throw;
+    throw makeError(e.what(), " (nothing was saved: --save and --report are written only after "
+                              "the last step)");
+  }
+
+  if (!options.savePath.empty())
+    trainer.save(options.savePath);
+  if (!options.reportPath.empty()) {
+    nlohmann::json report =
+        slrt::makeReport(loaded, backend.name(), trainer.executor().stats(), {});
+    for (const sl::schedule::Binding &b : loaded.schedule.outputs()) {
+      const sl::schedule::Buffer &buffer = loaded.schedule.buffers(static_cast<int>(b.buffer()));
+      report["outputs"].push_back({{"name", b.name()},
+                                   {"dtype", slrt::dtypeName(buffer.dtype())},
+                                   {"shape", slrt::toShape(buffer.shape())}});
+    }
+    report["train"] = trainer.report();
+    slrt::writeReport(options.reportPath, report);
+  }
+  return 0;
+}
+
+int run(const Options &options) {
+  std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
+  slrt::LoadedSchedule loaded = slrt::loadSchedule(options.schedulePath);
+  if (loaded.schedule.kind() == slrt::kTrainKind)
+    return train(options, *backend, loaded);
+  return infer(options, *backend, loaded);
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"sl-run: execute a SpeedLoader schedule (written by sl-opt) on a backend.\n"
-               "Inputs and outputs are NumPy .npy files (float32, float64, int64, int32, bool). "
-               "Without --output, each output's name, dtype, shape and first values are "
-               "printed."};
+  CLI::App app{
+      "sl-run: execute a SpeedLoader schedule (written by sl-opt) on a backend.\n"
+      "An inference schedule runs once: inputs and outputs are NumPy .npy files (float32, "
+      "float64, int64, int32, bool); without --output, each output's name, dtype, shape and "
+      "first values are printed.\n"
+      "A train schedule (kind \"train\") runs --steps training steps on the token ids of --data: "
+      "each step computes the loss and every gradient, then AdamW updates the weights; a progress "
+      "line per step is printed."};
   app.get_formatter()->column_width(30);
-  std::string schedulePath, reportPath, backendName = "cpu";
-  std::vector<std::string> inputArgs, outputArgs;
-  app.add_option("SCHEDULE", schedulePath, "The schedule file (.slsched) to run")
+  Options o;
+  app.add_option("SCHEDULE", o.schedulePath, "The schedule file (.slsched) to run")
       ->required()
       ->type_name("");
-  app.add_option("--input,-i", inputArgs,
-                 "An input as NAME=FILE.npy, or FILE.npy when the schedule has one input; repeat "
-                 "for each input")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->type_name("[NAME=]FILE");
-  app.add_option(
-         "--output,-o", outputArgs,
-         "Where to write an output, as NAME=FILE.npy, or FILE.npy when the schedule has one "
-         "output; repeatable. Files are written atomically. Outputs not named are not "
-         "written.")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->type_name("[NAME=]FILE");
-  app.add_option("--report", reportPath,
-                 "Write a JSON report (timings, kernels, bytes moved, memory, outputs) to FILE")
+  std::vector<CLI::Option *> inferOptions, trainOptions;
+  inferOptions.push_back(
+      app.add_option("--input,-i", o.inputArgs,
+                     "An input as NAME=FILE.npy, or FILE.npy when the schedule has one input; "
+                     "repeat for each input (inference)")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->type_name("[NAME=]FILE"));
+  inferOptions.push_back(
+      app.add_option("--output,-o", o.outputArgs,
+                     "Where to write an output, as NAME=FILE.npy, or FILE.npy when the schedule "
+                     "has one output; repeatable. Files are written atomically. Outputs not "
+                     "named are not written (inference)")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->type_name("[NAME=]FILE"));
+  app.add_option("--report", o.reportPath,
+                 "Write a JSON report (timings, kernels, bytes moved, memory, outputs; for "
+                 "training also a \"train\" section: per-step loss and lr, tokens/s, the AdamW "
+                 "settings) to FILE, atomically, after the run")
       ->type_name("FILE");
-  app.add_option("--backend", backendName,
+  app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu (the CUDA backend does not execute schedules yet)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+
+  const char *training = "Training (train schedules only)";
+  auto trainOption = [&](CLI::Option *option) {
+    option->group(training);
+    trainOptions.push_back(option);
+    return option;
+  };
+  trainOption(app.add_option("--data", o.dataPath,
+                             "The token file: raw little-endian token ids, no header. Each step "
+                             "reads batch*seq+1 tokens, starting where the previous step's inputs "
+                             "end (the first at token 0) and wrapping at the end of the file; "
+                             "the labels are the inputs shifted by one")
+                  ->type_name("FILE"));
+  trainOption(app.add_option("--data-dtype", o.dataDType, "The type of the token ids in --data")
+                  ->check(CLI::IsMember({"uint16", "uint32"}))
+                  ->capture_default_str());
+  trainOption(app.add_option("--steps", o.steps,
+                             "Training steps to run (after a --resume checkpoint's steps)")
+                  ->check(CLI::PositiveNumber)
+                  ->type_name("N"));
+  trainOption(app.add_option("--vocab", o.vocab,
+                             "The vocabulary size: a token id at or past it stops training, "
+                             "naming its position in --data. Without it, such an id is refused "
+                             "by the kernel that reads it")
+                  ->check(CLI::PositiveNumber)
+                  ->type_name("N"));
+  trainOption(app.add_option("--lr", o.adamw.lr, "AdamW learning rate (peak, with a schedule)")
+                  ->capture_default_str());
+  trainOption(app.add_option("--weight-decay", o.adamw.weightDecay, "AdamW decoupled weight decay")
+                  ->capture_default_str());
+  trainOption(app.add_option("--beta1", o.adamw.beta1, "AdamW beta1")->capture_default_str());
+  trainOption(app.add_option("--beta2", o.adamw.beta2, "AdamW beta2")->capture_default_str());
+  trainOption(app.add_option("--eps", o.adamw.eps, "AdamW epsilon")->capture_default_str());
+  trainOption(app.add_option("--max-grad-norm", o.adamw.maxGradNorm,
+                             "Clip the global gradient L2 norm to this; 0 is off")
+                  ->capture_default_str());
+  trainOption(app.add_option("--warmup-steps", o.adamw.warmupSteps,
+                             "Linear learning-rate warmup from 0 over this many steps")
+                  ->capture_default_str());
+  trainOption(app.add_option("--decay-steps", o.adamw.decaySteps,
+                             "Cosine decay from --lr to --min-lr over this many steps after the "
+                             "warmup; 0: constant after the warmup")
+                  ->capture_default_str());
+  trainOption(app.add_option("--min-lr", o.adamw.minLr, "The learning rate after the decay")
+                  ->capture_default_str());
+  trainOption(app.add_option("--save", o.savePath,
+                             "Write a checkpoint (safetensors: master weights under their ONNX "
+                             "names, AdamW moments, the step) atomically after the last step")
+                  ->type_name("FILE"));
+  trainOption(app.add_option("--resume", o.resumePath,
+                             "Continue from a checkpoint written by --save for the same model: "
+                             "its weights, moments and step count; --steps more steps follow")
+                  ->type_name("FILE"));
 
   try {
     app.parse(argc, argv);
@@ -174,8 +336,14 @@ int main(int argc, char **argv) {
     // --help is reported as a "parse error" with exit code 0; every real error exits 1.
     return app.exit(e) == 0 ? 0 : 1;
   }
+  for (CLI::Option *option : trainOptions)
+    if (option->count() > 0)
+      o.trainFlagsGiven.push_back(option->get_name());
+  for (CLI::Option *option : inferOptions)
+    if (option->count() > 0)
+      o.inferFlagsGiven.push_back(option->get_name());
   try {
-    return run(schedulePath, inputArgs, outputArgs, reportPath, backendName);
+    return run(o);
   } catch (const std::exception &e) {
     std::cerr << "sl-run: error: " << e.what() << "\n";
     return 1;

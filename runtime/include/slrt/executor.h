@@ -29,7 +29,7 @@ struct RunStats {
   uint64_t deviceArenaBytes = 0;
   uint64_t hostPoolBytes = 0;
   double loadSeconds = 0;
-  // Time of the last run(): inputs in, every kernel, outputs out.
+  // Time of the last run(): inputs in, every kernel, outputs out (execute(): without the last).
   double wallSeconds = 0;
   // Keyed by op name ("MATMUL", "COPY", ...); accumulated over the kernels of the last run().
   std::map<std::string, OpStats> perOp;
@@ -56,6 +56,19 @@ public:
   // and returns the outputs in schedule order. An Error from a kernel (a GATHER index out of range,
   // an integer division by zero) starts with "kernel N 'name' (OP): ".
   std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs);
+
+  // As run(), but leaves the outputs in their host buffers (outputBuffer) instead of copying them
+  // out: a trainer reads every gradient where it lies.
+  void execute(const std::map<std::string, HostTensor> &inputs);
+
+  // The host buffer Schedule.parameters(index) was read into. The weights are read from it by the
+  // schedule's own copies on every run, so writing it between runs (a trainer's update) changes
+  // the weights the next run computes with. Error for an index out of range.
+  const TensorRef &parameterBuffer(int index);
+
+  // The host buffer output `name` is written to, valid until the next run overwrites it. Error
+  // for a name that is not an output.
+  const TensorRef &outputBuffer(const std::string &name) const;
 
   const RunStats &stats() const { return stats_; }
 

@@ -1,0 +1,134 @@
+// Training with a "train" schedule (sl-run --data ... --steps N): token batches in, one run for the
+// loss and every gradient, a host AdamW step, the updated weights back into the parameter buffers.
+//
+// The contract a train schedule meets (Schedule.kind == "train"):
+//   inputs   "input_ids" and "labels", both i64 [batch, seq], and no others;
+//   outputs  "loss", f32 [], the mean cross-entropy over all batch * seq tokens, and for every
+//            Schedule.parameters entry P an output "grad:" + P.name of P's dtype and shape: the
+//            gradient of the loss with respect to P (other outputs are allowed and ignored);
+//   parameters  at least one, all f32 (the optimizer's master weights are f32), names unique.
+// One run computes the loss and the gradients from the weights in the parameters' host buffers,
+// which the schedule's own copies read on every run, so writing them between runs is the update.
+//
+// Step numbers: a trainer that has completed `t` steps (AdamW::step()) runs step t + 1 next, which
+// reads TokenData::batch(t, ...) and updates with learning rate AdamWConfig::lrAt(t). Messages and
+// StepRecord::step use the 1-based number t + 1; a checkpoint's step is t, the steps completed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "slrt/adamw.h"
+#include "slrt/backend.h"
+#include "slrt/checkpoint.h"
+#include "slrt/executor.h"
+#include "slrt/schedule_loader.h"
+#include "slrt/token_data.h"
+
+namespace slrt {
+
+inline constexpr const char *kTrainKind = "train";
+inline constexpr const char *kInputIdsName = "input_ids";
+inline constexpr const char *kLabelsName = "labels";
+inline constexpr const char *kLossName = "loss";
+inline constexpr const char *kGradPrefix = "grad:";
+
+// Throws Error, naming the first thing that is wrong, unless `schedule` meets the train contract
+// above.
+void checkTrainSchedule(const sl::schedule::Schedule &schedule);
+
+// What a checkpoint's modelFingerprint is for this schedule: the parameter count, their element
+// count and an FNV-1a hash of every parameter's name, dtype and shape, in order. It depends on the
+// parameters only, so schedules of one model planned for another batch, sub-batch count or memory
+// budget share it.
+std::string modelFingerprint(const sl::schedule::Schedule &schedule);
+
+struct TrainerOptions {
+  AdamWConfig adamw;
+  // Token ids at or past this are refused as each batch is read, with their position in the token
+  // file. 0: not checked here; an out-of-range id is then refused by the schedule's GATHER (input
+  // ids) or CROSS_ENTROPY (labels) kernel, whose error names the kernel.
+  int64_t vocabSize = 0;
+};
+
+// One completed step.
+struct StepRecord {
+  // 1-based: the number of steps completed with this one.
+  uint64_t step = 0;
+  // The loss the step computed, with the weights from before its update.
+  float loss = 0;
+  // The learning rate of its update.
+  double lr = 0;
+  // The global L2 norm of its gradients, before clipping.
+  double gradNorm = 0;
+  // Wall time of the whole step: batch, run, optimizer, weights written back.
+  double seconds = 0;
+  double tokensPerSecond = 0;
+};
+
+class Trainer {
+public:
+  // Checks the schedule (checkTrainSchedule), the options (AdamWConfig::validate, a negative
+  // vocabulary) and that `data` holds one step's tokens (TokenData::checkFits), all before the
+  // executor reads the parameters; then creates the executor and starts AdamW's master weights
+  // from the parameters' initial values. `schedule`, `backend` and `data` must outlive the trainer.
+  Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenData &data,
+          const TrainerOptions &options);
+
+  // Continues from a checkpoint (slrt/checkpoint.h) written by save() for a schedule with the same
+  // modelFingerprint: restores the step count, master weights and both moments, and writes the
+  // weights into the parameter buffers. Only before the first step. Error (from loadCheckpoint)
+  // when the file is not a checkpoint of this model; the trainer is then unchanged. Returns the
+  // checkpoint's dataPosition: it differs from dataPosition() when the token file or the batch
+  // shape changed since the save.
+  uint64_t resume(const std::string &path);
+
+  // Runs the next step. Throws Error starting "step N: " when reading the batch or a kernel fails,
+  // or when the loss or a gradient is NaN or infinite; the weights, the optimizer and the step
+  // count are then those from before the step, so save() still writes the last good state.
+  StepRecord step();
+
+  // The state a resume continues from bit-identically.
+  TrainingCheckpoint checkpoint() const;
+  // Writes checkpoint() atomically.
+  void save(const std::string &path);
+
+  uint64_t completedSteps() const { return static_cast<uint64_t>(optimizer_.step()); }
+  // The index in the token file of the first token the next step reads.
+  uint64_t dataPosition() const;
+  int64_t batchSize() const { return batchSize_; }
+  int64_t seqLen() const { return seqLen_; }
+  const std::string &fingerprint() const { return fingerprint_; }
+  const AdamW &optimizer() const { return optimizer_; }
+  const Executor &executor() const { return *executor_; }
+  // The steps of this trainer's lifetime, in order.
+  const std::vector<StepRecord> &history() const { return history_; }
+
+  // The "train" section of sl-run's report: {"first_step", "steps", "batch_size", "seq_len",
+  // "tokens_per_step", "losses": [...], "lrs": [...], "grad_norms": [...], "step_seconds": [...],
+  // "seconds", "tokens_per_second", "fingerprint", "data": {"path", "dtype", "tokens"},
+  // "vocab_size" (null when unchecked), "resumed_from", "saved_to" (null when none), "adamw":
+  // {"lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm", "warmup_steps",
+  // "decay_steps", "min_lr"}}.
+  nlohmann::json report() const;
+
+private:
+  void writeWeights();
+
+  const LoadedSchedule &schedule_;
+  const TokenData &data_;
+  TrainerOptions options_;
+  int64_t batchSize_ = 0, seqLen_ = 0;
+  std::string fingerprint_;
+  std::unique_ptr<Executor> executor_;
+  AdamW optimizer_;
+  uint64_t firstStep_ = 0;
+  std::string resumedFrom_, savedTo_;
+  std::vector<StepRecord> history_;
+};
+
+} // namespace slrt

@@ -1,0 +1,313 @@
+#include "slrt/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "slrt/dtype.h"
+#include "slrt/error.h"
+
+namespace slrt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const sl::schedule::Buffer &bufferOf(const sl::schedule::Schedule &schedule,
+                                     const sl::schedule::Binding &binding) {
+  return schedule.buffers(static_cast<int>(binding.buffer()));
+}
+
+const sl::schedule::Binding *
+findBinding(const google::protobuf::RepeatedPtrField<sl::schedule::Binding> &bindings,
+            const std::string &name) {
+  for (const sl::schedule::Binding &binding : bindings)
+    if (binding.name() == name)
+      return &binding;
+  return nullptr;
+}
+
+std::string typeText(DType dtype, const Shape &shape) {
+  return dtypeName(dtype) + " " + formatShape(shape);
+}
+
+// The vocabulary TokenData::batch checks ids against when the user gave none: every id the token
+// type can hold passes.
+int64_t uncheckedVocabulary(TokenDType dtype) {
+  return dtype == TokenDType::U16 ? int64_t{1} << 16 : int64_t{1} << 32;
+}
+
+// "NaN" whatever its sign bit, or "inf" / "-inf", for messages.
+std::string nonFiniteText(float value) {
+  return std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf";
+}
+
+} // namespace
+
+void checkTrainSchedule(const sl::schedule::Schedule &s) {
+  auto fail = [&](const auto &...parts) { return makeError("not a train schedule: ", parts...); };
+  if (s.kind() != kTrainKind)
+    throw fail("its kind is '", s.kind(), "', not '", kTrainKind, "'");
+
+  Shape batchShape;
+  for (const char *name : {kInputIdsName, kLabelsName}) {
+    const sl::schedule::Binding *binding = findBinding(s.inputs(), name);
+    if (!binding)
+      throw fail("it has no input '", name, "'");
+    const sl::schedule::Buffer &b = bufferOf(s, *binding);
+    Shape shape = toShape(b.shape());
+    if (b.dtype() != sl::schedule::I64 || shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0)
+      throw fail("input '", name, "' is ", typeText(b.dtype(), shape),
+                 ", not i64 [batch, seq] with both positive");
+    if (!batchShape.empty() && shape != batchShape)
+      throw fail("input '", kLabelsName, "' is ", formatShape(shape), " but '", kInputIdsName,
+                 "' is ", formatShape(batchShape));
+    batchShape = shape;
+  }
+  for (const sl::schedule::Binding &binding : s.inputs())
+    if (binding.name() != kInputIdsName && binding.name() != kLabelsName)
+      throw fail("it has input '", binding.name(), "', but a train step takes only '",
+                 kInputIdsName, "' and '", kLabelsName, "'");
+
+  const sl::schedule::Binding *loss = findBinding(s.outputs(), kLossName);
+  if (!loss)
+    throw fail("it has no output '", kLossName, "'");
+  const sl::schedule::Buffer &lossBuffer = bufferOf(s, *loss);
+  if (lossBuffer.dtype() != sl::schedule::F32 || lossBuffer.shape_size() != 0)
+    throw fail("output '", kLossName, "' is ",
+               typeText(lossBuffer.dtype(), toShape(lossBuffer.shape())), ", not f32 []");
+
+  if (s.parameters_size() == 0)
+    throw fail("it has no parameters to train");
+  std::set<std::string> names;
+  for (const sl::schedule::Parameter &p : s.parameters()) {
+    Shape shape = toShape(p.shape());
+    if (!names.insert(p.name()).second)
+      throw fail("parameter '", p.name(), "' is listed twice");
+    if (p.dtype() != sl::schedule::F32)
+      throw makeError("parameter '", p.name(), "' is ", typeText(p.dtype(), shape),
+                      ": only f32 parameters can be trained (AdamW keeps f32 master weights)");
+    std::string gradName = kGradPrefix + p.name();
+    const sl::schedule::Binding *grad = findBinding(s.outputs(), gradName);
+    if (!grad)
+      throw fail("it has no output '", gradName, "' (the gradient of parameter '", p.name(), "')");
+    const sl::schedule::Buffer &b = bufferOf(s, *grad);
+    if (b.dtype() != p.dtype() || toShape(b.shape()) != shape)
+      throw fail("output '", gradName, "' is ", typeText(b.dtype(), toShape(b.shape())),
+                 ", but parameter '", p.name(), "' is ", typeText(p.dtype(), shape));
+  }
+}
+
+std::string modelFingerprint(const sl::schedule::Schedule &schedule) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  auto mix = [&](const void *bytes, size_t size) {
+    for (size_t i = 0; i < size; ++i) {
+      hash ^= static_cast<const unsigned char *>(bytes)[i];
+      hash *= 0x100000001b3ull;
+    }
+  };
+  auto mixNumber = [&](int64_t value) { mix(&value, sizeof value); };
+  uint64_t values = 0;
+  for (const sl::schedule::Parameter &p : schedule.parameters()) {
+    // Lengths first, so that no two lists of names and shapes hash the same bytes.
+    mixNumber(static_cast<int64_t>(p.name().size()));
+    mix(p.name().data(), p.name().size());
+    mixNumber(p.dtype());
+    mixNumber(p.shape_size());
+    for (int64_t dim : p.shape())
+      mixNumber(dim);
+    values += numel(toShape(p.shape())).value_or(0);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return std::to_string(schedule.parameters_size()) + " parameters, " + std::to_string(values) +
+         " values, fnv1a64 " + hex;
+}
+
+Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenData &data,
+                 const TrainerOptions &options)
+    : schedule_(schedule), data_(data), options_(options), optimizer_(options.adamw) {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  try {
+    checkTrainSchedule(s);
+  } catch (const Error &e) {
+    throw makeError(schedule_.path, ": ", e.what());
+  }
+  if (options_.vocabSize < 0)
+    throw makeError("the vocabulary size must not be negative, got ", options_.vocabSize);
+  Shape shape = toShape(bufferOf(s, *findBinding(s.inputs(), kInputIdsName)).shape());
+  batchSize_ = shape[0];
+  seqLen_ = shape[1];
+  data_.checkFits(batchSize_, seqLen_);
+  fingerprint_ = modelFingerprint(s);
+
+  executor_ = std::make_unique<Executor>(schedule_, backend);
+  for (int i = 0; i < s.parameters_size(); ++i) {
+    const TensorRef &ref = executor_->parameterBuffer(i);
+    std::vector<float> weights(ref.bytes / sizeof(float));
+    std::memcpy(weights.data(), ref.data, ref.bytes);
+    optimizer_.addParameter(s.parameters(i).name(), std::move(weights));
+  }
+}
+
+uint64_t Trainer::resume(const std::string &path) {
+  if (completedSteps() != firstStep_ || !history_.empty())
+    throw makeError(path, ": cannot resume a trainer that has already stepped");
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  std::vector<ParameterSpec> specs;
+  for (const sl::schedule::Parameter &p : s.parameters())
+    specs.push_back({p.name(), toShape(p.shape())});
+  TrainingCheckpoint checkpoint = loadCheckpoint(path, fingerprint_, specs);
+  if (checkpoint.step > static_cast<uint64_t>(INT64_MAX))
+    throw makeError(path, ": step ", checkpoint.step, " is out of range");
+  for (size_t i = 0; i < checkpoint.parameters.size(); ++i) {
+    ParameterState &state = checkpoint.parameters[i];
+    optimizer_.setWeights(i, state.master);
+    optimizer_.setExpAvg(i, state.adamM);
+    optimizer_.setExpAvgSq(i, state.adamV);
+    // Free each parameter's copies once the optimizer holds them: peak memory stays near one.
+    state = ParameterState();
+  }
+  optimizer_.setStep(static_cast<int64_t>(checkpoint.step));
+  firstStep_ = checkpoint.step;
+  writeWeights();
+  resumedFrom_ = path;
+  return checkpoint.dataPosition;
+}
+
+uint64_t Trainer::dataPosition() const {
+  uint64_t n = data_.numTokens();
+  uint64_t perStep = static_cast<uint64_t>(batchSize_) * static_cast<uint64_t>(seqLen_);
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(completedSteps() % n) *
+                               (perStep % n) % n);
+}
+
+void Trainer::writeWeights() {
+  for (size_t i = 0; i < optimizer_.parameterCount(); ++i) {
+    const TensorRef &ref = executor_->parameterBuffer(static_cast<int>(i));
+    const std::vector<float> &weights = optimizer_.weights(i);
+    std::memcpy(ref.data, weights.data(), weights.size() * sizeof(float));
+  }
+}
+
+StepRecord Trainer::step() {
+  auto start = Clock::now();
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  uint64_t completed = completedSteps();
+  StepRecord record;
+  record.step = completed + 1;
+  record.lr = optimizer_.currentLr();
+  try {
+    int64_t vocab =
+        options_.vocabSize > 0 ? options_.vocabSize : uncheckedVocabulary(data_.dtype());
+    TokenBatch batch = data_.batch(completed, batchSize_, seqLen_, vocab);
+    executor_->execute(
+        {{kInputIdsName, std::move(batch.inputs)}, {kLabelsName, std::move(batch.labels)}});
+
+    std::memcpy(&record.loss, executor_->outputBuffer(kLossName).data, sizeof(float));
+    if (!std::isfinite(record.loss))
+      throw makeError("the loss is ", nonFiniteText(record.loss),
+                      "; training stopped before this step's update");
+
+    // Each parameter's squares on its own, to name a non-finite gradient; summed in parameter
+    // order they are exactly the sum AdamW::step clips with.
+    std::vector<ParamGrad> grads;
+    double squares = 0;
+    for (int i = 0; i < s.parameters_size(); ++i) {
+      const std::string &name = s.parameters(i).name();
+      const auto *grad =
+          reinterpret_cast<const float *>(executor_->outputBuffer(kGradPrefix + name).data);
+      ParamGrad pg{static_cast<size_t>(i), grad};
+      double square = optimizer_.gradSquaredNorm({pg});
+      if (!std::isfinite(square))
+        throw makeError("the gradient of parameter '", name,
+                        "' holds NaN or infinite values; training stopped before this step's "
+                        "update");
+      squares += square;
+      grads.push_back(pg);
+    }
+    record.gradNorm = std::sqrt(squares);
+    optimizer_.stepGroup(grads, optimizer_.clipCoefficient(squares));
+    optimizer_.finishStep();
+  } catch (const Error &e) {
+    throw makeError("step ", record.step, ": ", e.what());
+  }
+  writeWeights();
+  record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  record.tokensPerSecond =
+      record.seconds > 0 ? static_cast<double>(batchSize_ * seqLen_) / record.seconds : 0;
+  history_.push_back(record);
+  return record;
+}
+
+TrainingCheckpoint Trainer::checkpoint() const {
+  TrainingCheckpoint checkpoint;
+  checkpoint.step = completedSteps();
+  checkpoint.modelFingerprint = fingerprint_;
+  checkpoint.dataPosition = dataPosition();
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  for (size_t i = 0; i < optimizer_.parameterCount(); ++i)
+    checkpoint.parameters.push_back(
+        {optimizer_.name(i), toShape(s.parameters(static_cast<int>(i)).shape()),
+         optimizer_.weights(i), optimizer_.expAvg(i), optimizer_.expAvgSq(i)});
+  return checkpoint;
+}
+
+void Trainer::save(const std::string &path) {
+  saveCheckpoint(path, checkpoint());
+  savedTo_ = path;
+}
+
+nlohmann::json Trainer::report() const {
+  nlohmann::json loss = nlohmann::json::array(), lr = nlohmann::json::array(),
+                 gradNorm = nlohmann::json::array(), stepSeconds = nlohmann::json::array();
+  double seconds = 0;
+  for (const StepRecord &r : history_) {
+    loss.push_back(r.loss);
+    lr.push_back(r.lr);
+    gradNorm.push_back(r.gradNorm);
+    stepSeconds.push_back(r.seconds);
+    seconds += r.seconds;
+  }
+  int64_t tokensPerStep = batchSize_ * seqLen_;
+  double tokens = static_cast<double>(tokensPerStep) * static_cast<double>(history_.size());
+  auto pathOrNull = [](const std::string &path) {
+    return path.empty() ? nlohmann::json(nullptr) : nlohmann::json(path);
+  };
+  const AdamWConfig &c = optimizer_.config();
+  return {
+      {"first_step", firstStep_},
+      {"steps", history_.size()},
+      {"batch_size", batchSize_},
+      {"seq_len", seqLen_},
+      {"tokens_per_step", tokensPerStep},
+      {"losses", loss},
+      {"lrs", lr},
+      {"grad_norms", gradNorm},
+      {"step_seconds", stepSeconds},
+      {"seconds", seconds},
+      {"tokens_per_second", seconds > 0 ? tokens / seconds : 0.0},
+      {"fingerprint", fingerprint_},
+      {"data",
+       {{"path", data_.path()},
+        {"dtype", tokenDTypeName(data_.dtype())},
+        {"tokens", data_.numTokens()}}},
+      {"vocab_size",
+       options_.vocabSize > 0 ? nlohmann::json(options_.vocabSize) : nlohmann::json(nullptr)},
+      {"resumed_from", pathOrNull(resumedFrom_)},
+      {"saved_to", pathOrNull(savedTo_)},
+      {"adamw",
+       {{"lr", c.lr},
+        {"beta1", c.beta1},
+        {"beta2", c.beta2},
+        {"eps", c.eps},
+        {"weight_decay", c.weightDecay},
+        {"max_grad_norm", c.maxGradNorm},
+        {"warmup_steps", c.warmupSteps},
+        {"decay_steps", c.decaySteps},
+        {"min_lr", c.minLr}}},
+  };
+}
+
+} // namespace slrt
