@@ -80,7 +80,8 @@ def test_training_matches_pytorch(sl_tools, tmp_path, arch, config):
         return proc
 
     report = tmp_path / "report.json"
-    train(STEPS, "--report", report, "--save", tmp_path / "final.safetensors")
+    train(STEPS, "--report", report, "--save", tmp_path / "final.safetensors",
+          "--export-onnx", tmp_path / "trained.onnx")
     with open(report) as f:
         losses = json.load(f)["train"]["losses"]
     want = torch_training(res.model, tokens, config.vocab)
@@ -99,6 +100,27 @@ def test_training_matches_pytorch(sl_tools, tmp_path, arch, config):
             got = np.concatenate([got[:h], got[2 * h:]])
             expected = np.concatenate([expected[:h], expected[2 * h:]])
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6, err_msg=name)
+
+    # --export-onnx: the same graph with the trained weights, which runs like PyTorch's trained
+    # model.
+    import onnx
+    import onnx.numpy_helper
+    trained = onnx.load(str(tmp_path / "trained.onnx"))
+    assert len(trained.graph.node) == len(onnx.load(str(tmp_path / "model.onnx")).graph.node)
+    for init in trained.graph.initializer:
+        if init.name in weights:
+            np.testing.assert_array_equal(onnx.numpy_helper.to_array(init), weights[init.name])
+    ids = rng.integers(0, config.vocab, size=(BATCH, SEQ), dtype=np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    check_ok(sl_tools._run([sl_tools.sl_opt, tmp_path / "trained.onnx",
+                            f"--sl-infer=batch={BATCH} seq={SEQ}", "-o", tmp_path / "fwd.slsched"]))
+    check_ok(sl_tools._run([sl_tools.sl_run, tmp_path / "fwd.slsched", "--input",
+                            f"input_ids={tmp_path / 'ids.npy'}", "--output",
+                            f"logits={tmp_path / 'logits.npy'}"]))
+    with torch.no_grad():
+        want_logits = res.model(torch.from_numpy(ids)).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "logits.npy"), want_logits, rtol=1e-4,
+                               atol=1e-4 * np.abs(want_logits).max())
 
     # Resume: 3 steps, save, 2 more from the checkpoint = the 5 straight steps, bit for bit.
     train(3, "--save", tmp_path / "three.safetensors")

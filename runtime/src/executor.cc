@@ -141,7 +141,7 @@ void Executor::writeConstants() {
   }
 }
 
-const TensorRef &Executor::parameterBuffer(int index) {
+const TensorRef &Executor::parameterBuffer(int index) const {
   const sl::schedule::Schedule &s = schedule_.schedule;
   if (index < 0 || index >= s.parameters_size())
     throw makeError("parameter index ", index, " is out of range (the schedule has ",

@@ -14,6 +14,7 @@
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/npy.h"
+#include "slrt/onnx_export.h"
 #include "slrt/report.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/token_data.h"
@@ -98,7 +99,7 @@ struct Options {
   std::string schedulePath, reportPath, backendName = "cpu";
   std::vector<std::string> inputArgs, outputArgs;
   // Training.
-  std::string dataPath, dataDType = "uint16", savePath, resumePath;
+  std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
   int64_t steps = 0, vocab = 0;
   slrt::AdamWConfig adamw;
   // The flags given that only a train schedule takes ("--data", ...), and those it refuses.
@@ -212,6 +213,8 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 
   if (!options.savePath.empty())
     trainer.save(options.savePath);
+  if (!options.exportOnnxPath.empty())
+    slrt::exportTrainedOnnx(loaded, trainer.executor(), options.exportOnnxPath);
   if (!options.reportPath.empty()) {
     nlohmann::json report =
         slrt::makeReport(loaded, backend.name(), trainer.executor().stats(), {});
@@ -324,6 +327,10 @@ int main(int argc, char **argv) {
   trainOption(app.add_option("--save", o.savePath,
                              "Write a checkpoint (safetensors: master weights under their ONNX "
                              "names, AdamW moments, the step) atomically after the last step")
+                  ->type_name("FILE"));
+  trainOption(app.add_option("--export-onnx", o.exportOnnxPath,
+                             "After the last step, write the model with its trained weights as "
+                             "ONNX (the exported graph, byte for byte, with new parameter values)")
                   ->type_name("FILE"));
   trainOption(app.add_option("--resume", o.resumePath,
                              "Continue from a checkpoint written by --save for the same model: "

@@ -64,7 +64,7 @@ public:
   // The host buffer Schedule.parameters(index) was read into. The weights are read from it by the
   // schedule's own copies on every run, so writing it between runs (a trainer's update) changes
   // the weights the next run computes with. Error for an index out of range.
-  const TensorRef &parameterBuffer(int index);
+  const TensorRef &parameterBuffer(int index) const;
 
   // The host buffer output `name` is written to, valid until the next run overwrites it. Error
   // for a name that is not an output.

@@ -1,0 +1,19 @@
+// Writing a trained model back to ONNX.
+#pragma once
+
+#include <string>
+
+#include "slrt/executor.h"
+#include "slrt/schedule_loader.h"
+
+namespace slrt {
+
+// Writes the model the schedule was compiled from, with every parameter's bytes replaced by the
+// executor's current parameter buffer (the trained weights), to `path`, atomically. The schedule
+// records where each parameter's bytes are in the model file, so the graph, names and every
+// other byte are kept exactly: the result is the exported model with trained weights. Models
+// whose parameters live in external data files are refused (Error) for now.
+void exportTrainedOnnx(const LoadedSchedule &schedule, const Executor &executor,
+                       const std::string &path);
+
+} // namespace slrt

@@ -1,0 +1,36 @@
+#include "slrt/onnx_export.h"
+
+#include <cstring>
+#include <set>
+
+#include "slrt/atomic_file.h"
+#include "slrt/error.h"
+
+namespace slrt {
+
+void exportTrainedOnnx(const LoadedSchedule &loaded, const Executor &executor,
+                       const std::string &path) {
+  const sl::schedule::Schedule &s = loaded.schedule;
+  std::set<std::string> files(loaded.parameterFiles.begin(), loaded.parameterFiles.end());
+  if (files.size() != 1 || files.begin()->size() < 5 ||
+      files.begin()->compare(files.begin()->size() - 5, 5, ".onnx") != 0)
+    throw makeError("--export-onnx: the parameters of ", loaded.path,
+                    " are not all in one .onnx file (models with external data are not "
+                    "supported yet)");
+  const std::string &model = *files.begin();
+  std::string bytes = readFile(model);
+  for (int i = 0; i < s.parameters_size(); ++i) {
+    const sl::schedule::Parameter &p = s.parameters(i);
+    const TensorRef &weights = executor.parameterBuffer(i);
+    // loadSchedule checked that every parameter lies inside its file; the file may have changed
+    // since, so check again before writing into the copy.
+    if (p.file_offset() > bytes.size() || p.bytes() > bytes.size() - p.file_offset() ||
+        weights.bytes != p.bytes())
+      throw makeError("--export-onnx: parameter '", p.name(), "' no longer fits ", model,
+                      " (it changed after the schedule was loaded)");
+    std::memcpy(bytes.data() + p.file_offset(), weights.data, p.bytes());
+  }
+  writeFileAtomically(path, bytes);
+}
+
+} // namespace slrt
