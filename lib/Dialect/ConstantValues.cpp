@@ -10,6 +10,15 @@ using namespace mlir;
 
 namespace sl {
 
+namespace {
+thread_local int64_t foldLimit = kMaxFoldedElements;
+} // namespace
+
+int64_t maxFoldedElements() { return foldLimit; }
+
+ScopedFoldLimit::ScopedFoldLimit(int64_t limit) : previous(foldLimit) { foldLimit = limit; }
+ScopedFoldLimit::~ScopedFoldLimit() { foldLimit = previous; }
+
 std::optional<SmallVector<int64_t>> constantInts(Attribute attr) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense || !llvm::isa<IntegerType>(dense.getElementType()))

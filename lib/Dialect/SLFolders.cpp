@@ -3,7 +3,7 @@
 // Folding turns an exporter's shape arithmetic (Shape, Gather, Concat, Unsqueeze, arithmetic on
 // i64, Range, ConstantOfShape, ...) into constants once sl-bind-shapes has made the input shapes
 // static. Integers fold exactly in int64; floats in double, rounded to the element type once.
-// Folds stop at kMaxFoldedElements result elements, except splats, which cost nothing.
+// Folds stop at maxFoldedElements() result elements, except splats, which cost nothing.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -40,7 +40,7 @@ std::optional<Values> valuesOf(Attribute attr) {
   if (!dense)
     return std::nullopt;
   auto type = llvm::dyn_cast<RankedTensorType>(dense.getType());
-  if (!type || type.getNumElements() > kMaxFoldedElements)
+  if (!type || type.getNumElements() > maxFoldedElements())
     return std::nullopt;
   Values v;
   v.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -78,7 +78,7 @@ bool picksOnlyStatic(const Values &values, ArrayRef<int64_t> picks) {
 }
 
 bool foldable(RankedTensorType type) {
-  return type && type.hasStaticShape() && type.getNumElements() <= kMaxFoldedElements;
+  return type && type.hasStaticShape() && type.getNumElements() <= maxFoldedElements();
 }
 
 SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {

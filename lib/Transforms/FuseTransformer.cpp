@@ -436,21 +436,50 @@ Value unrepeatKv(Value v) {
   return ok ? split.getInput() : v;
 }
 
-/// How a mask constant relates to causal masking of [.., S, T] scores: every entry that causal
-/// masking keeps is `keep`, every entry it drops is at most `dropAtMost`.
+/// The value of `v` if it is a constant or can be folded from constants: masks are built from
+/// shapes, but at realistic lengths they are too big to keep as constants in the IR, so they are
+/// evaluated here, on the side, with a raised fold limit.
+DenseElementsAttr evaluate(Value v, int depth = 0) {
+  if (auto constant = defining<ConstantOp>(v))
+    return llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > 32 || op->getNumRegions() != 0 || op->getNumResults() != 1 ||
+      op->getDialect() != v.getContext()->getLoadedDialect<SLDialect>() ||
+      llvm::isa<ParamOp>(op))
+    return {};
+  SmallVector<Attribute> operands;
+  for (Value operand : op->getOperands()) {
+    DenseElementsAttr value = evaluate(operand, depth + 1);
+    if (!value)
+      return {};
+    operands.push_back(value);
+  }
+  SmallVector<OpFoldResult> results;
+  if (failed(op->fold(operands, results)) || results.size() != 1)
+    return {};
+  if (auto attr = llvm::dyn_cast<Attribute>(results[0]))
+    return llvm::dyn_cast<DenseElementsAttr>(attr);
+  return evaluate(llvm::cast<Value>(results[0]), depth + 1);
+}
+
+/// How a mask relates to causal masking of [.., S, T] scores: every entry that causal masking
+/// keeps is `keep`, every entry it drops is at most `dropAtMost`. Broadcasts of the mask (the
+/// exporter's expand to [B, 1, S, T]) are looked through: only the [S, T] pattern matters.
 bool maskIsCausal(Value mask, RankedTensorType scores, double keep, double dropAtMost,
                   bool boolean) {
-  auto constant = defining<ConstantOp>(mask);
-  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
-                        : DenseElementsAttr();
-  if (!dense)
-    return false;
+  while (auto expand = defining<ExpandOp>(mask))
+    mask = expand.getInput();
   auto type = typeOf(mask);
-  if (type.getRank() < 2)
+  if (type.getRank() < 2 || !type.hasStaticShape())
     return false;
   int64_t s = scores.getShape()[scores.getRank() - 2], t = scores.getShape().back();
   int64_t rows = type.getShape()[type.getRank() - 2], cols = type.getShape().back();
   if (rows != s || cols != t)
+    return false;
+  // Causal masks of long sequences are millions of elements; allow that much, here only.
+  ScopedFoldLimit limit(int64_t(1) << 26);
+  DenseElementsAttr dense = evaluate(mask);
+  if (!dense)
     return false;
   std::optional<SmallVector<double>> floats;
   std::optional<SmallVector<int64_t>> ints;

@@ -44,6 +44,9 @@ _CASES = [
      GPT2Config(fused_qkv=False, tie_embeddings=False, **_GPT), True, 1, 12),
     ("gpt2-erf-fused-nofold", "gpt2", GPT2Config(activation="gelu", **_GPT), False, 2, 5),
     ("opt-relu", "opt", OPTConfig(activation="relu", **_GPT), True, 3, 6),
+    # A sequence whose S x S causal mask (90000 elements) is too big to fold into the IR: the
+    # fusion must still recognise it as causal.
+    ("llama-long-mask", "llama", LlamaConfig(**dict(_LLAMA, max_positions=320)), True, 1, 300),
     ("opt-relu-fused-qkv-nofold", "opt", OPTConfig(fused_qkv=True, **_GPT), False, 2, 10),
 ]
 CASES = [pytest.param(arch, cfg, fold, batch, seq, id=name)

@@ -29,6 +29,22 @@ mlir::DenseElementsAttr makeDense(mlir::RankedTensorType type, llvm::ArrayRef<do
 /// a bigger one would bloat the IR and the schedule for nothing (the kernel computes it as fast).
 constexpr int64_t kMaxFoldedElements = 1 << 16;
 
+/// The limit folds use now: kMaxFoldedElements, unless a ScopedFoldLimit raised it.
+int64_t maxFoldedElements();
+
+/// Raises the fold limit for this thread while it lives: for analyses that evaluate a value
+/// without putting it into the IR (is this mask causal?).
+class ScopedFoldLimit {
+public:
+  explicit ScopedFoldLimit(int64_t limit);
+  ~ScopedFoldLimit();
+  ScopedFoldLimit(const ScopedFoldLimit &) = delete;
+  ScopedFoldLimit &operator=(const ScopedFoldLimit &) = delete;
+
+private:
+  int64_t previous;
+};
+
 } // namespace sl
 
 #endif // SL_DIALECT_CONSTANTVALUES_H
