@@ -142,6 +142,7 @@ def SL_TransposeOp : SL_InferredOp<"transpose", [Pure]> {
   let assemblyFormat = [{
     $input $perm attr-dict `:` type($input) `->` type($result)
   }];
+  let hasFolder = 1;
 }
 
 //===--------------------------------------------------------------------------------------------===//

@@ -173,6 +173,19 @@ RankedTensorType resultType(Operation *op) {
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // A transpose of a transpose that restores the order (autodiff's transposed weights of
+  // transposed weights) is no copy at all.
+  auto inner = getInput().getDefiningOp<TransposeOp>();
+  if (!inner)
+    return {};
+  ArrayRef<int64_t> outer = getPerm(), first = inner.getPerm();
+  for (auto [i, axis] : llvm::enumerate(outer))
+    if (first[axis] != int64_t(i))
+      return {};
+  return inner.getInput();
+}
+
 using OptInt = std::optional<int64_t>;
 using OptFloat = std::optional<double>;
 

@@ -629,3 +629,18 @@ func.func @where_splat_dynamic(%x: tensor<?x4xf32>, %y: tensor<?x4xf32>) -> tens
   %r = sl.where %c, %x, %y : tensor<3x4xi1>, tensor<?x4xf32>, tensor<?x4xf32> -> tensor<?x4xf32>
   return %r : tensor<?x4xf32>
 }
+
+// -----
+
+// A transpose undoing a transpose folds away; one that does not stays.
+// CHECK-LABEL: func.func @transpose_round_trip
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: %[[T:.+]] = sl.transpose %[[X]] [1, 2, 0]
+// CHECK-NEXT: %[[U:.+]] = sl.transpose %[[T]] [1, 0, 2]
+// CHECK-NEXT: return %[[X]], %[[U]]
+func.func @transpose_round_trip(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x3x2xf32>) {
+  %t = sl.transpose %x [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+  %back = sl.transpose %t [2, 0, 1] : tensor<3x4x2xf32> -> tensor<2x3x4xf32>
+  %other = sl.transpose %t [1, 0, 2] : tensor<3x4x2xf32> -> tensor<4x3x2xf32>
+  return %back, %other : tensor<2x3x4xf32>, tensor<4x3x2xf32>
+}
