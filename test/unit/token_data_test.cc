@@ -268,10 +268,11 @@ TEST(TokenDataTest, TokenPastTheVocabularyIsAnError) {
   TokenData data = TokenData::open(writeTokens(dir, tokens), TokenDType::U16);
   // Step 0 (tokens 0..3) never reads token 5.
   EXPECT_NO_THROW(data.batch(0, 1, 3, 10));
-  // Step 1 (tokens 3..6) does, as an input.
+  // Step 1 (tokens 3..6) does, as an input; messages number steps from 1, as sl-run does.
   EXPECT_THAT(errorOf([&] { data.batch(1, 1, 3, 10); }),
               AllOf(HasSubstr(dir.file("t.bin")), HasSubstr("token 5 of the file"),
-                    HasSubstr("is 31"), HasSubstr("vocabulary of 10"), HasSubstr("step 1")));
+                    HasSubstr("(read by step 2)"), HasSubstr("is 31"),
+                    HasSubstr("vocabulary of 10")));
   // Reading the bad token only as the last label is still an error: step 0 at S = 5 reads 0..5.
   EXPECT_THAT(errorOf([&] { data.batch(0, 1, 5, 10); }), HasSubstr("is 31"));
   // A vocabulary of exactly 31 ids does not hold id 31; 32 does.

@@ -85,7 +85,8 @@ void TokenData::batch(uint64_t step, int64_t batchSize, int64_t seqLen, int64_t 
   for (uint64_t i = 0; i <= tokensPerStep; ++i) {
     uint64_t value = token(index);
     if (value >= static_cast<uint64_t>(vocabSize))
-      throw makeError(path(), ": token ", index, " of the file (read by step ", step, ") is ",
+      // Steps are numbered from 1 in messages, as sl-run's progress lines number them.
+      throw makeError(path(), ": token ", index, " of the file (read by step ", step + 1, ") is ",
                       value, ", past the vocabulary of ", vocabSize, " ids (0..", vocabSize - 1,
                       ")");
     if (i < tokensPerStep)
