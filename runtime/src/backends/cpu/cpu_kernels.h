@@ -73,6 +73,11 @@ void expand(const Operands &operands, const TensorRef *y);
 void trilu(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
 // linear_algebra.cc: MATMUL, GEMM (OpenBLAS).
+// Row-major C = alpha * op(A) op(B) + beta * C through OpenBLAS (which threads it), for the
+// kernels built on GEMMs.
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                 int64_t ldc);
 void matmul(const Operands &operands, const TensorRef *y);
 void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 

@@ -258,116 +258,94 @@ void rotaryGrad(const Kernel &kernel, const Operands &operands, const Results &r
 // recomputes each p_ij from the kept statistics and accumulates dk_j and dv_j in a fixed order
 // (query head, then query row), so no thread adds into another's rows. A query row that sees no
 // key contributes nothing and gets dq = 0.
+// Blocked with GEMMs, FlashAttention-style: for each (batch, key/value head) and each of its query
+// heads, query rows go in blocks of kQueryBlock; a block's scores P (rows x T) are recomputed with
+// one GEMM, softmaxed in place, and
+//   dP = dY V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
+//   dQ = dS K,    dK += dS^T Q,    dV += P^T dY
+// are GEMMs too. Only a [block, T] score tile is ever stored. The pairs and blocks go in a fixed
+// order and OpenBLAS threads each GEMM by output tiles, so the sums do not depend on the thread
+// count.
 void attentionGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2], *dy = operands[3];
   const TensorRef *mask = operands.size() > 4 ? operands[4] : nullptr;
-  int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
-  int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
-  int64_t group = heads / kvHeads;
-  float scale = kernel.attention().scale();
-  bool causal = kernel.attention().causal();
+  const int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
+  const int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
+  const int64_t group = heads / kvHeads;
+  const float scale = kernel.attention().scale();
+  const bool causal = kernel.attention().causal();
   std::vector<int64_t> maskStrides =
       mask ? broadcastStrides(mask->shape, {batch, heads, s, t}) : std::vector<int64_t>(4, 0);
   const float *pq = in<float>(q), *pk = in<float>(k), *pv = in<float>(v), *pdy = in<float>(dy);
   const float *pm = mask ? in<float>(mask) : nullptr;
   float *pdq = out<float>(results[0]), *pdk = out<float>(results[1]);
   float *pdv = out<float>(results[2]);
+  constexpr int64_t kQueryBlock = 64;
 
-  auto maskRow = [&](int64_t b, int64_t h, int64_t i) {
-    return pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
-  };
-  auto score = [&](const float *qRow, const float *kRow, const float *mRow, int64_t j) {
-    return dot(qRow, kRow, d) * scale + (mRow ? mRow[j * maskStrides[3]] : 0.0f);
-  };
-
-  int64_t rows = batch * heads * s;
-  std::vector<float> rowMax(static_cast<size_t>(rows));
-  std::vector<double> rowInvSum(static_cast<size_t>(rows)), rowDelta(static_cast<size_t>(rows));
-
-  parallelFor(rows, t * (2 * d + dv) + d, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(t));
-    std::vector<double> p(static_cast<size_t>(t)), dp(static_cast<size_t>(t));
-    std::vector<double> acc(static_cast<size_t>(d));
-    for (int64_t row = begin; row < end; ++row) {
-      int64_t i = row % s, bh = row / s, h = bh % heads, b = bh / heads;
-      int64_t kvHead = b * kvHeads + h / group;
-      const float *qRow = pq + row * d, *dyRow = pdy + row * dv;
-      const float *kHead = pk + kvHead * t * d, *vHead = pv + kvHead * t * dv;
-      const float *mRow = maskRow(b, h, i);
-      float *dqRow = pdq + row * d;
-      int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
-      float max = kMinusInf;
-      for (int64_t j = 0; j < visible; ++j) {
-        scores[static_cast<size_t>(j)] = score(qRow, kHead + j * d, mRow, j);
-        max = std::max(max, scores[static_cast<size_t>(j)]);
-      }
-      size_t r = static_cast<size_t>(row);
-      rowMax[r] = max;
-      if (max == kMinusInf) {
-        std::fill(dqRow, dqRow + d, 0.0f);
-        continue;
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < visible; ++j)
-        sum += (p[static_cast<size_t>(j)] = std::exp(double(scores[static_cast<size_t>(j)]) - max));
-      double invSum = 1.0 / sum, delta = 0;
-      for (int64_t j = 0; j < visible; ++j) {
-        size_t jj = static_cast<size_t>(j);
-        p[jj] *= invSum;
-        dp[jj] = p[jj] == 0.0 ? 0.0 : dot(dyRow, vHead + j * dv, dv);
-        delta += p[jj] * dp[jj];
-      }
-      rowInvSum[r] = invSum;
-      rowDelta[r] = delta;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < visible; ++j) {
-        size_t jj = static_cast<size_t>(j);
-        if (p[jj] == 0.0)
-          continue;
-        double ds = p[jj] * (dp[jj] - delta) * scale;
-        const float *kRow = kHead + j * d;
-        for (int64_t c = 0; c < d; ++c)
-          acc[static_cast<size_t>(c)] += ds * kRow[c];
-      }
-      for (int64_t c = 0; c < d; ++c)
-        dqRow[c] = static_cast<float>(acc[static_cast<size_t>(c)]);
-    }
-  });
-
-  parallelFor(
-      batch * kvHeads * t, group * s * (2 * d + 2 * dv) + d + dv, [&](int64_t begin, int64_t end) {
-        std::vector<double> accK(static_cast<size_t>(d)), accV(static_cast<size_t>(dv));
-        for (int64_t keyRow = begin; keyRow < end; ++keyRow) {
-          int64_t j = keyRow % t, bkv = keyRow / t;
-          int64_t kvHead = bkv % kvHeads, b = bkv / kvHeads;
-          const float *kRow = pk + keyRow * d, *vRow = pv + keyRow * dv;
-          std::fill(accK.begin(), accK.end(), 0.0);
-          std::fill(accV.begin(), accV.end(), 0.0);
-          // Key j is visible to queries i >= j + S - T under the causal rule.
-          int64_t firstQuery = causal ? std::max<int64_t>(0, j + s - t) : 0;
-          for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h)
-            for (int64_t i = firstQuery; i < s; ++i) {
-              int64_t row = (b * heads + h) * s + i;
-              size_t r = static_cast<size_t>(row);
-              if (rowMax[r] == kMinusInf)
-                continue;
-              const float *qRow = pq + row * d, *dyRow = pdy + row * dv;
-              double p = std::exp(double(score(qRow, kRow, maskRow(b, h, i), j)) - rowMax[r]) *
-                         rowInvSum[r];
-              if (p == 0.0)
-                continue;
-              double ds = p * (dot(dyRow, vRow, dv) - rowDelta[r]) * scale;
-              for (int64_t c = 0; c < d; ++c)
-                accK[static_cast<size_t>(c)] += ds * qRow[c];
-              for (int64_t c = 0; c < dv; ++c)
-                accV[static_cast<size_t>(c)] += p * dyRow[c];
+  std::vector<float> p(static_cast<size_t>(kQueryBlock * t));
+  std::vector<float> dp(static_cast<size_t>(kQueryBlock * t));
+  {
+    for (int64_t item = 0; item < batch * kvHeads; ++item) {
+      const int64_t b = item / kvHeads, kvHead = item % kvHeads;
+      const float *kHead = pk + item * t * d, *vHead = pv + item * t * dv;
+      float *dkHead = pdk + item * t * d, *dvHead = pdv + item * t * dv;
+      std::fill(dkHead, dkHead + t * d, 0.0f);
+      std::fill(dvHead, dvHead + t * dv, 0.0f);
+      for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+        const int64_t bh = b * heads + h;
+        const float *qHead = pq + bh * s * d, *dyHead = pdy + bh * s * dv;
+        float *dqHead = pdq + bh * s * d;
+        for (int64_t i0 = 0; i0 < s; i0 += kQueryBlock) {
+          const int64_t rows = std::min(kQueryBlock, s - i0);
+          // Scores of the block: P = Q K^T * scale (+ mask), then each row's softmax.
+          cpu::sgemm(false, true, rows, t, d, scale, qHead + i0 * d, d, kHead, d, 0.0f,
+                           p.data(), t);
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = i0 + r;
+            float *row = p.data() + r * t;
+            const int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
+            const float *mRow =
+                pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
+            float max = kMinusInf;
+            for (int64_t j = 0; j < visible; ++j) {
+              if (mRow)
+                row[j] += mRow[j * maskStrides[3]];
+              max = std::max(max, row[j]);
             }
-          for (int64_t c = 0; c < d; ++c)
-            pdk[keyRow * d + c] = static_cast<float>(accK[static_cast<size_t>(c)]);
-          for (int64_t c = 0; c < dv; ++c)
-            pdv[keyRow * dv + c] = static_cast<float>(accV[static_cast<size_t>(c)]);
+            if (max == kMinusInf) { // sees no key: no gradient
+              std::fill(row, row + t, 0.0f);
+              continue;
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < visible; ++j)
+              sum += (row[j] = std::exp(row[j] - max));
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int64_t j = 0; j < visible; ++j)
+              row[j] *= inv;
+            std::fill(row + visible, row + t, 0.0f);
+          }
+          // dP = dY V^T; then dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
+          cpu::sgemm(false, true, rows, t, dv, 1.0f, dyHead + i0 * dv, dv, vHead, dv, 0.0f,
+                           dp.data(), t);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float *pRow = p.data() + r * t;
+            float *dRow = dp.data() + r * t;
+            double delta = 0;
+            for (int64_t j = 0; j < t; ++j)
+              delta += double(pRow[j]) * dRow[j];
+            for (int64_t j = 0; j < t; ++j)
+              dRow[j] = pRow[j] * (dRow[j] - static_cast<float>(delta)) * scale;
+          }
+          cpu::sgemm(false, false, rows, d, t, 1.0f, dp.data(), t, kHead, d, 0.0f,
+                           dqHead + i0 * d, d);
+          cpu::sgemm(true, false, t, d, rows, 1.0f, dp.data(), t, qHead + i0 * d, d, 1.0f,
+                           dkHead, d);
+          cpu::sgemm(true, false, t, dv, rows, 1.0f, p.data(), t, dyHead + i0 * dv, dv,
+                           1.0f, dvHead, dv);
         }
-      });
+      }
+    }
+  }
 }
 
 // dx = dy * gelu'(x). Exact: Phi(x) + x phi(x), with Phi from erfc so that it keeps its digits

@@ -18,14 +18,14 @@ int blasDim(int64_t dim) {
   return static_cast<int>(dim);
 }
 
+} // namespace
+
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
            int64_t lda, const float *b, int64_t ldb, float beta, float *y, int64_t ldy) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
               blasDim(m), blasDim(n), blasDim(k), alpha, a, blasDim(lda), b, blasDim(ldb), beta, y,
               blasDim(ldy));
 }
-
-} // namespace
 
 // numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast.
 void matmul(const Operands &operands, const TensorRef *yRef) {
