@@ -374,12 +374,6 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       .Case<TanhOp>([&](auto) -> Result { return simple(pb::TANH); })
       .Case<CastOp>([&](auto) -> Result { return simple(pb::CAST); })
       .Case<SwigluOp>([&](auto) -> Result { return simple(pb::SWIGLU); })
-      .Case<GeluOp>([&](GeluOp gelu) -> Result {
-        simple(pb::GELU).attributes = [tanh = gelu.getTanh()](pb::Kernel &k) {
-          k.mutable_gelu()->set_tanh(tanh);
-        };
-        return plan;
-      })
       .Case<TransposeOp>([&](TransposeOp transpose) -> Result {
         SmallVector<int64_t> perm(transpose.getPerm());
         simple(pb::TRANSPOSE).attributes = [perm](pb::Kernel &k) {
@@ -463,85 +457,6 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
-      .Case<LayerNormOp>([&](LayerNormOp norm) -> Result {
-        int64_t axis = normalized(norm.getAxis(), norm.getType().getRank());
-        float epsilon = norm.getEpsilon().convertToFloat();
-        simple(pb::LAYER_NORM).attributes = [axis, epsilon](pb::Kernel &k) {
-          k.mutable_norm()->set_axis(axis);
-          k.mutable_norm()->set_epsilon(epsilon);
-        };
-        return plan;
-      })
-      .Case<RmsNormOp>([&](RmsNormOp norm) -> Result {
-        int64_t axis = norm.getType().getRank() - 1;
-        float epsilon = norm.getEpsilon().convertToFloat();
-        simple(pb::RMS_NORM).attributes = [axis, epsilon](pb::Kernel &k) {
-          k.mutable_norm()->set_axis(axis);
-          k.mutable_norm()->set_epsilon(epsilon);
-        };
-        return plan;
-      })
-      .Case<RotaryOp>([&](RotaryOp rotary) -> Result {
-        simple(pb::ROTARY).attributes = [interleaved = rotary.getInterleaved()](pb::Kernel &k) {
-          k.mutable_rotary()->set_interleaved(interleaved);
-        };
-        return plan;
-      })
-      .Case<AttentionOp>([&](AttentionOp attention) -> Result {
-        bool causal = attention.getCausal();
-        float scale = attention.getScale().convertToFloat();
-        simple(pb::ATTENTION).attributes = [causal, scale](pb::Kernel &k) {
-          k.mutable_attention()->set_causal(causal);
-          k.mutable_attention()->set_scale(scale);
-        };
-        return plan;
-      })
-      .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp grad) -> Result {
-        int64_t ignore = grad.getIgnoreIndex();
-        simple(pb::CROSS_ENTROPY_GRAD).attributes = [ignore](pb::Kernel &k) {
-          k.mutable_cross_entropy()->set_ignore_index(ignore);
-        };
-        return plan;
-      })
-      .Case<RmsNormGradOp>([&](RmsNormGradOp grad) -> Result {
-        int64_t axis = typeOf(grad.getOperands()[0]).getRank() - 1;
-        float epsilon = grad.getEpsilon().convertToFloat();
-        simple(pb::RMS_NORM_GRAD).attributes = [axis, epsilon](pb::Kernel &k) {
-          k.mutable_norm()->set_axis(axis);
-          k.mutable_norm()->set_epsilon(epsilon);
-        };
-        return plan;
-      })
-      .Case<LayerNormGradOp>([&](LayerNormGradOp grad) -> Result {
-        int64_t axis = int64_t(grad.getAxis());
-        float epsilon = grad.getEpsilon().convertToFloat();
-        simple(pb::LAYER_NORM_GRAD).attributes = [axis, epsilon](pb::Kernel &k) {
-          k.mutable_norm()->set_axis(axis);
-          k.mutable_norm()->set_epsilon(epsilon);
-        };
-        return plan;
-      })
-      .Case<RotaryGradOp>([&](RotaryGradOp grad) -> Result {
-        simple(pb::ROTARY_GRAD).attributes = [interleaved = grad.getInterleaved()](pb::Kernel &k) {
-          k.mutable_rotary()->set_interleaved(interleaved);
-        };
-        return plan;
-      })
-      .Case<AttentionGradOp>([&](AttentionGradOp grad) -> Result {
-        bool causal = grad.getCausal();
-        float scale = grad.getScale().convertToFloat();
-        simple(pb::ATTENTION_GRAD).attributes = [causal, scale](pb::Kernel &k) {
-          k.mutable_attention()->set_causal(causal);
-          k.mutable_attention()->set_scale(scale);
-        };
-        return plan;
-      })
-      .Case<GeluGradOp>([&](GeluGradOp grad) -> Result {
-        simple(pb::GELU_GRAD).attributes = [tanh = grad.getTanh()](pb::Kernel &k) {
-          k.mutable_gelu()->set_tanh(tanh);
-        };
-        return plan;
-      })
       .Case<SwigluGradOp>([&](auto) -> Result { return simple(pb::SWIGLU_GRAD); })
       .Case<GatherGradOp>([&](GatherGradOp grad) -> Result {
         int64_t rank = typeOf(grad.getResult(0)).getRank();
@@ -551,11 +466,59 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
-      .Case<CrossEntropyOp>([&](CrossEntropyOp loss) -> Result {
-        int64_t ignore = loss.getIgnoreIndex();
-        simple(pb::CROSS_ENTROPY).attributes = [ignore](pb::Kernel &k) {
-          k.mutable_cross_entropy()->set_ignore_index(ignore);
-        };
+      // Forward ops and their gradients take the same attribute message.
+      .Case<GeluOp, GeluGradOp>([&](auto o) -> Result {
+        pb::GeluAttributes attrs;
+        attrs.set_tanh(o.getTanh());
+        simple(llvm::isa<GeluOp>(op) ? pb::GELU : pb::GELU_GRAD).attributes =
+            [attrs](pb::Kernel &k) { *k.mutable_gelu() = attrs; };
+        return plan;
+      })
+      .Case<RotaryOp, RotaryGradOp>([&](auto o) -> Result {
+        pb::RotaryAttributes attrs;
+        attrs.set_interleaved(o.getInterleaved());
+        simple(llvm::isa<RotaryOp>(op) ? pb::ROTARY : pb::ROTARY_GRAD).attributes =
+            [attrs](pb::Kernel &k) { *k.mutable_rotary() = attrs; };
+        return plan;
+      })
+      .Case<AttentionOp, AttentionGradOp>([&](auto o) -> Result {
+        pb::AttentionAttributes attrs;
+        attrs.set_causal(o.getCausal());
+        attrs.set_scale(o.getScale().convertToFloat());
+        simple(llvm::isa<AttentionOp>(op) ? pb::ATTENTION : pb::ATTENTION_GRAD).attributes =
+            [attrs](pb::Kernel &k) { *k.mutable_attention() = attrs; };
+        return plan;
+      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) -> Result {
+        pb::CrossEntropyAttributes attrs;
+        attrs.set_ignore_index(int64_t(o.getIgnoreIndex()));
+        simple(llvm::isa<CrossEntropyOp>(op) ? pb::CROSS_ENTROPY : pb::CROSS_ENTROPY_GRAD)
+            .attributes = [attrs](pb::Kernel &k) { *k.mutable_cross_entropy() = attrs; };
+        return plan;
+      })
+      // The norms: the first normalised dimension (RMS norms normalise the last one).
+      .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp>([&](Operation *) -> Result {
+        int64_t rank = typeOf(op->getOperand(0)).getRank();
+        pb::NormAttributes attrs;
+        pb::OpKind kind;
+        if (auto norm = llvm::dyn_cast<LayerNormOp>(op)) {
+          kind = pb::LAYER_NORM;
+          attrs.set_axis(normalized(int64_t(norm.getAxis()), rank));
+          attrs.set_epsilon(norm.getEpsilon().convertToFloat());
+        } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(op)) {
+          kind = pb::LAYER_NORM_GRAD;
+          attrs.set_axis(normalized(int64_t(grad.getAxis()), rank));
+          attrs.set_epsilon(grad.getEpsilon().convertToFloat());
+        } else if (auto norm = llvm::dyn_cast<RmsNormOp>(op)) {
+          kind = pb::RMS_NORM;
+          attrs.set_axis(rank - 1);
+          attrs.set_epsilon(norm.getEpsilon().convertToFloat());
+        } else {
+          kind = pb::RMS_NORM_GRAD;
+          attrs.set_axis(rank - 1);
+          attrs.set_epsilon(llvm::cast<RmsNormGradOp>(op).getEpsilon().convertToFloat());
+        }
+        simple(kind).attributes = [attrs](pb::Kernel &k) { *k.mutable_norm() = attrs; };
         return plan;
       })
       .Default([&](Operation *) -> Result {
