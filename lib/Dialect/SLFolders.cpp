@@ -436,7 +436,8 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
 OpFoldResult ExpandOp::fold(FoldAdaptor a) {
   if (getType().hasStaticShape() && getInput().getType() == getType())
     return getInput();
-  // A round trip through another shape is the identity.
+  // Expanding a reshape of x back to x's own type broadcasts nothing (the element counts are
+  // equal), so it is the reshape's round trip: x itself.
   if (auto inner = getInput().getDefiningOp<ReshapeOp>();
       inner && getType().hasStaticShape() && inner.getInput().getType() == getType())
     return inner.getInput();
