@@ -33,7 +33,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 // Device buffers start on 256-byte boundaries (what cuBLAS and vector loads like); host buffers
 // on 64-byte ones (a cache line).
 constexpr uint64_t kDeviceAlignment = 256;
