@@ -728,6 +728,180 @@ def SL_GatherGradOp : SL_GradOp<"gather_grad", "gather",
 }
 
 //===--------------------------------------------------------------------------------------------===//
+// The explicit step: memory spaces, transfers, accumulation, optimizer steps
+//
+// After sl-schedule-subbatches, a training step says where every value lives. Function arguments,
+// `sl.param`, `sl.constant`, `sl.sub_batch` views of host values, `sl.offload` results and
+// `sl.accumulate`s of host values are in the host pool; everything else is in the device arena.
+// Transfers are not Pure: two prefetches of one host slot are two device buffers, never merged.
+//===--------------------------------------------------------------------------------------------===//
+
+def SL_SubBatchOp : SL_Op<"sub_batch", [Pure]> {
+  let summary = "sub-batch `index` of `count` of a batch-major host tensor (a view, no copy)";
+  let description = [{
+    Rows `[index * n, (index + 1) * n)` of dimension 0 of `batch`, where `n` is the result's
+    dimension 0 and `count * n` the batch's: the bytes of one sub-batch of a row-major tensor are
+    contiguous, so the result is a view of the host buffer at an offset. The result has the
+    batch's shape with dimension 0 divided by `count`.
+
+    Example:
+
+    ```mlir
+    %ids1 = sl.sub_batch %ids {index = 1 : i64, count = 3 : i64} : tensor<6x16xi64> -> tensor<2x16xi64>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$batch, I64Attr:$index, I64Attr:$count);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = [{
+    $batch attr-dict `:` type($batch) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_FetchParamsOp : SL_Op<"fetch_params", [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "bring a group's parameters from the host pool to the device (one copy each)";
+  let description = [{
+    Copies every parameter of one group from its host buffer into a device buffer of its own, on
+    the host-to-device stream. SpeedLoader fetches a group once per pass and applies it to every
+    sub-batch; the canonical baseline fetches it once per sub-batch. With several ranks this is
+    where an all-gather of the shards goes (`sl.all_gather`). `group` names the group in traces.
+
+    Example:
+
+    ```mlir
+    %wq_d, %wk_d = sl.fetch_params %wq, %wk {group = "layers 0-1"} : tensor<64x64xf32>, tensor<64x16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<SL_FloatTensor>:$params, StrAttr:$group);
+  let results = (outs Variadic<SL_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $params attr-dict `:` type($params)
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_PrefetchOp : SL_Op<"prefetch", [AllTypesMatch<["source", "result"]>]> {
+  let summary = "copy a host value to the device";
+  let description = [{
+    A host-to-device copy of a host-pool value (a sub-batch of the inputs, a boundary activation
+    or an activation gradient that an earlier stage offloaded, a constant) into a device buffer.
+
+    Example:
+
+    ```mlir
+    %x = sl.prefetch %h : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$source);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = "$source attr-dict `:` type($result)";
+}
+
+def SL_OffloadOp : SL_Op<"offload", [AllTypesMatch<["source", "result"]>]> {
+  let summary = "copy a device value to the host pool";
+  let description = [{
+    A device-to-host copy into a host-pool slot of its own: a stage's output for a later stage
+    (or for the backward pass), an activation gradient, a group's accumulated parameter gradients,
+    the loss.
+
+    Example:
+
+    ```mlir
+    %h = sl.offload %x : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$source);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = "$source attr-dict `:` type($result)";
+}
+
+def SL_AccumulateOp : SL_Op<"accumulate", [Pure, AllTypesMatch<["accumulator", "value", "result"]>]> {
+  let summary = "accumulator + value, in the accumulator's memory space (gradient accumulation)";
+  let description = [{
+    The elementwise sum of two f32 tensors of one shape; `sl-allocate` places the result in the
+    accumulator's buffer when this is the accumulator's last use, so accumulating over sub-batches
+    needs one buffer. Device accumulators run on the compute stream; host ones (canonical mode,
+    and parameters read by several groups) on the host stream.
+
+    Example:
+
+    ```mlir
+    %g2 = sl.accumulate %g1, %dw : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins F32Tensor:$accumulator, F32Tensor:$value);
+  let results = (outs F32Tensor:$result);
+  let assemblyFormat = "$accumulator `,` $value attr-dict `:` type($result)";
+}
+
+def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments]> {
+  let summary = "the gradients of these parameters are final: the optimizer may update them";
+  let description = [{
+    Marks the point of the step after which the host gradients `grads` of `params` (one each, in
+    order) are final, so the host optimizer may update those parameters while the rest of the
+    backward runs. `loss` is the step's loss in the host pool (a runtime checks it before
+    updating anything). The optimizer writes the parameters' host buffers: nothing may read them
+    later in the step.
+
+    Example:
+
+    ```mlir
+    sl.optimizer_step %loss grads(%gw, %gb) params(%w, %b)
+        : tensor<f32>, (tensor<64x64xf32>, tensor<64xf32>), (tensor<64x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins F32Tensor:$loss, Variadic<SL_FloatTensor>:$grads,
+                       Variadic<SL_FloatTensor>:$params);
+  let assemblyFormat = [{
+    $loss `grads` `(` $grads `)` `params` `(` $params `)` attr-dict `:` type($loss) `,`
+    `(` type($grads) `)` `,` `(` type($params) `)`
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_AllGatherOp : SL_Op<"all_gather"> {
+  let summary = "gather the shards of a group's parameters from every rank (distributed)";
+  let description = [{
+    With `world` ranks, each holding `1/world` of every parameter, assembles the whole parameters
+    on every rank's device, on the collective stream; the sharded counterpart of
+    `sl.fetch_params`. Verified here; schedules of one rank use `sl.fetch_params`.
+
+    Example:
+
+    ```mlir
+    %w = sl.all_gather %shard {world = 2 : i64} : tensor<32x64xf32> -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<SL_FloatTensor>:$shards, I64Attr:$world);
+  let results = (outs Variadic<SL_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $shards attr-dict `:` type($shards) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_ReduceScatterOp : SL_Op<"reduce_scatter"> {
+  let summary = "sum gradients over every rank, leaving each rank its shard (distributed)";
+  let description = [{
+    With `world` ranks, sums each gradient over the ranks and leaves rank r the r-th of `world`
+    equal slices of dimension 0, on the collective stream: a group's gradients are
+    reduce-scattered once per step. Verified here; schedules of one rank offload instead.
+
+    Example:
+
+    ```mlir
+    %gs = sl.reduce_scatter %g {world = 2 : i64} : tensor<64x64xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<SL_FloatTensor>:$values, I64Attr:$world);
+  let results = (outs Variadic<SL_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $values attr-dict `:` type($values) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===--------------------------------------------------------------------------------------------===//
 // Stages
 //===--------------------------------------------------------------------------------------------===//
 

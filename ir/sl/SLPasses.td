@@ -121,4 +121,97 @@ def AssembleTrainStepPass : Pass<"sl-assemble-train-step", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 
+def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
+  let summary = "the training step as SpeedLoader (or canonical) sub-batch loops with explicit transfers";
+  let description = [{
+    After `sl-partition-layers` and `sl-autodiff`, writes `@train_step(input_ids, labels) ->
+    (loss, grad:<param>...)` for a batch of `num-sub-batches` (N) sub-batches of the size
+    @forward is bound at, with every transfer explicit. Stages are grouped: the prologue alone,
+    blocks `live-blocks` (K) at a time, the epilogue alone. Fully unrolled, in issue order:
+
+    - `mode=speedloader`: for each group, its parameters are fetched once (`sl.fetch_params`;
+      the next group's fetch is issued while this group computes) and applied to all N
+      sub-batches: each sub-batch's boundary input is prefetched from the host pool
+      (`sl.prefetch`, one sub-batch ahead), the group runs, its output is offloaded
+      (`sl.offload`). The epilogue runs forward and backward per sub-batch. Backward, groups in
+      reverse: fetch once, per sub-batch prefetch the boundary input and the output gradient,
+      recompute and back-propagate, accumulate parameter gradients on the device
+      (`sl.accumulate`), offload the input gradient; then offload the group's gradients once and
+      mark them final (`sl.optimizer_step`).
+    - `mode=canonical`: the ZeRO-style baseline on the same machinery: each sub-batch runs the
+      whole forward and backward with a parameter fetch per group and pass, and every group's
+      gradients are offloaded per sub-batch and accumulated on the host.
+
+    The loss is the mean over the N sub-batch losses (each a mean over its tokens, all equal in
+    size: the mean over every token of the batch); each sub-batch's backward is seeded with 1/N.
+    Constants that kernels read are prefetched once at the start. Options left at 0 (or empty)
+    come from the module's `sl.plan` (written by `sl-plan`), else N = 1, K = 1, speedloader.
+    The step carries `sl.plan` with the values used.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
+           "speedloader or canonical (empty: from sl.plan, else speedloader)">,
+    Option<"numSubBatches", "num-sub-batches", "int64_t", /*default=*/"0",
+           "Sub-batches per step, N (0: from sl.plan, else 1)">,
+    Option<"liveBlocks", "live-blocks", "int64_t", /*default=*/"0",
+           "Blocks per group whose parameters are on the device together, K (0: from sl.plan, "
+           "else 1)">,
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "The step's batch the user asked for, checked to be N x the sub-batch size "
+           "(0: unchecked)">,
+  ];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
+}
+
+def AssignStreamsPass : Pass<"sl-assign-streams", "mlir::func::FuncOp"> {
+  let summary = "put every kernel of an explicit step on a stream";
+  let description = [{
+    On a step written by `sl-schedule-subbatches` (a function carrying `sl.plan`), sets
+    `sl.stream` on every op that becomes a kernel: `"h2d"` for `sl.fetch_params` and
+    `sl.prefetch`, `"d2h"` for `sl.offload`, `"host"` for accumulations of host values and
+    `sl.optimizer_step`, `"collective"` for `sl.all_gather` and `sl.reduce_scatter`, and
+    `"compute"` for every other op that computes. Parameters, constants, sub-batch views and
+    reshapes are no kernels and get none. Functions without `sl.plan` are left alone.
+
+    Copies on their own streams are what lets the runtime overlap them with compute; the waits
+    between streams come from `sl-insert-events`.
+  }];
+}
+
+def AllocatePass : Pass<"sl-allocate", "mlir::func::FuncOp"> {
+  let summary = "static offsets in the device arena and the host pool";
+  let description = [{
+    On a step written by `sl-schedule-subbatches`, gives every value a byte offset in its memory
+    space (`sl.offsets` on each op, one per result; `sl.offset` on each argument) and sets the
+    function's `sl.device_arena_bytes` and `sl.host_pool_bytes`.
+
+    The device arena is reused: values are placed in issue order, each at the best-fitting free
+    range (256-byte aligned), and a value's range is free again after its last reader. An
+    accumulation whose accumulator dies there is placed over it (in place). Views (reshapes,
+    sub-batches) share their source's bytes. The host pool is not reused: arguments, parameters,
+    constants and every offloaded value get a slot of their own (64-byte aligned), so each
+    (stage, sub-batch) slot is one contiguous range a single copy moves; host accumulations are
+    in place.
+
+    Reuse makes later kernels write bytes that earlier kernels on other streams read:
+    `sl-insert-events` orders them.
+  }];
+}
+
+def InsertEventsPass : Pass<"sl-insert-events", "mlir::func::FuncOp"> {
+  let summary = "the waits between streams: data dependences and reuse of memory";
+  let description = [{
+    After `sl-assign-streams` and `sl-allocate`, orders every pair of kernels on different
+    streams that touch overlapping bytes of one memory space, at least one of them writing:
+    a value read after it was computed or copied, and a buffer written after an earlier value
+    in the same bytes was read (reuse). A kernel that must wait gets `sl.wait` (the events it
+    waits for) and the kernel it waits for `sl.record` (its event); the function gets
+    `sl.num_events`.
+
+    The set of waits is minimal in the sense of vector clocks: a wait is added only when the
+    kernel is not already ordered after the other one through earlier waits and stream order.
+    An `sl.optimizer_step` writes the host buffers of its parameters.
+  }];
+}
+
 #endif // SL_PASSES_TD

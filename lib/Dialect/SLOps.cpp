@@ -202,6 +202,85 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+LogicalResult SubBatchOp::verify() {
+  auto batch = rankedType(getBatch()), result = rankedType(getResult());
+  int64_t index = static_cast<int64_t>(getIndex()), count = static_cast<int64_t>(getCount());
+  if (count < 1 || index < 0 || index >= count)
+    return emitOpError("index ") << index << " must be in [0, count) with count >= 1, got count "
+                                 << count;
+  if (batch.getRank() == 0 || result.getRank() != batch.getRank() ||
+      batch.getElementType() != result.getElementType() || !batch.hasStaticShape() ||
+      !result.hasStaticShape() || batch.getShape().drop_front() != result.getShape().drop_front() ||
+      result.getDimSize(0) * count != batch.getDimSize(0))
+    return emitOpError("result ") << result << " must be " << batch
+                                  << " with dimension 0 divided by " << count;
+  return success();
+}
+
+LogicalResult FetchParamsOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                              ValueRange operands, DictionaryAttr,
+                                              OpaqueProperties, RegionRange,
+                                              SmallVectorImpl<Type> &inferred) {
+  llvm::append_range(inferred, operands.getTypes());
+  return success();
+}
+
+LogicalResult FetchParamsOp::verify() {
+  if (TypeRange(getParams().getTypes()) != TypeRange(getResults().getTypes()))
+    return emitOpError("results must have the parameters' types, one each");
+  for (Value param : getParams())
+    if (!param.getDefiningOp<ParamOp>())
+      return emitOpError("operands must be sl.param values (parameters live in the host pool)");
+  return success();
+}
+
+LogicalResult OptimizerStepOp::verify() {
+  if (rankedType(getLoss()).getRank() != 0)
+    return emitOpError("loss must be a scalar, got ") << getLoss().getType();
+  if (getGrads().size() != getParams().size() || getParams().empty())
+    return emitOpError("needs one gradient per parameter and at least one, got ")
+           << getGrads().size() << " gradients for " << getParams().size() << " parameters";
+  for (auto [grad, param] : llvm::zip(getGrads(), getParams())) {
+    if (grad.getType() != param.getType())
+      return emitOpError("gradient ") << grad.getType() << " does not match its parameter "
+                                      << param.getType();
+    if (!param.getDefiningOp<ParamOp>())
+      return emitOpError("params must be sl.param values");
+  }
+  return success();
+}
+
+/// all_gather and reduce_scatter: one result per operand, dimension 0 multiplied (gather) or
+/// divided (scatter) by `world`.
+static LogicalResult verifyCollective(Operation *op, ValueRange operands, ValueRange results,
+                                      int64_t world, bool gather) {
+  if (world < 1)
+    return op->emitOpError("world must be at least 1, got ") << world;
+  if (operands.size() != results.size() || operands.empty())
+    return op->emitOpError("needs one result per operand and at least one operand");
+  for (auto [operand, result] : llvm::zip(operands, results)) {
+    auto in = rankedType(operand), out = rankedType(result);
+    auto [whole, shard] = gather ? std::pair(out, in) : std::pair(in, out);
+    if (whole.getRank() == 0 || shard.getRank() != whole.getRank() ||
+        whole.getElementType() != shard.getElementType() ||
+        whole.getShape().drop_front() != shard.getShape().drop_front() ||
+        shard.getDimSize(0) * world != whole.getDimSize(0))
+      return op->emitOpError("shard ") << shard << " must be " << whole
+                                       << " with dimension 0 divided by the world size " << world;
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyCollective(*this, getShards(), getResults(), static_cast<int64_t>(getWorld()),
+                          /*gather=*/true);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyCollective(*this, getValues(), getResults(), static_cast<int64_t>(getWorld()),
+                          /*gather=*/false);
+}
+
 LogicalResult LayerOp::verify() {
   if (getStage() != "prologue" && getStage() != "block" && getStage() != "epilogue")
     return emitOpError("stage must be prologue, block or epilogue, got '") << getStage() << "'";

@@ -10,6 +10,7 @@
 #include "sl/Target/ScheduleEmitter.h"
 
 #include "sl/Dialect/ConstantValues.h"
+#include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
 
@@ -74,6 +75,48 @@ std::string locationName(Location loc) {
   return s;
 }
 
+/// A constant's elements as the runtime stores them: little-endian, one byte per bool; a splat as
+/// one element.
+FailureOr<std::string> constantBytes(ConstantOp op) {
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op.emitError("only dense constants can be scheduled");
+  std::string data;
+  auto append = [&](uint64_t bits, unsigned bytes) {
+    for (unsigned i = 0; i < bytes; ++i)
+      data.push_back(char((bits >> (8 * i)) & 0xff));
+  };
+  Type element = dense.getElementType();
+  unsigned bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
+  int64_t count = dense.isSplat() ? 1 : dense.getNumElements();
+  if (llvm::isa<FloatType>(element)) {
+    auto values = dense.getValues<APFloat>();
+    for (int64_t i = 0; i < count; ++i)
+      append(values[i].bitcastToAPInt().getZExtValue(), bytes);
+  } else {
+    auto values = dense.getValues<APInt>();
+    for (int64_t i = 0; i < count; ++i)
+      append(values[i].getZExtValue(), bytes);
+  }
+  return data;
+}
+
+/// How a schedule at `schedulePath` names a model file: by its name alone when the two are in one
+/// directory (so the pair can be moved together), else by its absolute path.
+std::string parameterFile(llvm::StringRef schedulePath, llvm::StringRef file) {
+  llvm::SmallString<256> scheduleDir(llvm::sys::path::parent_path(schedulePath));
+  llvm::sys::fs::make_absolute(scheduleDir);
+  llvm::SmallString<256> fileDir(llvm::sys::path::parent_path(file));
+  llvm::sys::fs::make_absolute(fileDir);
+  llvm::sys::path::remove_dots(scheduleDir, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(fileDir, /*remove_dot_dot=*/true);
+  if (scheduleDir == fileDir)
+    return llvm::sys::path::filename(file).str();
+  llvm::SmallString<256> absolute(file);
+  llvm::sys::fs::make_absolute(absolute);
+  return absolute.str().str();
+}
+
 class Emitter {
 public:
   Emitter(func::FuncOp func, llvm::StringRef schedulePath) : func(func), schedulePath(schedulePath) {}
@@ -89,7 +132,6 @@ private:
   LogicalResult addParameter(ParamOp op);
   LogicalResult addCompute(Operation *op);
   pb::Kernel *addKernel(pb::OpKind kind, uint32_t stream, Location loc);
-  std::string parameterFile(llvm::StringRef file);
   uint32_t newEvent() {
     out->set_num_events(out->num_events() + 1);
     return out->num_events() - 1;
@@ -146,19 +188,6 @@ pb::Kernel *Emitter::addKernel(pb::OpKind kind, uint32_t stream, Location loc) {
   return kernel;
 }
 
-std::string Emitter::parameterFile(llvm::StringRef file) {
-  llvm::SmallString<256> scheduleDir(llvm::sys::path::parent_path(schedulePath));
-  llvm::sys::fs::make_absolute(scheduleDir);
-  llvm::SmallString<256> fileDir(llvm::sys::path::parent_path(file));
-  llvm::sys::fs::make_absolute(fileDir);
-  llvm::sys::path::remove_dots(scheduleDir, /*remove_dot_dot=*/true);
-  llvm::sys::path::remove_dots(fileDir, /*remove_dot_dot=*/true);
-  if (scheduleDir == fileDir)
-    return llvm::sys::path::filename(file).str();
-  llvm::SmallString<256> absolute(file);
-  llvm::sys::fs::make_absolute(absolute);
-  return absolute.str().str();
-}
 
 // Host copy of a value produced outside the function body (input or parameter), brought to the
 // device by one copy that records the event its consumers wait for.
@@ -181,7 +210,7 @@ LogicalResult Emitter::addParameter(ParamOp op) {
   pb::Parameter *param = out->add_parameters();
   param->set_name(op.getName().str());
   param->set_buffer(*host);
-  param->set_file(parameterFile(*op.getFile()));
+  param->set_file(parameterFile(schedulePath, *op.getFile()));
   param->set_file_offset(uint64_t(*op.getOffset()));
   param->set_bytes(buffer.bytes());
   param->set_dtype(buffer.dtype());
@@ -216,30 +245,12 @@ FailureOr<uint32_t> Emitter::addConstant(ConstantOp op) {
   if (failed(host))
     return failure();
   uint32_t device = *addBuffer(op.getLoc(), op.getResult(), pb::DEVICE, name);
-  auto dense = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
-  if (!dense)
-    return op.emitError("only dense constants can be scheduled");
-  // Element bytes as the runtime stores them: little-endian, one byte per bool; a splat as one.
-  std::string data;
-  auto append = [&](uint64_t bits, unsigned bytes) {
-    for (unsigned i = 0; i < bytes; ++i)
-      data.push_back(char((bits >> (8 * i)) & 0xff));
-  };
-  Type element = dense.getElementType();
-  unsigned bytes = std::max(1u, element.getIntOrFloatBitWidth() / 8);
-  int64_t count = dense.isSplat() ? 1 : dense.getNumElements();
-  if (llvm::isa<FloatType>(element)) {
-    auto values = dense.getValues<APFloat>();
-    for (int64_t i = 0; i < count; ++i)
-      append(values[i].bitcastToAPInt().getZExtValue(), bytes);
-  } else {
-    auto values = dense.getValues<APInt>();
-    for (int64_t i = 0; i < count; ++i)
-      append(values[i].getZExtValue(), bytes);
-  }
+  FailureOr<std::string> data = constantBytes(op);
+  if (failed(data))
+    return failure();
   pb::Constant *constant = out->add_constants();
   constant->set_buffer(*host);
-  constant->set_data(std::move(data));
+  constant->set_data(std::move(*data));
 
   pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
   copy->set_name(name);
@@ -651,6 +662,270 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
   return success();
 }
 
+
+/// Writes a step that sl-schedule-subbatches, sl-assign-streams, sl-allocate and sl-insert-events
+/// made explicit: every buffer's space and offset, every kernel's stream and events are in the IR
+/// already; this only translates them.
+class ExplicitStepEmitter {
+public:
+  ExplicitStepEmitter(func::FuncOp func, llvm::StringRef schedulePath)
+      : func(func), schedulePath(schedulePath) {}
+
+  LogicalResult run(pb::Schedule &schedule);
+
+private:
+  FailureOr<uint32_t> bufferOf(Value value, Location loc);
+  LogicalResult addKernels(Operation &op);
+  pb::Kernel *addKernel(pb::OpKind kind, Operation &op);
+  void addPlan();
+
+  func::FuncOp func;
+  llvm::StringRef schedulePath;
+  pb::Schedule *out = nullptr;
+  llvm::DenseMap<Value, uint32_t> buffers;
+  llvm::StringMap<uint32_t> parameterIndex;
+};
+
+FailureOr<uint32_t> ExplicitStepEmitter::bufferOf(Value value, Location loc) {
+  if (auto it = buffers.find(value); it != buffers.end())
+    return it->second;
+  std::optional<uint64_t> offset = allocatedOffset(value);
+  if (!offset)
+    return emitError(loc) << "value has no offset; run sl-allocate before emitting";
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return emitError(loc) << "value of type " << value.getType() << " cannot be scheduled";
+  FailureOr<pb::DType> dtype = dtypeOf(loc, type.getElementType());
+  if (failed(dtype))
+    return failure();
+  pb::Buffer *buffer = out->add_buffers();
+  buffer->set_id(out->buffers_size() - 1);
+  std::string name;
+  if (auto arg = llvm::dyn_cast<BlockArgument>(value)) {
+    if (auto attr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "sl.name"))
+      name = attr.str();
+  } else if (auto param = value.getDefiningOp<ParamOp>()) {
+    name = param.getName().str();
+  } else {
+    name = locationName(value.getDefiningOp()->getLoc());
+  }
+  buffer->set_name(name);
+  buffer->set_space(memorySpaceOf(value) == MemorySpace::Host ? pb::HOST : pb::DEVICE);
+  buffer->set_offset(*offset);
+  buffer->set_bytes(storageBytes(type));
+  buffer->set_dtype(*dtype);
+  for (int64_t dim : type.getShape())
+    buffer->add_shape(dim);
+  buffers[value] = buffer->id();
+  return buffer->id();
+}
+
+pb::Kernel *ExplicitStepEmitter::addKernel(pb::OpKind kind, Operation &op) {
+  static const llvm::StringMap<uint32_t> streamIds = {
+      {"compute", 0}, {"h2d", 1}, {"d2h", 2}, {"host", 3}};
+  pb::Kernel *kernel = out->add_kernels();
+  kernel->set_op(kind);
+  kernel->set_stream(streamIds.lookup(op.getAttrOfType<StringAttr>(kStreamAttr).getValue()));
+  kernel->set_name(locationName(op.getLoc()));
+  return kernel;
+}
+
+LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
+  auto stream = op.getAttrOfType<StringAttr>(kStreamAttr);
+  if (!stream)
+    return op.emitError("operation has no stream; run sl-assign-streams before emitting");
+  if (stream.getValue() == "collective")
+    return op.emitError("collectives need the distributed runtime; a one-rank step has none");
+  llvm::SmallVector<int64_t> waits;
+  if (auto attr = op.getAttrOfType<DenseI64ArrayAttr>(kWaitAttr))
+    waits.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+  std::optional<int64_t> record;
+  if (auto attr = op.getAttrOfType<IntegerAttr>(kRecordAttr))
+    record = attr.getInt();
+  int first = out->kernels_size();
+
+  if (auto fetch = llvm::dyn_cast<FetchParamsOp>(op)) {
+    // One copy per parameter; the op's waits go on the first, its event on the last.
+    for (auto [param, result] : llvm::zip(fetch.getParams(), fetch.getResults())) {
+      FailureOr<uint32_t> src = bufferOf(param, op.getLoc()), dst = bufferOf(result, op.getLoc());
+      if (failed(src) || failed(dst))
+        return failure();
+      pb::Kernel *copy = addKernel(pb::COPY, op);
+      copy->set_name(param.getDefiningOp<ParamOp>().getName().str());
+      copy->add_operands(*src);
+      copy->add_results(*dst);
+    }
+  } else if (llvm::isa<PrefetchOp, OffloadOp>(op)) {
+    FailureOr<uint32_t> src = bufferOf(op.getOperand(0), op.getLoc());
+    FailureOr<uint32_t> dst = bufferOf(op.getResult(0), op.getLoc());
+    if (failed(src) || failed(dst))
+      return failure();
+    pb::Kernel *copy = addKernel(pb::COPY, op);
+    copy->set_name(out->buffers(*src).name());
+    copy->add_operands(*src);
+    copy->add_results(*dst);
+  } else if (auto step = llvm::dyn_cast<OptimizerStepOp>(op)) {
+    pb::Kernel *kernel = addKernel(pb::OPTIMIZER_STEP, op);
+    int index = out->kernels_size() - 1;
+    for (Value v : dataOperands(&op)) {
+      FailureOr<uint32_t> buffer = bufferOf(v, op.getLoc());
+      if (failed(buffer))
+        return failure();
+      out->mutable_kernels(index)->add_operands(*buffer);
+    }
+    kernel = out->mutable_kernels(index);
+    for (Value param : step.getParams())
+      kernel->mutable_optimizer_step()->add_parameters(
+          parameterIndex.lookup(param.getDefiningOp<ParamOp>().getName()));
+  } else {
+    pb::OpKind kind = pb::ACCUMULATE;
+    SmallVector<Value> operands = dataOperands(&op);
+    std::function<void(pb::Kernel &)> attributes;
+    if (!llvm::isa<AccumulateOp>(op)) {
+      FailureOr<KernelPlan> plan = planKernel(&op);
+      if (failed(plan))
+        return failure();
+      kind = plan->kind;
+      operands = plan->operands;
+      attributes = plan->attributes;
+    }
+    SmallVector<uint32_t> operandBuffers, resultBuffers;
+    for (Value v : operands) {
+      FailureOr<uint32_t> buffer = bufferOf(v, op.getLoc());
+      if (failed(buffer))
+        return failure();
+      if (stream.getValue() == "compute" && memorySpaceOf(v) != MemorySpace::Device)
+        return op.emitError("a compute kernel reads a host value; prefetch it to the device");
+      operandBuffers.push_back(*buffer);
+    }
+    for (Value v : op.getResults()) {
+      FailureOr<uint32_t> buffer = bufferOf(v, op.getLoc());
+      if (failed(buffer))
+        return failure();
+      resultBuffers.push_back(*buffer);
+    }
+    pb::Kernel *kernel = addKernel(kind, op);
+    for (uint32_t b : operandBuffers)
+      kernel->add_operands(b);
+    for (uint32_t b : resultBuffers)
+      kernel->add_results(b);
+    if (attributes)
+      attributes(*kernel);
+  }
+  for (int64_t event : waits)
+    out->mutable_kernels(first)->add_wait_events(uint32_t(event));
+  if (record)
+    out->mutable_kernels(out->kernels_size() - 1)->add_record_events(uint32_t(*record));
+  return success();
+}
+
+void ExplicitStepEmitter::addPlan() {
+  auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr);
+  auto integer = [&](llvm::StringRef key) -> int64_t {
+    auto attr = plan.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : 0;
+  };
+  pb::Plan *p = out->mutable_plan();
+  if (auto mode = plan.getAs<StringAttr>("mode"))
+    p->set_mode(mode.str());
+  p->set_num_sub_batches(uint32_t(integer("num_sub_batches")));
+  p->set_sub_batch_size(integer("sub_batch_size"));
+  p->set_live_blocks(uint32_t(integer("live_blocks")));
+  p->set_predicted_device_bytes(uint64_t(integer("predicted_device_bytes")));
+  p->set_predicted_host_bytes(uint64_t(integer("predicted_host_bytes")));
+  if (auto seconds = plan.getAs<FloatAttr>("predicted_step_seconds"))
+    p->set_predicted_step_seconds(seconds.getValueAsDouble());
+  p->set_parameter_bytes(uint64_t(integer("parameter_bytes")));
+  p->set_boundary_activation_bytes(uint64_t(integer("boundary_activation_bytes")));
+}
+
+LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
+  out = &schedule;
+  schedule.set_magic(kMagic);
+  schedule.set_version(kVersion);
+  schedule.set_kind(func.getSymName() == "train_step" ? "train" : "infer");
+  for (auto [id, kind] : {std::pair(0u, pb::COMPUTE), std::pair(1u, pb::HOST_TO_DEVICE),
+                          std::pair(2u, pb::DEVICE_TO_HOST), std::pair(3u, pb::HOST_COMPUTE)}) {
+    pb::Stream *stream = schedule.add_streams();
+    stream->set_id(id);
+    stream->set_kind(kind);
+  }
+  auto arena = func->getAttrOfType<IntegerAttr>("sl.device_arena_bytes");
+  auto pool = func->getAttrOfType<IntegerAttr>("sl.host_pool_bytes");
+  auto events = func->getAttrOfType<IntegerAttr>("sl.num_events");
+  if (!arena || !pool || !events)
+    return func.emitError("the step has no memory plan or events; run sl-assign-streams, "
+                          "sl-allocate and sl-insert-events before emitting");
+  schedule.set_device_arena_bytes(uint64_t(arena.getInt()));
+  schedule.set_host_pool_bytes(uint64_t(pool.getInt()));
+  schedule.set_num_events(uint32_t(events.getInt()));
+
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    FailureOr<uint32_t> buffer = bufferOf(arg, func.getLoc());
+    if (failed(buffer))
+      return failure();
+    pb::Binding *binding = schedule.add_inputs();
+    binding->set_name(out->buffers(*buffer).name());
+    binding->set_buffer(*buffer);
+  }
+  for (Operation &op : body) {
+    if (auto param = llvm::dyn_cast<ParamOp>(op)) {
+      if (!param.getFile())
+        return param.emitError("parameter '")
+               << param.getName()
+               << "' has no byte location in a model file (inline data from ONNX text or "
+                  "MLIR); compile from a binary .onnx model";
+      FailureOr<uint32_t> buffer = bufferOf(param.getResult(), op.getLoc());
+      if (failed(buffer))
+        return failure();
+      parameterIndex[param.getName()] = schedule.parameters_size();
+      pb::Parameter *p = schedule.add_parameters();
+      const pb::Buffer &b = schedule.buffers(*buffer);
+      p->set_name(param.getName().str());
+      p->set_buffer(*buffer);
+      p->set_file(parameterFile(schedulePath, *param.getFile()));
+      p->set_file_offset(uint64_t(*param.getOffset()));
+      p->set_bytes(b.bytes());
+      p->set_dtype(b.dtype());
+      *p->mutable_shape() = b.shape();
+    } else if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
+      // Constants that only give shapes or axes never reach the schedule.
+      if (llvm::any_of(constant->getUsers(),
+                       [](Operation *user) { return llvm::isa<PrefetchOp>(user); })) {
+        FailureOr<std::string> data = constantBytes(constant);
+        FailureOr<uint32_t> buffer = bufferOf(constant.getResult(), op.getLoc());
+        if (failed(data) || failed(buffer))
+          return failure();
+        pb::Constant *c = schedule.add_constants();
+        c->set_buffer(*buffer);
+        c->set_data(std::move(*data));
+      }
+    } else if (llvm::isa<SubBatchOp, ReshapeOp>(op)) {
+      continue; // views: a buffer when a kernel reads one
+    } else if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+        if (memorySpaceOf(value) != MemorySpace::Host)
+          return ret.emitError("output ") << index << " is on the device; offload it first";
+        std::string name = "output" + std::to_string(index);
+        if (auto attr = func.getResultAttrOfType<StringAttr>(index, "sl.name"))
+          name = attr.str();
+        FailureOr<uint32_t> buffer = bufferOf(value, ret.getLoc());
+        if (failed(buffer))
+          return failure();
+        pb::Binding *binding = schedule.add_outputs();
+        binding->set_name(name);
+        binding->set_buffer(*buffer);
+      }
+    } else if (failed(addKernels(op))) {
+      return failure();
+    }
+  }
+  addPlan();
+  schedule.set_end_magic(kMagic);
+  return success();
+}
+
 } // namespace
 
 LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
@@ -665,7 +940,9 @@ LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
 
   pb::Schedule schedule;
   schedule.set_producer(options.producer);
-  if (failed(Emitter(func, path).run(schedule)))
+  LogicalResult emitted = isExplicitStep(func) ? ExplicitStepEmitter(func, path).run(schedule)
+                                               : Emitter(func, path).run(schedule);
+  if (failed(emitted))
     return failure();
 
   std::string bytes;

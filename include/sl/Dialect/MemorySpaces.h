@@ -1,0 +1,59 @@
+//===- MemorySpaces.h - where a value of an explicit step lives ---------------------------------===//
+//
+// After sl-schedule-subbatches a training step says where each value is: the host pool (function
+// arguments, parameters, constants, sub-batch views of host values, offloaded values, host
+// accumulations) or the device arena (everything a kernel computes, and prefetched or fetched
+// copies). sl-assign-streams, sl-allocate, sl-insert-events and the schedule emitter all read it
+// from here, so they cannot disagree.
+//
+//===--------------------------------------------------------------------------------------------===//
+#ifndef SL_DIALECT_MEMORYSPACES_H
+#define SL_DIALECT_MEMORYSPACES_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace sl {
+
+enum class MemorySpace { Host, Device };
+
+MemorySpace memorySpaceOf(mlir::Value value);
+
+/// A value that is another value's bytes from an offset on (a reshape, a sub-batch of a host
+/// tensor): no kernel writes it and it needs no buffer of its own.
+struct View {
+  mlir::Value source;
+  uint64_t byteOffset = 0;
+};
+std::optional<View> viewOf(mlir::Value value);
+
+/// Bytes of a static tensor as the runtime stores it (a bool takes one byte).
+uint64_t storageBytes(mlir::Type type);
+
+/// Indices of the operands the kernel of `op` reads as tensors. The others (shapes, axes, slice
+/// bounds, trilu's k, an optimizer step's parameters) are not kernel operands: the first ones
+/// must be constants, which the emitter turns into kernel attributes.
+llvm::SmallVector<unsigned> dataOperandIndices(mlir::Operation *op);
+llvm::SmallVector<mlir::Value> dataOperands(mlir::Operation *op);
+
+/// Attributes the scheduling passes write on an explicit step.
+inline constexpr const char *kStreamAttr = "sl.stream";       // op: "compute", "h2d", ...
+inline constexpr const char *kOffsetsAttr = "sl.offsets";     // op: one offset per result
+inline constexpr const char *kOffsetAttr = "sl.offset";       // argument
+inline constexpr const char *kWaitAttr = "sl.wait";           // op: events waited for
+inline constexpr const char *kRecordAttr = "sl.record";       // op: event recorded
+inline constexpr const char *kPlanAttr = "sl.plan";           // function: an explicit step
+
+/// Whether `func` is a step written by sl-schedule-subbatches.
+bool isExplicitStep(mlir::Operation *func);
+
+/// The byte offset sl-allocate gave `value` in its memory space, if it has one.
+std::optional<uint64_t> allocatedOffset(mlir::Value value);
+
+} // namespace sl
+
+#endif // SL_DIALECT_MEMORYSPACES_H

@@ -1,0 +1,80 @@
+//===- MemorySpaces.cpp - where a value of an explicit step lives -------------------------------===//
+
+#include "sl/Dialect/MemorySpaces.h"
+
+#include "sl/Dialect/SLDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/Sequence.h"
+
+using namespace mlir;
+
+namespace sl {
+
+MemorySpace memorySpaceOf(Value value) {
+  if (auto view = viewOf(value))
+    return memorySpaceOf(view->source);
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return MemorySpace::Host; // function arguments: the step's inputs
+  if (llvm::isa<ParamOp, ConstantOp, OffloadOp>(def))
+    return MemorySpace::Host;
+  if (auto accumulate = llvm::dyn_cast<AccumulateOp>(def))
+    return memorySpaceOf(accumulate.getAccumulator());
+  return MemorySpace::Device;
+}
+
+std::optional<View> viewOf(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (auto reshape = llvm::dyn_cast_or_null<ReshapeOp>(def))
+    return View{reshape.getInput(), 0};
+  if (auto subBatch = llvm::dyn_cast_or_null<SubBatchOp>(def))
+    return View{subBatch.getBatch(), static_cast<uint64_t>(subBatch.getIndex()) *
+                                         storageBytes(subBatch.getResult().getType())};
+  return std::nullopt;
+}
+
+uint64_t storageBytes(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  uint64_t elementBytes = std::max<uint64_t>(1, tensor.getElementTypeBitWidth() / 8);
+  return static_cast<uint64_t>(tensor.getNumElements()) * elementBytes;
+}
+
+SmallVector<unsigned> dataOperandIndices(Operation *op) {
+  // Ops whose kernel reads operand 0 only: the rest are shapes, axes, bounds or k.
+  if (llvm::isa<ReshapeOp, ExpandOp, SliceOp, TriluOp, ReduceMeanOp, ReduceSumOp, SliceGradOp>(op))
+    return {0};
+  unsigned count = op->getNumOperands();
+  // An optimizer step reads the loss and the gradients; it writes the parameters.
+  if (auto step = llvm::dyn_cast<OptimizerStepOp>(op))
+    count = 1 + step.getGrads().size();
+  return llvm::to_vector(llvm::seq<unsigned>(0, count));
+}
+
+SmallVector<Value> dataOperands(Operation *op) {
+  SmallVector<Value> values;
+  for (unsigned index : dataOperandIndices(op))
+    values.push_back(op->getOperand(index));
+  return values;
+}
+
+bool isExplicitStep(Operation *func) { return func->hasAttr(kPlanAttr); }
+
+std::optional<uint64_t> allocatedOffset(Value value) {
+  if (auto arg = llvm::dyn_cast<BlockArgument>(value)) {
+    auto func = llvm::dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (!func)
+      return std::nullopt;
+    if (auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr))
+      return static_cast<uint64_t>(offset.getInt());
+    return std::nullopt;
+  }
+  auto offsets = value.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+  unsigned index = llvm::cast<OpResult>(value).getResultNumber();
+  if (!offsets || index >= offsets.size())
+    return std::nullopt;
+  return static_cast<uint64_t>(offsets[index]);
+}
+
+} // namespace sl

@@ -1,0 +1,51 @@
+//===- AssignStreams.cpp - sl-assign-streams: a stream for every kernel of an explicit step -----===//
+
+#include "sl/Dialect/MemorySpaces.h"
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace sl {
+#define GEN_PASS_DEF_ASSIGNSTREAMSPASS
+#include "sl/SLPasses.h.inc"
+} // namespace sl
+
+using namespace mlir;
+
+namespace sl {
+namespace {
+
+/// The stream an op's kernel runs on, or none for ops that are no kernel.
+std::optional<llvm::StringRef> streamOf(Operation *op) {
+  if (llvm::isa<ParamOp, ConstantOp, SubBatchOp, ReshapeOp, func::ReturnOp>(op))
+    return std::nullopt;
+  if (llvm::isa<FetchParamsOp, PrefetchOp>(op))
+    return llvm::StringRef("h2d");
+  if (llvm::isa<OffloadOp>(op))
+    return llvm::StringRef("d2h");
+  if (llvm::isa<AllGatherOp, ReduceScatterOp>(op))
+    return llvm::StringRef("collective");
+  if (llvm::isa<OptimizerStepOp>(op) ||
+      (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op->getResult(0)) == MemorySpace::Host))
+    return llvm::StringRef("host");
+  return llvm::StringRef("compute");
+}
+
+struct AssignStreamsPass : public impl::AssignStreamsPassBase<AssignStreamsPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (!isExplicitStep(func))
+      return;
+    Builder builder(func.getContext());
+    for (Operation &op : func.getBody().front()) {
+      if (auto stream = streamOf(&op))
+        op.setAttr(kStreamAttr, builder.getStringAttr(*stream));
+      else
+        op.removeAttr(kStreamAttr);
+    }
+  }
+};
+
+} // namespace
+} // namespace sl

@@ -1,0 +1,666 @@
+//===- ScheduleSubBatches.cpp - sl-schedule-subbatches: the explicit SpeedLoader training step ---===//
+//
+// Input: a module after sl-partition-layers and sl-autodiff. @forward holds sl.param references
+// and one sl.layer per stage, bound at the sub-batch shape; every stage function has a
+// <stage>_backward that recomputes it from its boundary inputs.
+//
+// Output: @train_step over a batch of N sub-batches, fully unrolled, in the order the runtime
+// issues it. Every value's memory space follows from the op that defines it (MemorySpaces.h):
+// parameters, inputs, constants and offloaded values are in the host pool; what kernels compute,
+// and prefetched or fetched copies, in the device arena.
+//
+// Issue order is what makes copies overlap compute once streams and events are assigned: a
+// group's parameters are fetched while the group before it computes, sub-batch j+1's inputs are
+// prefetched before sub-batch j computes, and sub-batch j's outputs are offloaded after sub-batch
+// j+1 starts (so that sl-allocate never places j+1's values over buffers a copy still reads).
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Dialect/MemorySpaces.h"
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <functional>
+
+namespace sl {
+#define GEN_PASS_DEF_SCHEDULESUBBATCHESPASS
+#include "sl/SLPasses.h.inc"
+} // namespace sl
+
+using namespace mlir;
+
+namespace sl {
+namespace {
+
+enum class Mode { SpeedLoader, Canonical };
+
+struct Stage {
+  LayerOp layer;
+  func::FuncOp body, backward;
+};
+
+/// Stages whose parameters are on the device together.
+struct Group {
+  SmallVector<unsigned> stages;
+  std::string name;
+  // @forward parameters the group reads, in first-use order.
+  llvm::SetVector<Value> params;
+  // @forward values the group reads that it does not compute: arguments and earlier outputs.
+  llvm::SetVector<Value> inputs;
+  // Results of the group's stages that later groups read.
+  llvm::SetVector<Value> outputs;
+};
+
+/// One pass of one group over sub-batches: a forward pass, or a backward pass (the last group's
+/// backward pass is also its forward: it computes the loss).
+struct GroupPass {
+  unsigned group;
+  bool backward;
+  SmallVector<int64_t> subBatches;
+};
+
+bool isFloat(Value v) {
+  return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+class StepBuilder {
+public:
+  StepBuilder(ModuleOp module, func::FuncOp forward, Mode mode, int64_t numSubBatches,
+              int64_t liveBlocks)
+      : module(module), forward(forward), mode(mode), n(numSubBatches), k(liveBlocks),
+        builder(module.getContext()) {}
+
+  LogicalResult build();
+
+private:
+  LogicalResult collectStages();
+  void formGroups();
+  func::FuncOp createStep();
+  SmallVector<GroupPass> passOrder() const;
+
+  // Issues `passes[index]`'s parameter fetch unless it was issued already.
+  void ensureFetched(ArrayRef<GroupPass> passes, size_t index);
+  // Calls prefetch/compute/offload per sub-batch, pipelined one sub-batch deep.
+  void pipelined(ArrayRef<int64_t> subBatches, const std::function<void(int64_t)> &prefetch,
+                 const std::function<void(int64_t)> &compute,
+                 const std::function<void(int64_t)> &offload);
+  void emitForwardPass(const GroupPass &pass, const IRMapping &params);
+  void emitBackwardPass(const GroupPass &pass, const IRMapping &params);
+  void emitOptimizerSteps(ArrayRef<Value> params);
+
+  SmallVector<Value> inlineFunction(func::FuncOp callee, ValueRange operands);
+  Value hostConstant(RankedTensorType type, Attribute value);
+  Value splat(Type type, double value);
+  Value sum(ArrayRef<Value> values);
+  void prefetchConstants();
+  void removeDeadCode();
+  DictionaryAttr planAttribute();
+
+  ModuleOp module;
+  func::FuncOp forward, step;
+  Mode mode;
+  int64_t n, k;
+  OpBuilder builder;
+  Location loc = UnknownLoc::get(module.getContext());
+
+  SmallVector<Stage> stages;
+  SmallVector<Group> groups;
+  DenseMap<Value, unsigned> stageOf; // @forward stage result -> stage index
+  DenseMap<unsigned, unsigned> groupOfStage;
+  Value lossValue;                   // in @forward
+
+  IRMapping stepParams;              // @forward param -> step param
+  // Per sub-batch: host value of a @forward argument (a view) or offloaded group output.
+  SmallVector<DenseMap<Value, Value>> hostValue;
+  // Per sub-batch: host gradient contributions to a group output, in the order they were made.
+  SmallVector<DenseMap<Value, SmallVector<Value>>> hostGrads;
+  // Per sub-batch: device values of the current pass.
+  SmallVector<IRMapping> device;
+  // Per sub-batch: device gradients of the current backward pass's inputs.
+  SmallVector<DenseMap<Value, Value>> inputGrads;
+  llvm::MapVector<Value, Value> hostParamGrad; // @forward param -> host gradient so far
+  DenseMap<Value, unsigned> groupsLeft;        // @forward param -> backward passes still to come
+  SmallVector<IRMapping> fetched;              // per pass
+  Value lossAccumulator, lossHost;
+  // Hoisted constants, one per (type, value).
+  DenseMap<std::pair<Type, Attribute>, Value> constants;
+};
+
+LogicalResult StepBuilder::collectStages() {
+  Block &body = forward.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::isa<ParamOp, ConstantOp>(op))
+      continue;
+    auto layer = llvm::dyn_cast<LayerOp>(op);
+    if (!layer)
+      return op.emitError("sl-schedule-subbatches: @forward must hold only sl.param and "
+                          "sl.layer (run sl-partition-layers first), found '")
+             << op.getName() << "'";
+    auto callee = module.lookupSymbol<func::FuncOp>(layer.getCallee());
+    std::string name = (layer.getCallee() + "_backward").str();
+    auto backward = module.lookupSymbol<func::FuncOp>(name);
+    if (!backward)
+      return layer.emitError("sl-schedule-subbatches: no @") << name << "; run sl-autodiff first";
+    for (Value result : layer.getResults())
+      stageOf[result] = stages.size();
+    stages.push_back({layer, callee, backward});
+  }
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getNumOperands() != 1 || !forward.getResultAttrOfType<StringAttr>(0, "sl.name") ||
+      forward.getResultAttrOfType<StringAttr>(0, "sl.name").getValue() != "loss")
+    return forward.emitError("sl-schedule-subbatches: @forward must return exactly the 'loss' "
+                             "(run sl-append-loss without keep-logits)");
+  lossValue = ret.getOperand(0);
+  if (stages.empty())
+    return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
+                             "sl-partition-layers first");
+  auto it = stageOf.find(lossValue);
+  if (it == stageOf.end() || it->second != stages.size() - 1)
+    return forward.emitError("sl-schedule-subbatches: the loss must be computed by the last stage");
+  for (BlockArgument arg : forward.getArguments()) {
+    auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !type.hasStaticShape() || type.getRank() == 0)
+      return forward.emitError("sl-schedule-subbatches: input ")
+             << arg.getArgNumber() << " must be a static tensor with a batch dimension, got "
+             << arg.getType() << " (bind the shapes first)";
+  }
+  return success();
+}
+
+void StepBuilder::formGroups() {
+  for (auto [index, stage] : llvm::enumerate(stages)) {
+    bool block = stage.layer.getStage() == "block";
+    bool extend = block && !groups.empty() && groups.back().stages.size() < size_t(k) &&
+                  stages[groups.back().stages.back()].layer.getStage() == "block";
+    if (!extend)
+      groups.emplace_back();
+    groups.back().stages.push_back(index);
+    groupOfStage[index] = groups.size() - 1;
+  }
+  for (auto [g, group] : llvm::enumerate(groups)) {
+    LayerOp first = stages[group.stages.front()].layer;
+    LayerOp last = stages[group.stages.back()].layer;
+    group.name = first.getStage().str();
+    if (first.getStage() == "block") {
+      group.name = "layers " + std::to_string(first.getIndex());
+      if (group.stages.size() > 1)
+        group.name += "-" + std::to_string(last.getIndex());
+    }
+    for (unsigned s : group.stages) {
+      for (Value input : stages[s].layer.getInputs()) {
+        auto it = stageOf.find(input);
+        if (it == stageOf.end() || groupOfStage[it->second] != g)
+          group.inputs.insert(input);
+      }
+      for (Value param : stages[s].layer.getParams())
+        group.params.insert(param);
+    }
+  }
+  for (auto [g, group] : llvm::enumerate(groups))
+    for (Value input : group.inputs)
+      if (auto it = stageOf.find(input); it != stageOf.end())
+        groups[groupOfStage[it->second]].outputs.insert(input);
+  for (Group &group : groups)
+    for (Value param : group.params)
+      ++groupsLeft[param];
+}
+
+func::FuncOp StepBuilder::createStep() {
+  SmallVector<Type> argTypes;
+  for (Type type : forward.getArgumentTypes()) {
+    auto tensor = llvm::cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(tensor.getShape());
+    shape[0] *= n;
+    argTypes.push_back(RankedTensorType::get(shape, tensor.getElementType()));
+  }
+  SmallVector<Type> resultTypes{lossValue.getType()};
+  SmallVector<Attribute> resultAttrs{builder.getDictionaryAttr(
+      builder.getNamedAttr("sl.name", builder.getStringAttr("loss")))};
+  for (auto param : forward.getBody().front().getOps<ParamOp>()) {
+    resultTypes.push_back(param.getType());
+    resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        "sl.name", builder.getStringAttr("grad:" + param.getName().str()))));
+  }
+  builder.setInsertionPointAfter(forward);
+  auto func = builder.create<func::FuncOp>(forward.getLoc(), "train_step",
+                                           builder.getFunctionType(argTypes, resultTypes));
+  func.setAllArgAttrs(forward.getAllArgAttrs());
+  func.setAllResultAttrs(resultAttrs);
+  builder.setInsertionPointToStart(func.addEntryBlock());
+  return func;
+}
+
+SmallVector<GroupPass> StepBuilder::passOrder() const {
+  SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, n));
+  unsigned last = groups.size() - 1;
+  SmallVector<GroupPass> passes;
+  auto oneStep = [&](ArrayRef<int64_t> subBatches) {
+    for (unsigned g = 0; g < last; ++g)
+      passes.push_back({g, false, SmallVector<int64_t>(subBatches)});
+    for (unsigned g = last + 1; g-- > 0;)
+      passes.push_back({g, true, SmallVector<int64_t>(subBatches)});
+  };
+  if (mode == Mode::SpeedLoader)
+    oneStep(all);
+  else
+    for (int64_t j : all)
+      oneStep({j});
+  return passes;
+}
+
+Value StepBuilder::hostConstant(RankedTensorType type, Attribute value) {
+  auto key = std::make_pair(Type(type), value);
+  if (Value v = constants.lookup(key))
+    return v;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&step.getBody().front());
+  Value v = builder.create<ConstantOp>(loc, type, llvm::cast<ElementsAttr>(value));
+  constants[key] = v;
+  return v;
+}
+
+Value StepBuilder::splat(Type type, double value) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  Type element = tensor.getElementType();
+  Attribute scalar = llvm::isa<FloatType>(element)
+                         ? Attribute(builder.getFloatAttr(element, value))
+                         : Attribute(builder.getIntegerAttr(element, int64_t(value)));
+  return hostConstant(tensor, SplatElementsAttr::get(tensor, scalar));
+}
+
+Value StepBuilder::sum(ArrayRef<Value> values) {
+  Value total = values.front();
+  for (Value v : values.drop_front())
+    total = builder.create<AccumulateOp>(loc, total, v);
+  return total;
+}
+
+SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange operands) {
+  IRMapping mapping;
+  for (auto [arg, operand] : llvm::zip(callee.getArguments(), operands))
+    mapping.map(arg, operand);
+  for (Operation &op : callee.getBody().front().without_terminator()) {
+    if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
+      mapping.map(constant.getResult(),
+                  hostConstant(constant.getType(), constant.getValueAttr()));
+      continue;
+    }
+    builder.clone(op, mapping);
+  }
+  SmallVector<Value> results;
+  for (Value v : callee.getBody().front().getTerminator()->getOperands())
+    results.push_back(mapping.lookup(v));
+  return results;
+}
+
+void StepBuilder::ensureFetched(ArrayRef<GroupPass> passes, size_t index) {
+  if (index >= passes.size() || index < fetched.size())
+    return;
+  const Group &group = groups[passes[index].group];
+  SmallVector<Value> hostParams;
+  for (Value p : group.params)
+    hostParams.push_back(stepParams.lookup(p));
+  IRMapping mapping;
+  if (!hostParams.empty()) {
+    auto fetch = builder.create<FetchParamsOp>(loc, ValueRange(hostParams).getTypes(),
+                                               hostParams, group.name);
+    for (auto [p, d] : llvm::zip(group.params, fetch.getResults()))
+      mapping.map(p, d);
+  }
+  fetched.push_back(std::move(mapping));
+}
+
+void StepBuilder::pipelined(ArrayRef<int64_t> subBatches,
+                            const std::function<void(int64_t)> &prefetch,
+                            const std::function<void(int64_t)> &compute,
+                            const std::function<void(int64_t)> &offload) {
+  prefetch(subBatches.front());
+  for (size_t i = 0; i < subBatches.size(); ++i) {
+    if (i + 1 < subBatches.size())
+      prefetch(subBatches[i + 1]);
+    compute(subBatches[i]);
+    if (i > 0)
+      offload(subBatches[i - 1]);
+  }
+  offload(subBatches.back());
+}
+
+void StepBuilder::emitForwardPass(const GroupPass &pass, const IRMapping &params) {
+  const Group &group = groups[pass.group];
+  auto prefetch = [&](int64_t j) {
+    device[j] = IRMapping();
+    for (Value v : group.inputs)
+      device[j].map(v, builder.create<PrefetchOp>(loc, hostValue[j].lookup(v)));
+  };
+  auto compute = [&](int64_t j) {
+    for (unsigned s : group.stages) {
+      LayerOp layer = stages[s].layer;
+      SmallVector<Value> operands;
+      for (Value v : layer.getInputs())
+        operands.push_back(device[j].lookup(v));
+      for (Value p : layer.getParams())
+        operands.push_back(params.lookup(p));
+      for (auto [from, to] : llvm::zip(layer.getResults(), inlineFunction(stages[s].body, operands)))
+        device[j].map(from, to);
+    }
+  };
+  auto offload = [&](int64_t j) {
+    for (Value v : group.outputs)
+      hostValue[j][v] = builder.create<OffloadOp>(loc, device[j].lookup(v));
+  };
+  pipelined(pass.subBatches, prefetch, compute, offload);
+}
+
+void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &params) {
+  const Group &group = groups[pass.group];
+  bool computesLoss = pass.group == groups.size() - 1;
+  // Device parameter gradients accumulated over this pass's sub-batches.
+  llvm::MapVector<Value, Value> accumulated;
+  SmallVector<DenseMap<Value, SmallVector<Value>>> outputGrads(n);
+
+  auto prefetch = [&](int64_t j) {
+    device[j] = IRMapping();
+    for (Value v : group.inputs)
+      device[j].map(v, builder.create<PrefetchOp>(loc, hostValue[j].lookup(v)));
+    for (Value v : group.outputs)
+      for (Value contribution : hostGrads[j].lookup(v))
+        outputGrads[j][v].push_back(builder.create<PrefetchOp>(loc, contribution));
+  };
+  auto compute = [&](int64_t j) {
+    // Recompute the group's stages (CSE merges this with each backward function's own
+    // recomputation, so the group's activations are computed once per sub-batch).
+    SmallVector<SmallVector<Value>> stageOperands;
+    for (unsigned s : group.stages) {
+      LayerOp layer = stages[s].layer;
+      SmallVector<Value> operands;
+      for (Value v : layer.getInputs())
+        operands.push_back(device[j].lookup(v));
+      for (Value p : layer.getParams())
+        operands.push_back(params.lookup(p));
+      for (auto [from, to] : llvm::zip(layer.getResults(), inlineFunction(stages[s].body, operands)))
+        device[j].map(from, to);
+      stageOperands.push_back(std::move(operands));
+    }
+    DenseMap<Value, SmallVector<Value>> grads; // @forward value -> device gradient contributions
+    for (auto &[v, contributions] : outputGrads[j])
+      grads[v] = contributions;
+    if (computesLoss) {
+      Value loss = device[j].lookup(lossValue);
+      Value scaled = n == 1 ? loss
+                            : builder.create<MulOp>(loc, loss.getType(), loss,
+                                                    splat(loss.getType(), 1.0 / double(n)));
+      lossAccumulator = lossAccumulator ? builder.create<AccumulateOp>(loc, lossAccumulator, scaled)
+                                        : scaled;
+      grads[lossValue].push_back(splat(loss.getType(), 1.0 / double(n)));
+    }
+    llvm::MapVector<Value, SmallVector<Value>> paramGrads;
+    for (size_t i = group.stages.size(); i-- > 0;) {
+      LayerOp layer = stages[group.stages[i]].layer;
+      SmallVector<Value> operands = stageOperands[i];
+      for (Value result : layer.getResults()) {
+        auto it = grads.find(result);
+        operands.push_back(it != grads.end() ? sum(it->second) : splat(result.getType(), 0.0));
+      }
+      SmallVector<Value> results = inlineFunction(stages[group.stages[i]].backward, operands);
+      // Results: gradients of the float operands (inputs, then parameters), in operand order.
+      auto result = results.begin();
+      for (Value v : layer.getInputs())
+        if (isFloat(v))
+          grads[v].push_back(*result++);
+      for (Value p : layer.getParams())
+        paramGrads[p].push_back(*result++);
+    }
+    for (auto &[p, contributions] : paramGrads) {
+      Value g = sum(contributions);
+      Value &acc = accumulated[p];
+      acc = acc ? builder.create<AccumulateOp>(loc, acc, g) : g;
+    }
+    inputGrads[j].clear();
+    for (Value v : group.inputs)
+      if (isFloat(v) && stageOf.count(v))
+        if (auto it = grads.find(v); it != grads.end())
+          inputGrads[j][v] = sum(it->second);
+  };
+  auto offload = [&](int64_t j) {
+    for (Value v : group.inputs)
+      if (Value g = inputGrads[j].lookup(v))
+        hostGrads[j][v].push_back(builder.create<OffloadOp>(loc, g));
+  };
+  pipelined(pass.subBatches, prefetch, compute, offload);
+
+  // The loss is final once the last group's last pass is done.
+  if (computesLoss && pass.subBatches.back() == n - 1)
+    lossHost = builder.create<OffloadOp>(loc, lossAccumulator);
+  // The group's gradients leave the device once per pass.
+  SmallVector<Value> finished;
+  for (auto &[p, acc] : accumulated) {
+    Value host = builder.create<OffloadOp>(loc, acc);
+    Value &total = hostParamGrad[p];
+    total = total ? builder.create<AccumulateOp>(loc, total, host) : host;
+    if (mode == Mode::SpeedLoader && --groupsLeft[p] == 0)
+      finished.push_back(p);
+  }
+  if (!finished.empty())
+    emitOptimizerSteps(finished);
+}
+
+void StepBuilder::emitOptimizerSteps(ArrayRef<Value> params) {
+  SmallVector<Value> grads, hostParams;
+  for (Value p : params) {
+    grads.push_back(hostParamGrad.lookup(p));
+    hostParams.push_back(stepParams.lookup(p));
+  }
+  builder.create<OptimizerStepOp>(loc, lossHost, grads, hostParams);
+}
+
+void StepBuilder::removeDeadCode() {
+  // Recomputation the backward rules do not read (a matmul's output, say), copies of values
+  // nothing reads, and the parameters that only such code read: a group fetches what its pass
+  // computes with, nothing more.
+  Block &body = step.getBody().front();
+  // A copy nobody reads is dead too (it only reads its source).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op) || (llvm::isa<PrefetchOp, OffloadOp>(op) && op.use_empty()))
+      op.erase();
+  for (auto fetch : llvm::make_early_inc_range(body.getOps<FetchParamsOp>())) {
+    SmallVector<Value> used;
+    SmallVector<OpResult> live;
+    for (auto [param, result] : llvm::zip(fetch.getParams(), fetch.getResults()))
+      if (!result.use_empty()) {
+        used.push_back(param);
+        live.push_back(result);
+      }
+    if (used.size() != fetch.getNumResults() && !used.empty()) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPoint(fetch);
+      auto pruned = builder.create<FetchParamsOp>(fetch.getLoc(), ValueRange(used).getTypes(),
+                                                  used, fetch.getGroup());
+      for (auto [from, to] : llvm::zip(live, pruned.getResults()))
+        from.replaceAllUsesWith(to);
+    }
+    if (used.size() != fetch.getNumResults())
+      fetch.erase();
+  }
+}
+
+void StepBuilder::prefetchConstants() {
+  // A kernel reads a constant from the device: one copy per constant, at the start of the step,
+  // shared by every reader. Shape-like operands stay constants (they become kernel attributes).
+  Block &body = step.getBody().front();
+  DenseMap<Value, Value> onDevice;
+  auto afterConstants = body.begin();
+  while (afterConstants != body.end() && llvm::isa<ConstantOp>(*afterConstants))
+    ++afterConstants;
+  for (Operation &op : body) {
+    if (llvm::isa<ConstantOp, ParamOp, SubBatchOp, ReshapeOp, FetchParamsOp, PrefetchOp,
+                  OffloadOp, OptimizerStepOp, func::ReturnOp>(op))
+      continue;
+    if (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op.getResult(0)) == MemorySpace::Host)
+      continue;
+    for (unsigned index : dataOperandIndices(&op)) {
+      Value v = op.getOperand(index);
+      if (!v.getDefiningOp<ConstantOp>())
+        continue;
+      Value &copy = onDevice[v];
+      if (!copy) {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPoint(&body, afterConstants);
+        copy = builder.create<PrefetchOp>(v.getLoc(), v);
+      }
+      op.setOperand(index, copy);
+    }
+  }
+}
+
+DictionaryAttr StepBuilder::planAttribute() {
+  uint64_t parameterBytes = 0, boundaryBytes = 0;
+  for (auto param : forward.getBody().front().getOps<ParamOp>())
+    parameterBytes += storageBytes(param.getType());
+  for (const Group &group : groups)
+    for (Value v : group.outputs)
+      boundaryBytes = std::max(boundaryBytes, storageBytes(v.getType()));
+  int64_t subBatchSize =
+      llvm::cast<RankedTensorType>(forward.getArgumentTypes().front()).getDimSize(0);
+  NamedAttrList attrs;
+  if (auto plan = module->getAttrOfType<DictionaryAttr>(kPlanAttr))
+    attrs.append(plan.getValue());
+  attrs.set("mode", builder.getStringAttr(mode == Mode::SpeedLoader ? "speedloader" : "canonical"));
+  attrs.set("num_sub_batches", builder.getI64IntegerAttr(n));
+  attrs.set("sub_batch_size", builder.getI64IntegerAttr(subBatchSize));
+  attrs.set("live_blocks", builder.getI64IntegerAttr(k));
+  attrs.set("parameter_bytes", builder.getI64IntegerAttr(int64_t(parameterBytes)));
+  attrs.set("boundary_activation_bytes", builder.getI64IntegerAttr(int64_t(boundaryBytes)));
+  return attrs.getDictionary(module.getContext());
+}
+
+LogicalResult StepBuilder::build() {
+  if (failed(collectStages()))
+    return failure();
+  loc = forward.getLoc();
+  formGroups();
+  step = createStep();
+
+  for (auto param : forward.getBody().front().getOps<ParamOp>())
+    stepParams.map(param.getResult(), builder.clone(*param)->getResult(0));
+  hostValue.resize(n);
+  hostGrads.resize(n);
+  device.resize(n);
+  inputGrads.resize(n);
+  for (auto [arg, stepArg] : llvm::zip(forward.getArguments(), step.getArguments()))
+    for (int64_t j = 0; j < n; ++j)
+      hostValue[j][arg] = n == 1 ? Value(stepArg)
+                                 : builder.create<SubBatchOp>(loc, arg.getType(), stepArg,
+                                                              builder.getI64IntegerAttr(j),
+                                                              builder.getI64IntegerAttr(n));
+
+  SmallVector<GroupPass> passes = passOrder();
+  for (auto [index, pass] : llvm::enumerate(passes)) {
+    ensureFetched(passes, index);
+    ensureFetched(passes, index + 1);
+    if (pass.backward)
+      emitBackwardPass(pass, fetched[index]);
+    else
+      emitForwardPass(pass, fetched[index]);
+  }
+  if (mode == Mode::Canonical) {
+    // Every group's gradients are final only after the last sub-batch.
+    for (unsigned g = groups.size(); g-- > 0;) {
+      SmallVector<Value> finished;
+      for (Value p : groups[g].params)
+        if (--groupsLeft[p] == 0)
+          finished.push_back(p);
+      if (!finished.empty())
+        emitOptimizerSteps(finished);
+    }
+  }
+
+  SmallVector<Value> returned{lossHost};
+  for (auto param : forward.getBody().front().getOps<ParamOp>()) {
+    Value g = hostParamGrad.lookup(param.getResult());
+    if (!g)
+      return param.emitError("sl-schedule-subbatches: parameter '")
+             << param.getName() << "' is read by no stage";
+    returned.push_back(g);
+  }
+  builder.create<func::ReturnOp>(loc, returned);
+  removeDeadCode();
+  prefetchConstants();
+  step->setAttr(kPlanAttr, planAttribute());
+  return success();
+}
+
+struct ScheduleSubBatchesPass
+    : public impl::ScheduleSubBatchesPassBase<ScheduleSubBatchesPass> {
+  using ScheduleSubBatchesPassBase::ScheduleSubBatchesPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.isExternal()) {
+      module.emitError("sl-schedule-subbatches: no @forward function");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("train_step")) {
+      module.emitError("sl-schedule-subbatches: the module already has a @train_step");
+      return signalPassFailure();
+    }
+    if (numSubBatches < 0 || liveBlocks < 0) {
+      module.emitError("sl-schedule-subbatches: num-sub-batches and live-blocks must be at "
+                       "least 1, got ")
+          << int64_t(numSubBatches) << " and " << int64_t(liveBlocks);
+      return signalPassFailure();
+    }
+    auto plan = module->getAttrOfType<DictionaryAttr>(kPlanAttr);
+    auto planned = [&](llvm::StringRef key, int64_t fallback) -> int64_t {
+      if (plan)
+        if (auto value = plan.getAs<IntegerAttr>(key))
+          return value.getInt();
+      return fallback;
+    };
+    int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : planned("num_sub_batches", 1);
+    int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : planned("live_blocks", 1);
+    std::string modeName = mode;
+    if (modeName.empty() && plan)
+      if (auto value = plan.getAs<StringAttr>("mode"))
+        modeName = value.str();
+    if (modeName.empty())
+      modeName = "speedloader";
+    if (modeName != "speedloader" && modeName != "canonical") {
+      module.emitError("sl-schedule-subbatches: mode must be 'speedloader' or 'canonical', got '")
+          << modeName << "'";
+      return signalPassFailure();
+    }
+    if (n < 1 || k < 1) {
+      module.emitError("sl-schedule-subbatches: sl.plan asks for num_sub_batches=")
+          << n << " and live_blocks=" << k << "; both must be at least 1";
+      return signalPassFailure();
+    }
+    auto first = llvm::dyn_cast<RankedTensorType>(forward.getArgumentTypes().empty()
+                                                       ? Type()
+                                                       : forward.getArgumentTypes().front());
+    if (batch > 0 && first && first.hasStaticShape() && first.getRank() > 0 &&
+        first.getDimSize(0) * n != batch) {
+      module.emitError("sl-schedule-subbatches: batch=")
+          << int64_t(batch) << " is not num-sub-batches x sub-batch size = " << n << " x "
+          << first.getDimSize(0) << "; give a batch that splits into equal sub-batches";
+      return signalPassFailure();
+    }
+    StepBuilder builder(module, forward,
+                        modeName == "speedloader" ? Mode::SpeedLoader : Mode::Canonical, n, k);
+    if (failed(builder.build()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace sl
