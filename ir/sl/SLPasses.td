@@ -108,19 +108,6 @@ def AutodiffPass : Pass<"sl-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 
-def AssembleTrainStepPass : Pass<"sl-assemble-train-step", "mlir::ModuleOp"> {
-  let summary = "one training step as a function: stages forward, backward functions in reverse";
-  let description = [{
-    After `sl-partition-layers` and `sl-autodiff`, writes `@train_step(input_ids, labels) ->
-    (loss, grad:<param>...)`: the stages forward in order, keeping each stage's boundary inputs,
-    then each stage's backward function in reverse, recomputing the stage from those inputs.
-    Gradients of a value or parameter read by several stages (a tied embedding) are summed. The
-    outputs are named `loss` and `grad:<initializer name>` for every parameter, which is the
-    training schedule sl-run's trainer expects. Every stage stays resident: one sub-batch.
-  }];
-  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
-}
-
 def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
   let summary = "the training step as SpeedLoader (or canonical) sub-batch loops with explicit transfers";
   let description = [{
