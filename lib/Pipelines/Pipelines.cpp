@@ -19,23 +19,52 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   pm.addPass(mlir::createCSEPass());
 }
 
-void buildTrainPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
-  pm.addPass(createAppendLossPass());
-  buildInferPipeline(pm, options);
+void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse) {
+  InferPipelineOptions infer;
+  infer.batch = batch;
+  infer.seq = seq;
+  infer.fuse = fuse;
+  buildInferPipeline(pm, infer);
   pm.addPass(createPartitionLayersPass());
   pm.addPass(createAutodiffPass());
+}
+
+void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
+  pm.addPass(createAppendLossPass());
+  // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
+  PlanPassOptions plan;
+  plan.deviceMemory = options.deviceMemory;
+  plan.hostMemory = options.hostMemory;
+  plan.world = options.world;
+  plan.batch = options.batch;
+  plan.subBatchSize = options.subBatchSize;
+  plan.numSubBatches = options.numSubBatches;
+  plan.liveBlocks = options.liveBlocks;
+  plan.mode = options.mode;
+  plan.linkGBps = options.linkGBps;
+  plan.tflops = options.tflops;
+  plan.report = options.planReport;
+  int64_t seq = options.seq;
+  bool fuse = options.fuse;
+  pm.addPass(createPlanPass(plan, [seq, fuse](mlir::OpPassManager &stages, int64_t batch) {
+    buildStagePipeline(stages, batch, seq, fuse);
+  }));
+  buildStagePipeline(pm, /*batch=*/0, seq, fuse);
   pm.addPass(createAssembleTrainStepPass());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
 }
 
 void registerPipelines() {
-  mlir::PassPipelineRegistration<InferPipelineOptions>(
+  mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "sl-train",
-      "Compile an imported language model for training: append the loss, bind batch/seq, fold, "
-      "fuse (fuse=false to skip), partition into stages, differentiate each stage, and assemble "
-      "the training step (loss and every parameter's gradient). With `-o FILE.slsched` sl-opt "
-      "then writes the training schedule that `sl-run --data ... --steps N` runs.",
+      "Compile an imported language model for training: append the loss, plan sub-batch size, "
+      "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
+      "num-sub-batches=, live-blocks=, or chosen for device-memory= and host-memory=), bind "
+      "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "
+      "differentiate each stage, and assemble the training step (loss and every parameter's "
+      "gradient). With `-o FILE.slsched` sl-opt then writes the training schedule that "
+      "`sl-run --data ... --steps N` runs.",
       buildTrainPipeline);
   mlir::PassPipelineRegistration<InferPipelineOptions>(
       "sl-infer",
