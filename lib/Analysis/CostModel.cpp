@@ -723,6 +723,12 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
   config.liveBlocks = request.liveBlocks ? request.liveBlocks : 1;
 
   int64_t b = request.subBatchSize, n = request.numSubBatches;
+  if (int64_t bound = costs.boundSubBatchSize) {
+    if (b && b != bound)
+      return emitError() << "sl-plan: the module is bound at sub-batch size " << bound << ", not "
+                         << b << "; bind shapes at the sub-batch size";
+    b = bound;
+  }
   if (request.batch) {
     if (b && n && b * n != request.batch)
       return emitError() << "sl-plan: batch=" << request.batch << " is not sub-batch-size=" << b
@@ -735,12 +741,6 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
                          << " is not a multiple of num-sub-batches=" << n;
     if (n && !b)
       b = request.batch / n;
-  }
-  if (int64_t bound = costs.boundSubBatchSize) {
-    if (b && b != bound)
-      return emitError() << "sl-plan: the module is bound at sub-batch size " << bound << ", not "
-                         << b << "; bind shapes at the sub-batch size";
-    b = bound;
   }
 
   auto predictAt = [&](int64_t size, int64_t count) {
