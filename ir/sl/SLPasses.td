@@ -133,8 +133,8 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     host memory, host<->device bytes and step time of the SpeedLoader schedule (or the canonical,
     ZeRO-3-offload one with `mode=canonical`), and chooses the configuration:
 
-    - live blocks: `live-blocks`, else 1 (more live blocks move no fewer bytes in this model and
-      cost device memory);
+    - live blocks: `live-blocks`, else 1 (device memory goes to the sub-batch first; more live
+      blocks save the transfers of the boundaries inside a group but hold more parameters);
     - sub-batch size: `sub-batch-size`, or `batch / num-sub-batches`, else the largest that fits
       `device-memory` (a divisor of `batch` when `batch` is given), else `batch`;
     - number of sub-batches: `num-sub-batches`, or `batch / sub-batch-size`, else the most that
