@@ -1,6 +1,7 @@
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001" | FileCheck %s
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 mode=canonical link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=CANONICAL
+// RUN: sl-opt %s --sl-plan="num-sub-batches=3 live-blocks=2 report" -o /dev/null | FileCheck %s --check-prefix=LIVE2
 // RUN: sl-opt %s --sl-plan="batch=6" | FileCheck %s --check-prefix=BATCH
 // RUN: sl-opt %s --sl-plan="host-memory=10848" | FileCheck %s --check-prefix=HOST3
 // RUN: sl-opt %s --sl-plan="host-memory=10847" | FileCheck %s --check-prefix=HOST2
@@ -79,6 +80,17 @@
 // CANONICAL: inputs of the next sub-batch 96 B (96 bytes)
 // CANONICAL: host memory: 7.78 KiB (7968 bytes)
 // CANONICAL: model inputs (N sub-batches) 288 B (288 bytes)
+
+// Two live blocks: the blocks are one group whose parameters (512) are fetched while the
+// epilogue runs, so its peak grows by 256 to 3488; the boundary between the two blocks is never
+// offloaded or prefetched (3 x 192 less to the device in the forward, 3 x 384 less in the
+// backward, 3 x 192 less back), nor pooled on the host (3 x 192 less).
+// LIVE2: sl-plan: speedloader, 3 sub-batches of 2 (batch 6), live-blocks 2, world 1
+// LIVE2: device memory: 3.41 KiB (3488 bytes) at its peak, epilogue (forward and backward)
+// LIVE2: parameters of the next group (prefetched) 512 B (512 bytes)
+// LIVE2: host memory: 10.03 KiB (10272 bytes)
+// LIVE2: boundary activations (every group's inputs, N sub-batches) 1.41 KiB (1440 bytes)
+// LIVE2: speedloader host->device 5.73 KiB (5872 bytes), device->host 3.75 KiB (3840 bytes)
 
 // batch = sub-batch size (the bound 2) x num-sub-batches.
 // BATCH: mode = "speedloader", num_sub_batches = 3 : i64, {{.*}} sub_batch_size = 2 : i64
