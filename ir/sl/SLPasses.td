@@ -17,13 +17,16 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
     axis 0 and `seq` on axis 1 (the model contract `[batch, seq, ...]`). Any other dynamic
     dimension is an error that names the input and the dimension.
 
+    Without `batch`, a module carrying an `sl.plan` attribute (written by `sl-plan`) binds
+    batch dimensions to its `sub_batch_size`: a sub-batched step runs sub-batch-shaped kernels.
+
     Example: with `batch=4`, `%x: tensor<?x32xf32> {sl.dims = ["batch", ""]}` becomes
     `tensor<4x32xf32>`, and an `sl.gemm` of it with a `tensor<64x32xf32>` weight now yields
     `tensor<4x64xf32>`.
   }];
   let options = [
     Option<"batch", "batch", "int64_t", /*default=*/"0",
-           "Size bound to batch dimensions (0: none given)">,
+           "Size bound to batch dimensions (0: sl.plan's sub_batch_size, if any)">,
     Option<"seq", "seq", "int64_t", /*default=*/"0",
            "Size bound to sequence dimensions (0: none given)">,
   ];
@@ -199,6 +202,71 @@ def InsertEventsPass : Pass<"sl-insert-events", "mlir::func::FuncOp"> {
     kernel is not already ordered after the other one through earlier waits and stream order.
     An `sl.optimizer_step` writes the host buffers of its parameters.
   }];
+}
+
+def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
+  let summary = "choose sub-batch size, sub-batch count and live blocks from a memory cost model";
+  let description = [{
+    Measures the stages of a model after `sl-partition-layers` and `sl-autodiff` (parameter
+    bytes, boundary activations, FLOPs, and the peak live bytes inside every stage function and
+    its backward function) as linear functions of the sub-batch size b, predicts device memory,
+    host memory, host<->device bytes and step time of the SpeedLoader schedule (or the canonical,
+    ZeRO-3-offload one with `mode=canonical`), and chooses the configuration:
+
+    - live blocks: `live-blocks`, else 1 (device memory goes to the sub-batch first; more live
+      blocks save the transfers of the boundaries inside a group but hold more parameters);
+    - sub-batch size: `sub-batch-size`, or `batch / num-sub-batches`, else the largest that fits
+      `device-memory` (a divisor of `batch` when `batch` is given), else `batch`;
+    - number of sub-batches: `num-sub-batches`, or `batch / sub-batch-size`, else the most that
+      fit `host-memory`, else 1.
+
+    A module whose shapes are bound has its sub-batch size fixed by them. Inside `--sl-train`,
+    sl-plan runs before the shapes are bound: it compiles two copies of the module to stages,
+    bound at sub-batch sizes 2 and 4, fits every figure exactly from the two, plans, and
+    `sl-bind-shapes` then binds the module at the planned sub-batch size.
+
+    The result is the module attribute `sl.plan`, read by `sl-bind-shapes`,
+    `sl-schedule-subbatches` and the schedule emitter:
+
+    ```mlir
+    module attributes {sl.plan = {mode = "speedloader", sub_batch_size = 4 : i64,
+        num_sub_batches = 8 : i64, live_blocks = 1 : i64, predicted_device_bytes = ... : i64,
+        predicted_host_bytes = ... : i64, predicted_step_seconds = ... : f64,
+        parameter_bytes = ... : i64, boundary_activation_bytes = ... : i64}}
+    ```
+
+    A budget nothing fits is an error giving the bytes needed and available. Byte options take a
+    plain number or one with a unit: `B`, `KB`, `MB`, `GB`, `TB` (powers of 1000), `KiB`, `MiB`,
+    `GiB`, `TiB` (powers of 1024), e.g. `device-memory=80GB host-memory=512GiB`. With `report`,
+    sl-plan prints the figures of every stage, the device memory at its peak and the host
+    memory term by term, bytes moved per step for both modes, and the predicted step time, to
+    standard output.
+  }];
+  let options = [
+    Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
+           "Device memory budget in bytes, with an optional unit (none: unlimited)">,
+    Option<"hostMemory", "host-memory", "std::string", /*default=*/"\"\"",
+           "Host memory budget per rank in bytes, with an optional unit (none: unlimited)">,
+    Option<"world", "world", "int64_t", /*default=*/"1",
+           "Ranks sharing parameters, gradients and optimizer state (ZeRO-3)">,
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "Sequences per step, sub-batch-size x num-sub-batches (0: not fixed)">,
+    Option<"subBatchSize", "sub-batch-size", "int64_t", /*default=*/"0",
+           "Sequences per sub-batch (0: choose)">,
+    Option<"numSubBatches", "num-sub-batches", "int64_t", /*default=*/"0",
+           "Sub-batches per step (0: choose)">,
+    Option<"liveBlocks", "live-blocks", "int64_t", /*default=*/"0",
+           "Blocks whose parameters are on the device together (0: choose)">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"speedloader\"",
+           "Schedule to plan: speedloader or canonical (ZeRO-3 offload)">,
+    Option<"linkGBps", "link-gbps", "double", /*default=*/"25.0",
+           "Host<->device bandwidth per direction in GB/s (10^9 bytes per second; 25: PCIe 4 x16)">,
+    Option<"tflops", "tflops", "double", /*default=*/"0.2",
+           "Sustained compute rate in TFLOP/s (0.2: fp32 GEMM on a few CPU cores)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the plan and its predictions to standard output">,
+  ];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 
 #endif // SL_PASSES_TD

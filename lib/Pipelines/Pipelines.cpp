@@ -19,22 +19,39 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   pm.addPass(mlir::createCSEPass());
 }
 
-void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
-  // The IR computes one sub-batch: shapes are bound at the sub-batch size.
-  int64_t n = options.numSubBatches > 0 ? int64_t(options.numSubBatches) : 1;
-  int64_t subBatch = options.subBatchSize;
-  if (subBatch == 0 && options.batch > 0)
-    subBatch = options.batch / n;
-  InferPipelineOptions bind;
-  bind.batch = subBatch;
-  bind.seq = options.seq;
-  bind.fuse = options.fuse;
-  pm.addPass(createAppendLossPass());
-  buildInferPipeline(pm, bind);
+void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse) {
+  InferPipelineOptions infer;
+  infer.batch = batch;
+  infer.seq = seq;
+  infer.fuse = fuse;
+  buildInferPipeline(pm, infer);
   pm.addPass(createPartitionLayersPass());
   pm.addPass(createAutodiffPass());
-  pm.addPass(createScheduleSubBatchesPass(ScheduleSubBatchesPassOptions{
-      options.mode, options.numSubBatches, options.liveBlocks, options.batch}));
+}
+
+void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
+  pm.addPass(createAppendLossPass());
+  // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
+  PlanPassOptions plan;
+  plan.deviceMemory = options.deviceMemory;
+  plan.hostMemory = options.hostMemory;
+  plan.world = options.world;
+  plan.batch = options.batch;
+  plan.subBatchSize = options.subBatchSize;
+  plan.numSubBatches = options.numSubBatches;
+  plan.liveBlocks = options.liveBlocks;
+  plan.mode = options.mode;
+  plan.linkGBps = options.linkGBps;
+  plan.tflops = options.tflops;
+  plan.report = options.planReport;
+  int64_t seq = options.seq;
+  bool fuse = options.fuse;
+  pm.addPass(createPlanPass(plan, [seq, fuse](mlir::OpPassManager &stages, int64_t batch) {
+    buildStagePipeline(stages, batch, seq, fuse);
+  }));
+  buildStagePipeline(pm, /*batch=*/0, seq, fuse);
+  // N, K and the mode come from sl.plan, which holds the given values or the chosen ones.
+  pm.addPass(createScheduleSubBatchesPass());
   // CSE merges each stage's recomputation in backward with its own backward function's.
   pm.addPass(mlir::createCSEPass());
   pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
@@ -42,17 +59,17 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   pm.addNestedPass<mlir::func::FuncOp>(createInsertEventsPass());
 }
 
-
-
 void registerPipelines() {
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "sl-train",
-      "Compile an imported language model for training: append the loss, bind seq and the "
-      "sub-batch size, fold, fuse (fuse=false to skip), partition into stages, differentiate "
-      "each stage, and write the explicit SpeedLoader step (num-sub-batches, live-blocks, "
-      "mode=speedloader|canonical) with streams, events and a static memory plan. With `-o "
-      "FILE.slsched` sl-opt then writes the training schedule that `sl-run --data ... --steps N` "
-      "runs.",
+      "Compile an imported language model for training: append the loss, plan sub-batch size, "
+      "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
+      "num-sub-batches=, live-blocks=, or chosen for device-memory= and host-memory=), bind "
+      "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "
+      "differentiate each stage, and write the explicit SpeedLoader step (mode=speedloader, or "
+      "mode=canonical for the ZeRO-style baseline) with its streams, events and static memory "
+      "plan. With `-o FILE.slsched` sl-opt then writes the training schedule that "
+      "`sl-run --data ... --steps N` runs.",
       buildTrainPipeline);
   mlir::PassPipelineRegistration<InferPipelineOptions>(
       "sl-infer",

@@ -37,6 +37,11 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
           << int64_t(batch) << " seq=" << int64_t(seq);
       return signalPassFailure();
     }
+    // The kernels of a sub-batched step are shaped for one sub-batch, which sl-plan chose.
+    if (batch == 0)
+      if (auto plan = getOperation()->getAttrOfType<DictionaryAttr>("sl.plan"))
+        if (auto size = plan.getAs<IntegerAttr>("sub_batch_size"))
+          batch = size.getInt();
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal() && failed(bindFunction(func)))
         return signalPassFailure();

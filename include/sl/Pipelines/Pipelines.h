@@ -19,32 +19,58 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
 
 struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> batch{*this, "batch",
-                        llvm::cl::desc("Sequences per step (sub-batch-size x num-sub-batches)"),
+                        llvm::cl::desc("Sequences per step: sub-batch-size x num-sub-batches "
+                                       "(0: not fixed)"),
                         llvm::cl::init(0)};
-  Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length"), llvm::cl::init(0)};
+  Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length, for models with one"),
+                      llvm::cl::init(0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse transformer blocks into fused ops (sl-fuse-transformer)"),
                     llvm::cl::init(true)};
   Option<int64_t> subBatchSize{*this, "sub-batch-size",
-                               llvm::cl::desc("Sequences per sub-batch (default: batch / N)"),
+                               llvm::cl::desc("Sequences per sub-batch (0: sl-plan chooses)"),
                                llvm::cl::init(0)};
   Option<int64_t> numSubBatches{*this, "num-sub-batches",
-                                llvm::cl::desc("Sub-batches per step, N (default 1)"),
+                                llvm::cl::desc("Sub-batches per step (0: sl-plan chooses)"),
                                 llvm::cl::init(0)};
-  Option<int64_t> liveBlocks{*this, "live-blocks",
-                             llvm::cl::desc("Blocks whose parameters are on the device together, "
-                                            "K (default 1)"),
-                             llvm::cl::init(0)};
+  Option<int64_t> liveBlocks{
+      *this, "live-blocks",
+      llvm::cl::desc("Blocks whose parameters are on the device together (0: sl-plan chooses)"),
+      llvm::cl::init(0)};
   Option<std::string> mode{*this, "mode",
-                           llvm::cl::desc("speedloader (default) or canonical (the ZeRO-style "
+                           llvm::cl::desc("speedloader, or canonical (the ZeRO-3 offload "
                                           "baseline)"),
-                           llvm::cl::init("")};
+                           llvm::cl::init("speedloader")};
+  Option<std::string> deviceMemory{
+      *this, "device-memory",
+      llvm::cl::desc("Device memory budget, e.g. 80GB or 16GiB (none: unlimited)"),
+      llvm::cl::init("")};
+  Option<std::string> hostMemory{
+      *this, "host-memory",
+      llvm::cl::desc("Host memory budget per rank, e.g. 512GiB (none: unlimited)"),
+      llvm::cl::init("")};
+  Option<int64_t> world{*this, "world", llvm::cl::desc("Ranks (ZeRO-3 sharding)"),
+                        llvm::cl::init(1)};
+  Option<double> linkGBps{*this, "link-gbps",
+                          llvm::cl::desc("Host<->device GB/s per direction, for the plan"),
+                          llvm::cl::init(25.0)};
+  Option<double> tflops{*this, "tflops",
+                        llvm::cl::desc("Sustained TFLOP/s, for the plan"), llvm::cl::init(0.2)};
+  Option<bool> planReport{*this, "plan-report",
+                          llvm::cl::desc("Print sl-plan's report to standard output"),
+                          llvm::cl::init(false)};
 };
 
 /// `--sl-train`: an imported language model to an explicit training step (sub-batch loops,
-/// transfers, streams, events, a memory plan) that computes the loss and every parameter's
-/// gradient, ready to be written as a training schedule.
+/// transfers, streams, events, a static memory plan) that computes the loss and every
+/// parameter's gradient, ready to be written as a training schedule; planned by sl-plan
+/// (`sl.plan`) and bound at the planned sub-batch size.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
+
+/// The part of `--sl-train` from a module with its loss appended to stages with backward
+/// functions: bind shapes (batch dimensions to `batch`, or to sl.plan's sub-batch size when 0),
+/// fold, fuse, partition, differentiate. sl-plan measures copies of the module through it.
+void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse);
 
 /// `--sl-infer`: an imported model to a static, simplified forward program ready to be written
 /// as an inference schedule.

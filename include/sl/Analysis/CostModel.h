@@ -1,0 +1,182 @@
+//===- CostModel.h - memory, traffic and time of a sub-batched training step
+//-------------------===//
+//
+// The cost model behind sl-plan. It measures a module after sl-partition-layers and sl-autodiff
+// (parameter bytes, boundary activation bytes, FLOPs and peak workspace of every stage) as
+// functions of the sub-batch size b, predicts device memory, host memory, bytes moved and step
+// time of the SpeedLoader and canonical schedules for a configuration, and chooses a
+// configuration for memory budgets. docs/user-guide.md ("Plan a training step") gives the
+// formulas.
+//
+//===--------------------------------------------------------------------------------------------===//
+#ifndef SL_ANALYSIS_COSTMODEL_H
+#define SL_ANALYSIS_COSTMODEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sl {
+
+/// A quantity that grows with the sub-batch size b: `fixed + perSequence * b` (bytes or FLOPs).
+struct Linear {
+  double fixed = 0;
+  double perSequence = 0;
+
+  double at(int64_t b) const { return fixed + perSequence * double(b); }
+  Linear &operator+=(const Linear &other) {
+    fixed += other.fixed;
+    perSequence += other.perSequence;
+    return *this;
+  }
+  friend Linear operator+(Linear a, const Linear &b) { return a += b; }
+};
+
+/// The peak of the live bytes of a function body over its ops: the largest of several linear
+/// functions of b (the live bytes after each op), of which only the ones that can be the largest
+/// for some b are kept.
+struct Envelope {
+  llvm::SmallVector<Linear, 4> lines;
+
+  double at(int64_t b) const;
+  void add(Linear line);
+};
+
+/// A value passed between stages (or from the model's inputs into one) for one sub-batch.
+struct BoundaryValue {
+  Linear bytes;
+  /// Float values get gradients: a stage's backward returns one for each.
+  bool isFloat = false;
+  /// The stage that computes it; -1 for a model input (token ids, labels).
+  int producer = -1;
+  /// The stages that read it, in order; `returned` if the model function returns it (the loss).
+  llvm::SmallVector<int, 2> consumers;
+  bool returned = false;
+};
+
+struct StageCosts {
+  std::string callee;
+  /// `prologue`, `block` or `epilogue`, from the sl.layer.
+  std::string kind;
+  int64_t index = 0;
+  int64_t parameterBytes = 0;
+  /// Indices into ModelCosts::boundary.
+  llvm::SmallVector<int, 2> inputs;
+  llvm::SmallVector<int, 1> outputs;
+  Linear forwardFlops;
+  /// The backward function's FLOPs, which include recomputing the stage forward.
+  Linear backwardFlops;
+  /// Peak live bytes inside the stage function and inside its backward function for one
+  /// sub-batch, not counting their arguments (boundary values and parameters, counted apart).
+  Envelope forwardWorkspace;
+  Envelope backwardWorkspace;
+};
+
+struct ModelCosts {
+  std::vector<StageCosts> stages;
+  std::vector<BoundaryValue> boundary;
+  /// Parameter bytes of the model, a parameter read by several stages counted once: the P of
+  /// the traffic formulas.
+  int64_t parameterBytes = 0;
+  /// fp32 bytes of the same parameters: what AdamW's master weights and each moment take.
+  int64_t parameterBytesFp32 = 0;
+  /// The sub-batch size the module's shapes are bound at; 0 when the costs were fitted from
+  /// two bindings of a module whose shapes are not bound yet.
+  int64_t boundSubBatchSize = 0;
+
+  int numBlocks() const;
+};
+
+/// Measures a module after sl-partition-layers and sl-autodiff, bound at one sub-batch size b0
+/// (read from @forward's batch dimensions). Values that depend on the boundary inputs are taken
+/// to grow with b (bytes / b0 per sequence), except scalars and values shaped like one of the
+/// stage's parameters (or its transpose): parameter gradients. Errors go to `module`.
+mlir::FailureOr<ModelCosts> analyseBoundModule(mlir::ModuleOp module);
+
+/// Measures the same program bound at two sub-batch sizes b1 < b2: every figure is fitted
+/// exactly from its two values, so fixed-size tensors (rotary tables, masks, parameter
+/// gradients) are told apart from per-sequence ones without guessing. The two modules must come
+/// from one module by the same passes.
+mlir::FailureOr<ModelCosts> fitModules(mlir::ModuleOp atB1, int64_t b1, mlir::ModuleOp atB2,
+                                       int64_t b2);
+
+enum class ScheduleMode { SpeedLoader, Canonical };
+
+llvm::StringRef stringifyScheduleMode(ScheduleMode mode);
+std::optional<ScheduleMode> parseScheduleMode(llvm::StringRef text);
+
+struct PlanConfig {
+  ScheduleMode mode = ScheduleMode::SpeedLoader;
+  int64_t subBatchSize = 1;
+  int64_t numSubBatches = 1;
+  int64_t liveBlocks = 1;
+  int64_t world = 1;
+};
+
+struct Machine {
+  /// One direction of the host<->device link; the two directions run at once.
+  double linkBytesPerSecond = 25e9;
+  double flopsPerSecond = 0.2e12;
+};
+
+/// One named part of a memory prediction.
+struct MemoryTerm {
+  std::string name;
+  double bytes = 0;
+};
+
+struct Prediction {
+  /// The phase of the step where the device holds the most, and what it holds then.
+  std::string devicePeakPhase;
+  llvm::SmallVector<MemoryTerm> deviceTerms;
+  double deviceBytes = 0;
+  llvm::SmallVector<MemoryTerm> hostTerms;
+  double hostBytes = 0;
+  /// Per step, over the host<->device link.
+  double hostToDeviceBytes = 0;
+  double deviceToHostBytes = 0;
+  double computeSeconds = 0;
+  double stepSeconds = 0;
+  /// One sub-batch's boundary activation between blocks: the A of the traffic formulas.
+  double boundaryActivationBytes = 0;
+};
+
+Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine);
+
+/// What the user fixed (0: choose it) and the budgets (none: unlimited).
+struct PlanRequest {
+  ScheduleMode mode = ScheduleMode::SpeedLoader;
+  int64_t batch = 0;
+  int64_t subBatchSize = 0;
+  int64_t numSubBatches = 0;
+  int64_t liveBlocks = 0;
+  int64_t world = 1;
+  std::optional<double> deviceBudget;
+  std::optional<double> hostBudget;
+};
+
+/// Chooses a configuration: live-blocks as given, else 1; the sub-batch size as given (or
+/// batch / num-sub-batches), else the largest that fits the device budget (a divisor of
+/// `batch` when batch is given); then the number of sub-batches as given (or batch /
+/// sub-batch-size), else the most that fit the host budget (1 without one). A configuration
+/// that does not fit is an error through `emitError` that gives the bytes needed and available.
+mlir::FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request,
+                                   const Machine &machine,
+                                   llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// Parses a byte count: a plain number or one with a unit, B, KB, MB, GB, TB (powers of 1000)
+/// or KiB, MiB, GiB, TiB (powers of 1024), e.g. `16GiB`, `80GB`, `1.5GiB`, `1073741824`.
+std::optional<double> parseByteSize(llvm::StringRef text);
+
+/// `1.50 GiB`, `12.0 KiB`, `512 B`.
+std::string formatBytes(double bytes);
+
+} // namespace sl
+
+#endif // SL_ANALYSIS_COSTMODEL_H

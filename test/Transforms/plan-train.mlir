@@ -1,0 +1,68 @@
+// --sl-train plans before it binds shapes: sl-plan measures two copies of the model compiled to
+// stages at sub-batch sizes 2 and 4, chooses, and sl-bind-shapes binds at the planned sub-batch
+// size.
+//
+// RUN: sl-opt %s --sl-train="batch=4 seq=3" | FileCheck %s --check-prefix=BATCH
+// RUN: sl-opt %s --sl-train="batch=8 seq=3 num-sub-batches=4 mode=canonical" | FileCheck %s --check-prefix=SPLIT
+// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=3 num-sub-batches=5 live-blocks=2" | FileCheck %s --check-prefix=FIXED
+// RUN: sl-opt %s --sl-train="seq=3 device-memory=4KiB" | FileCheck %s --check-prefix=DEV4
+// RUN: sl-opt %s --sl-train="seq=3 device-memory=8KiB" | FileCheck %s --check-prefix=DEV8
+// RUN: sl-opt %s --sl-train="seq=3 device-memory=16KiB" | FileCheck %s --check-prefix=DEV16
+// RUN: sl-opt %s --sl-train="seq=3 device-memory=64KiB" | FileCheck %s --check-prefix=DEV64
+// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=3" | FileCheck %s --check-prefix=SUB3
+// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=7" | FileCheck %s --check-prefix=SUB7
+// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=16KiB" | FileCheck %s --check-prefix=HOST16
+// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=32KiB" | FileCheck %s --check-prefix=HOST32
+// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=64KiB" | FileCheck %s --check-prefix=HOST64
+// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=8KiB" | FileCheck %s --check-prefix=DIVISOR
+// RUN: sl-opt %s --sl-train="seq=3" -verify-diagnostics -o /dev/null
+
+// `batch=B seq=S` alone: one sub-batch of B, bound at B, as before planning existed.
+// BATCH: sl.plan = {{{.*}}live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 1 : i64, {{.*}}sub_batch_size = 4 : i64}
+// BATCH: func.func @train_step(%{{.+}}: tensor<4x3xi64> {{.*}}, %{{.+}}: tensor<4x3xi64>
+
+// batch = sub-batch size x sub-batches; the stages (and so the kernels) are shaped for one
+// sub-batch, the step takes the whole batch.
+// SPLIT: sl.plan = {{{.*}}mode = "canonical", num_sub_batches = 4 : i64, {{.*}}sub_batch_size = 2 : i64}
+// SPLIT: func.func private @prologue(%{{.+}}: tensor<2x3xi64>
+// SPLIT: func.func @train_step(%{{.+}}: tensor<8x3xi64> {{.*}}, %{{.+}}: tensor<8x3xi64>
+
+// FIXED: sl.plan = {{{.*}}live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 5 : i64, {{.*}}sub_batch_size = 3 : i64}
+// FIXED: func.func private @prologue(%{{.+}}: tensor<3x3xi64>
+// FIXED: func.func @train_step(%{{.+}}: tensor<15x3xi64>
+
+// The largest sub-batch that fits grows with the device budget: 2 (3808 bytes) in 4096, where
+// 3 needs 4816; 6 (7904) in 8192, where 7 needs 9008; 13 in 16384; 58 in 65536.
+// DEV4: predicted_device_bytes = 3808 : i64, {{.*}}sub_batch_size = 2 : i64
+// SUB3: predicted_device_bytes = 4816 : i64
+// DEV8: predicted_device_bytes = 7904 : i64, {{.*}}sub_batch_size = 6 : i64
+// SUB7: predicted_device_bytes = 9008 : i64
+// DEV16: predicted_device_bytes = 15632 : i64, {{.*}}sub_batch_size = 13 : i64
+// DEV64: predicted_device_bytes = 65312 : i64, {{.*}}sub_batch_size = 58 : i64
+// DEV64: func.func @train_step(%{{.+}}: tensor<58x3xi64>
+
+// The number of sub-batches grows with the host budget: 7680 bytes of parameters, gradients and
+// AdamW state, and 1056 more per sub-batch of 2 (its boundary values and input gradients).
+// HOST16: num_sub_batches = 8 : i64, {{.*}}predicted_host_bytes = 16128 : i64, {{.*}}sub_batch_size = 2 : i64
+// HOST32: num_sub_batches = 23 : i64, {{.*}}predicted_host_bytes = 31968 : i64
+// HOST64: num_sub_batches = 54 : i64, {{.*}}predicted_host_bytes = 64704 : i64
+
+// With a batch, the sub-batch is the largest divisor of it that fits: 6 of 12, twice.
+// DIVISOR: num_sub_batches = 2 : i64, {{.*}}predicted_device_bytes = 7904 : i64, {{.*}}sub_batch_size = 6 : i64
+
+// expected-error @+1 {{sl-plan: nothing sets the sub-batch size: give batch=, sub-batch-size= or a device-memory= budget to choose it from}}
+module {
+  func.func @forward(%ids: tensor<?x?xi64> {sl.dims = ["batch", "seq"], sl.name = "input_ids"}) -> (tensor<?x?x16xf32> {sl.name = "logits"}) {
+    %e = sl.param "embed" : tensor<16x8xf32>
+    %w0 = sl.param "layers.0.w" : tensor<8x8xf32>
+    %w1 = sl.param "layers.1.w" : tensor<8x8xf32>
+    %head = sl.param "head" : tensor<8x16xf32>
+    %h = sl.gather %e, %ids : tensor<16x8xf32>, tensor<?x?xi64> -> tensor<?x?x8xf32>
+    %m0 = sl.matmul %h, %w0 : tensor<?x?x8xf32>, tensor<8x8xf32> -> tensor<?x?x8xf32>
+    %h0 = sl.add %h, %m0 : tensor<?x?x8xf32>, tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+    %m1 = sl.matmul %h0, %w1 : tensor<?x?x8xf32>, tensor<8x8xf32> -> tensor<?x?x8xf32>
+    %h1 = sl.add %h0, %m1 : tensor<?x?x8xf32>, tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+    %logits = sl.matmul %h1, %head : tensor<?x?x8xf32>, tensor<8x16xf32> -> tensor<?x?x16xf32>
+    return %logits : tensor<?x?x16xf32>
+  }
+}
