@@ -133,8 +133,10 @@ TEST(ExecutorConstantsTest, WritesFullAndSplatConstants) {
   // A copy to the device and back shows the constants are in place before the first kernel.
   uint32_t dev = b.buffer("splat.dev", DEVICE, I64, {5});
   uint32_t back = b.buffer("back", HOST, I64, {5});
-  b.kernel(COPY, "in", {splat}, dev);
-  b.kernel(COPY, "out", {dev}, back);
+  // The streams run concurrently: the copy back waits for the copy in.
+  b.schedule.set_num_events(1);
+  b.kernel(COPY, "in", {splat}, dev).add_record_events(0);
+  b.kernel(COPY, "out", {dev}, back).add_wait_events(0);
   for (auto [name, id] : {std::pair{"full", full},
                           {"splat", splat},
                           {"flags", flags},
