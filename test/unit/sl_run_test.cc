@@ -370,8 +370,9 @@ TEST_F(SlRunTrainTest, NanLossStopsAndKeepsTheLastCheckpoint) {
   EXPECT_THAT(r.output, HasSubstr("step 2/5  loss "));
   EXPECT_THAT(r.output, Not(HasSubstr("step 3/5")));
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: step 3: the loss is NaN; training stopped "
-                                  "before this step's update (nothing was saved: --save and "
-                                  "--report are written only after the last step)"));
+                                  "before this step's update (nothing was saved: --save, "
+                                  "--report and --trace are written only after the last "
+                                  "step)"));
   EXPECT_EQ(readFile(ckpt), good);
   EXPECT_FALSE(std::filesystem::exists(report));
 }
