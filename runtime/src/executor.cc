@@ -191,13 +191,14 @@ void Executor::prepareKernels() {
     if (k.op() == sl::schedule::OPTIMIZER_STEP)
       for (uint32_t parameter : k.optimizer_step().parameters())
         touch(s.parameters(static_cast<int>(parameter)).buffer());
-    // Every event is recorded before it is waited for (verified), so recording assigns slots.
+    // Slots in order of first mention; events are few next to num_events' range.
+    auto slot = [&](uint32_t event) {
+      return slotOf.emplace(event, static_cast<uint32_t>(slotOf.size())).first->second;
+    };
     for (uint32_t event : k.wait_events())
-      plan.waitSlots.push_back(slotOf.at(event));
-    for (uint32_t event : k.record_events()) {
-      auto [it, inserted] = slotOf.emplace(event, static_cast<uint32_t>(slotOf.size()));
-      plan.recordSlots.push_back(it->second);
-    }
+      plan.waitSlots.push_back(slot(event));
+    for (uint32_t event : k.record_events())
+      plan.recordSlots.push_back(slot(event));
     auto [run, inserted] = runOf.emplace(k.stream(), streamRuns_.size());
     if (inserted) {
       streamRuns_.push_back(std::make_unique<StreamRun>());

@@ -170,7 +170,8 @@ private:
     uint64_t deviceEnd = 0, hostEnd = 0;
   };
   std::vector<KernelPlan> plans_;
-  // Events that some kernel records, numbered densely (a schedule's event ids may be sparse).
+  // Events that some kernel records or waits for, numbered densely (a schedule's event ids may
+  // be sparse).
   size_t eventSlots_ = 0;
   // One per stream that has kernels.
   std::vector<std::unique_ptr<StreamRun>> streamRuns_;
