@@ -116,8 +116,8 @@ struct Executor::Threads {
   std::condition_variable wake, progress;
   uint64_t generation = 0; // bumped to start a run
   bool shutdown = false;
-  bool tracing = false;    // whether the current run is traced
-  size_t running = 0;      // threads still in the current run
+  bool tracing = false;          // whether the current run is traced
+  size_t running = 0;            // threads still in the current run
   std::vector<uint8_t> recorded; // by event slot, reset every run
   // By worker: the event slot it is blocked on, or kNotWaiting.
   std::vector<int64_t> waitingOn;
@@ -129,8 +129,7 @@ struct Executor::Threads {
   Clock::time_point linkFreeAt[2];
 };
 
-Executor::Executor(const LoadedSchedule &schedule, Backend &backend,
-                   const ExecutorOptions &options)
+Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options)
     : schedule_(schedule), backend_(backend), options_(options),
       threads_(std::make_unique<Threads>()) {
   const sl::schedule::Schedule &s = schedule_.schedule;
@@ -138,8 +137,9 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend,
     throw makeError(schedule_.path,
                     ": parameter files are not resolved (load it with loadSchedule)");
   if (!(options_.linkGbps >= 0) || std::isinf(options_.linkGbps))
-    throw makeError("the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
-                    options_.linkGbps);
+    throw makeError(
+        "the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
+        options_.linkGbps);
   auto start = Clock::now();
   backend_.allocate(s.device_arena_bytes(), s.host_pool_bytes());
   stats_.deviceArenaBytes = s.device_arena_bytes();
@@ -469,8 +469,8 @@ void Executor::runKernel(int index, StreamRun &run) {
     backend_.synchronize();
   } catch (const Error &e) {
     // Backends describe what went wrong with the data; which kernel it was is named here.
-    throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'",
-                    " (", sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
+    throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'", " (",
+                    sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
   }
 }
 
@@ -550,8 +550,8 @@ void Executor::fail(std::exception_ptr error) {
 }
 
 void Executor::writeTrace(const std::string &path) const {
-  writeFileAtomically(path, chromeTraceJson(schedule_.schedule, schedule_.path, traceSpans_,
-                                            traceSummary()));
+  writeFileAtomically(
+      path, chromeTraceJson(schedule_.schedule, schedule_.path, traceSpans_, traceSummary()));
 }
 
 } // namespace slrt

@@ -47,8 +47,8 @@ std::optional<OpRule> opRule(sl::schedule::OpKind op);
 void verifyKernelAttributes(const std::string &what, const sl::schedule::Kernel &kernel);
 
 // Checks the dtypes and shapes of a kernel that has results (any op but COPY and OPTIMIZER_STEP;
-// its attributes have been checked) against its op's rules, `what` as above. The counts of operands and results have been checked against opRule, and
-// every buffer id is valid.
+// its attributes have been checked) against its op's rules, `what` as above. The counts of operands
+// and results have been checked against opRule, and every buffer id is valid.
 void verifyKernelOperation(const std::string &what, const sl::schedule::Kernel &kernel,
                            const std::vector<const sl::schedule::Buffer *> &operands,
                            const std::vector<const sl::schedule::Buffer *> &results);

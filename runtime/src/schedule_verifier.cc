@@ -221,9 +221,9 @@ private:
       auto [it, inserted] = recordedBy_.emplace(event, index);
       if (!inserted)
         throw makeError(what, ": records event ", event, ", which ",
-                        it->second == index ? std::string("it lists twice")
-                                            : kernelText(it->second, s_.kernels(it->second)) +
-                                                  " records too",
+                        it->second == index
+                            ? std::string("it lists twice")
+                            : kernelText(it->second, s_.kernels(it->second)) + " records too",
                         "; each event is recorded by exactly one kernel");
     }
 
@@ -302,8 +302,10 @@ private:
   void verifyOptimizerStep(int index, const std::string &what, const Kernel &k) {
     const auto &parameters = k.optimizer_step().parameters();
     if (parameters.size() != k.operands_size() - 1)
-      throw makeError(what, ": has ", k.operands_size() - 1, " gradient operands, but "
-                      "optimizer_step.parameters names ", parameters.size(),
+      throw makeError(what, ": has ", k.operands_size() - 1,
+                      " gradient operands, but "
+                      "optimizer_step.parameters names ",
+                      parameters.size(),
                       " parameters (operand i + 1 is the gradient of parameters[i])");
     auto loss = outputBuffers_.find(kLossOutput);
     if (loss == outputBuffers_.end())
@@ -330,9 +332,9 @@ private:
       auto [it, inserted] = steppedBy_.emplace(parameter, index);
       if (!inserted)
         throw makeError(what, ": steps parameter '", name, "', which ",
-                        it->second == index ? std::string("it names twice")
-                                            : kernelText(it->second, s_.kernels(it->second)) +
-                                                  " steps too",
+                        it->second == index
+                            ? std::string("it names twice")
+                            : kernelText(it->second, s_.kernels(it->second)) + " steps too",
                         "; a parameter appears in at most one OPTIMIZER_STEP");
     }
   }

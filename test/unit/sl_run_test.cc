@@ -70,9 +70,8 @@ protected:
 TEST_F(SlRunTest, HelpDescribesEveryOption) {
   Result r = slRun("--help");
   EXPECT_EQ(r.exitCode, 0);
-  for (const char *option :
-       {"SCHEDULE", "--input", "--output", "--report", "--backend", "NAME=FILE", "--trace",
-        "--link-gbps"})
+  for (const char *option : {"SCHEDULE", "--input", "--output", "--report", "--backend",
+                             "NAME=FILE", "--trace", "--link-gbps"})
     EXPECT_THAT(r.output, HasSubstr(option));
 }
 

@@ -53,7 +53,8 @@ TEST_P(StreamedScheduleTest, RejectsWithMessage) {
 }
 
 const StreamCase kStreamCases[] = {
-    {"UnknownStreamKind", [](Schedule &s) { s.mutable_streams(3)->set_kind(static_cast<StreamKind>(6)); },
+    {"UnknownStreamKind",
+     [](Schedule &s) { s.mutable_streams(3)->set_kind(static_cast<StreamKind>(6)); },
      "stream 3 has no valid kind (6)"},
     {"ComputeOpOnHostStream", [](Schedule &s) { kernel(s, 3).set_stream(3); },
      "kernel 3 'sigmoid' (SIGMOID): runs on stream 3 of kind HOST_COMPUTE; compute kernels run on "
@@ -291,8 +292,7 @@ TEST_F(OptimizerStepTest, ReadsOnlyWhatIsOrderedBeforeIt) {
   // Without its wait, nothing orders the step after the copies that write the loss.
   step(0).clear_wait_events();
   EXPECT_THAT(errorOf(train.schedule),
-              HasSubstr(text(0) +
-                        " on stream 3 reads bytes of buffer 7 'loss' that kernel " +
+              HasSubstr(text(0) + " on stream 3 reads bytes of buffer 7 'loss' that kernel " +
                         std::to_string(first - 3) +
                         " 'loss.d2h' (COPY) on stream 2 writes, with no event ordering them"));
 }
@@ -316,8 +316,7 @@ TEST_F(OptimizerStepTest, WritesTheWeightsOfItsParameters) {
   EXPECT_THAT(errorOf(train.schedule),
               HasSubstr("kernel " + std::to_string(first + 2) +
                         " 'w.again' (COPY) on stream 1 reads bytes of buffer 2 'w' that " +
-                        text(1) +
-                        " on stream 3 writes, with no event ordering them"));
+                        text(1) + " on stream 3 writes, with no event ordering them"));
   // Ordered after the step, the copy reads the updated weights: valid.
   train.schedule.set_num_events(train.schedule.num_events() + 1);
   step(1).add_record_events(train.schedule.num_events() - 1);

@@ -567,7 +567,8 @@ void TinyTrain::addOptimizerSteps(const std::vector<std::vector<uint32_t>> &grou
     OptimizerStepAttributes *attrs = k->mutable_optimizer_step();
     for (uint32_t parameter : groups[g]) {
       attrs->add_parameters(parameter);
-      k->add_operands(outputBuffer("grad:" + schedule.parameters(static_cast<int>(parameter)).name()));
+      k->add_operands(
+          outputBuffer("grad:" + schedule.parameters(static_cast<int>(parameter)).name()));
     }
   }
 }

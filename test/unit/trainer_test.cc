@@ -460,9 +460,8 @@ TEST_F(OverlappedTrainerTest, NanLossStopsBeforeAnyGroupIsUpdated) {
   expectSameState(trainer.checkpoint(), good);
   for (int i = 0; i < 2; ++i) {
     const TensorRef &ref = trainer.executor().parameterBuffer(i);
-    EXPECT_EQ(std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(),
-                          ref.bytes),
-              0);
+    EXPECT_EQ(
+        std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(), ref.bytes), 0);
   }
 }
 

@@ -42,10 +42,10 @@ public:
   // of different streams; the verifier guarantees that concurrent kernels do not touch the same
   // bytes with one of them writing, so a backend needs no locking of its own beyond that.
   //
-  // Runs one compute kernel (any op but COPY and OPTIMIZER_STEP, which the executor handles). The caller has verified the kernel against its
-  // operands and results (verifySchedule), so shapes and dtypes are trusted here. Failures that
-  // depend on the data are Errors raised before anything is written; their messages do not name
-  // the kernel (the executor does).
+  // Runs one compute kernel (any op but COPY and OPTIMIZER_STEP, which the executor handles). The
+  // caller has verified the kernel against its operands and results (verifySchedule), so shapes and
+  // dtypes are trusted here. Failures that depend on the data are Errors raised before anything is
+  // written; their messages do not name the kernel (the executor does).
   //
   // Where the schedule contract is silent, every backend computes alike:
   //  - SOFTMAX and ATTENTION subtract the row maximum before exponentiating; a row with no

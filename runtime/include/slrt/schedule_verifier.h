@@ -78,9 +78,9 @@ inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 //    WHERE, CAST, GELU, SWIGLU, TRILU), the row-local SOFTMAX, LAYER_NORM, RMS_NORM and ROTARY,
 //    and COPY may run exactly in place (same offset, bytes and element size), and so may result 0
 //    of CROSS_ENTROPY_GRAD, SOFTMAX_GRAD, RMS_NORM_GRAD, LAYER_NORM_GRAD, ROTARY_GRAD, GELU_GRAD
-//    and SWIGLU_GRAD, and ACCUMULATE; MATMUL, GEMM, TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE, EXPAND, ATTENTION,
-//    ATTENTION_GRAD, GATHER_GRAD and SLICE_GRAD results, and the further results of a backward
-//    kernel, overlap no operand; no two results of a kernel overlap;
+//    and SWIGLU_GRAD, and ACCUMULATE; MATMUL, GEMM, TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE,
+//    EXPAND, ATTENTION, ATTENTION_GRAD, GATHER_GRAD and SLICE_GRAD results, and the further results
+//    of a backward kernel, overlap no operand; no two results of a kernel overlap;
 //  - streams run concurrently: buffers of one space may overlap (arena reuse), and any two kernels
 //    on different streams that touch overlapping bytes, one of them writing, are ordered by events
 //    (the earlier one in list order happens before the later one; verifyStreamHazards in

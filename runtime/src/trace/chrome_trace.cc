@@ -62,8 +62,8 @@ std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::s
   }
 
   for (const TraceSpan &span : spans) {
-    nlohmann::json event = {{"ph", "X"}, {"pid", kPid}, {"ts", span.startMicros},
-                            {"dur", span.durationMicros}};
+    nlohmann::json event = {
+        {"ph", "X"}, {"pid", kPid}, {"ts", span.startMicros}, {"dur", span.durationMicros}};
     switch (span.kind) {
     case TraceSpan::Kind::kRun:
       event["tid"] = runTrack;
@@ -95,9 +95,7 @@ std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::s
       {"traceEvents", std::move(events)},
       {"displayTimeUnit", "ms"},
       {"otherData",
-       {{"schedule", schedulePath},
-        {"runs_traced", summary.runsTraced},
-        {"runs", summary.runs}}},
+       {{"schedule", schedulePath}, {"runs_traced", summary.runsTraced}, {"runs", summary.runs}}},
   };
   return trace.dump() + "\n";
 }
