@@ -45,8 +45,9 @@ public:
   // Runs one compute kernel (any op but COPY and OPTIMIZER_STEP, which the executor handles). A
   // kernel of a HOST_COMPUTE stream (ACCUMULATE) comes here too, with HOST buffers: a device
   // backend must run it on the host. The caller has verified the kernel against its operands and
-  // results (verifySchedule), so shapes and dtypes are trusted here. Failures that depend on the data are Errors raised before anything is
-  // written; their messages do not name the kernel (the executor does).
+  // results (verifySchedule), so shapes and dtypes are trusted here. Failures that depend on the
+  // data are Errors raised before anything is written; their messages do not name the kernel (the
+  // executor does).
   //
   // Where the schedule contract is silent, every backend computes alike:
   //  - SOFTMAX and ATTENTION subtract the row maximum before exponentiating; a row with no
