@@ -258,7 +258,8 @@ StepRecord Trainer::step() {
     try {
       executor_->execute(
           {{kInputIdsName, std::move(batch.inputs)}, {kLabelsName, std::move(batch.labels)}});
-    } catch (const Error &e) {
+    } catch (const std::exception &e) {
+      // Whatever failed (a kernel, a gradient, memory), updated groups cannot be taken back.
       if (parametersUpdated_ == 0)
         throw;
       partlyApplied_ = "step " + std::to_string(record.step) + " was partly applied (" +
