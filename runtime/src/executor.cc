@@ -1,19 +1,28 @@
 #include "slrt/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <unistd.h>
+#include <unordered_map>
 
+#include "slrt/atomic_file.h"
 #include "slrt/error.h"
 
 namespace slrt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kNotWaiting = -1;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -89,12 +98,48 @@ void checkInputs(const sl::schedule::Schedule &schedule,
                       "' (the schedule's inputs: ", inputList(schedule), ")");
 }
 
-Executor::Executor(const LoadedSchedule &schedule, Backend &backend)
-    : schedule_(schedule), backend_(backend) {
+// The per-run work and results of one stream's thread; only that thread writes them during a
+// run, and the caller reads them once every thread has finished.
+struct Executor::StreamRun {
+  size_t worker = 0; // index in streamRuns_
+  uint32_t stream = 0;
+  std::vector<int> kernels;
+  RunStats stats; // kernels, bytes, peaks, perOp
+  double busySeconds = 0, waitSeconds = 0;
+  std::vector<TraceSpan> spans;
+};
+
+// The threads and what they share. One mutex guards the run's state; `wake` starts a run (or ends
+// the threads), `progress` announces recorded events, failures and finished streams.
+struct Executor::Threads {
+  std::mutex mutex;
+  std::condition_variable wake, progress;
+  uint64_t generation = 0; // bumped to start a run
+  bool shutdown = false;
+  bool tracing = false;          // whether the current run is traced
+  size_t running = 0;            // threads still in the current run
+  std::vector<uint8_t> recorded; // by event slot, reset every run
+  // By worker: the event slot it is blocked on, or kNotWaiting.
+  std::vector<int64_t> waitingOn;
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  // When each copy direction (0: host to device, 1: device to host) is free again (--link-gbps).
+  std::mutex linkMutex;
+  Clock::time_point linkFreeAt[2];
+};
+
+Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options)
+    : schedule_(schedule), backend_(backend), options_(options),
+      threads_(std::make_unique<Threads>()) {
   const sl::schedule::Schedule &s = schedule_.schedule;
   if (schedule_.parameterFiles.size() != static_cast<size_t>(s.parameters_size()))
     throw makeError(schedule_.path,
                     ": parameter files are not resolved (load it with loadSchedule)");
+  if (!(options_.linkGbps >= 0) || std::isinf(options_.linkGbps))
+    throw makeError(
+        "the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
+        options_.linkGbps);
   auto start = Clock::now();
   backend_.allocate(s.device_arena_bytes(), s.host_pool_bytes());
   stats_.deviceArenaBytes = s.device_arena_bytes();
@@ -107,7 +152,81 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend)
   }
   loadParameters();
   writeConstants();
+  prepareKernels();
+  startThreads();
   stats_.loadSeconds = secondsSince(start);
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(threads_->mutex);
+    threads_->shutdown = true;
+  }
+  threads_->wake.notify_all();
+  for (std::thread &thread : threads_->threads)
+    thread.join();
+}
+
+void Executor::prepareKernels() {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  std::unordered_map<uint32_t, uint32_t> slotOf;
+  std::map<uint32_t, size_t> runOf; // stream id -> index in streamRuns_
+  plans_.resize(static_cast<size_t>(s.kernels_size()));
+  for (int index = 0; index < s.kernels_size(); ++index) {
+    const sl::schedule::Kernel &k = s.kernels(index);
+    KernelPlan &plan = plans_[static_cast<size_t>(index)];
+    auto touch = [&](uint32_t id) {
+      const sl::schedule::Buffer &b = s.buffers(static_cast<int>(id));
+      uint64_t &end = b.space() == sl::schedule::DEVICE ? plan.deviceEnd : plan.hostEnd;
+      end = std::max(end, b.offset() + b.bytes());
+    };
+    for (uint32_t id : k.operands()) {
+      plan.operands.push_back(&refs_[id]);
+      touch(id);
+    }
+    for (uint32_t id : k.results()) {
+      plan.results.push_back(&refs_[id]);
+      touch(id);
+    }
+    if (k.op() == sl::schedule::OPTIMIZER_STEP)
+      for (uint32_t parameter : k.optimizer_step().parameters())
+        touch(s.parameters(static_cast<int>(parameter)).buffer());
+    // Slots in order of first mention; events are few next to num_events' range.
+    auto slot = [&](uint32_t event) {
+      return slotOf.emplace(event, static_cast<uint32_t>(slotOf.size())).first->second;
+    };
+    for (uint32_t event : k.wait_events())
+      plan.waitSlots.push_back(slot(event));
+    for (uint32_t event : k.record_events())
+      plan.recordSlots.push_back(slot(event));
+    auto [run, inserted] = runOf.emplace(k.stream(), streamRuns_.size());
+    if (inserted) {
+      streamRuns_.push_back(std::make_unique<StreamRun>());
+      streamRuns_.back()->stream = k.stream();
+      streamRuns_.back()->worker = streamRuns_.size() - 1;
+    }
+    streamRuns_[run->second]->kernels.push_back(index);
+  }
+  eventSlots_ = slotOf.size();
+}
+
+void Executor::startThreads() {
+  threads_->waitingOn.assign(streamRuns_.size(), kNotWaiting);
+  try {
+    for (size_t worker = 0; worker < streamRuns_.size(); ++worker)
+      threads_->threads.emplace_back([this, worker] { workerMain(worker); });
+  } catch (const std::system_error &e) {
+    // The destructor does not run for a constructor that throws: end the threads started.
+    {
+      std::lock_guard<std::mutex> lock(threads_->mutex);
+      threads_->shutdown = true;
+    }
+    threads_->wake.notify_all();
+    for (std::thread &thread : threads_->threads)
+      thread.join();
+    throw makeError("cannot start a host thread for each of the schedule's ", streamRuns_.size(),
+                    " streams (", e.what(), ")");
+  }
 }
 
 void Executor::loadParameters() {
@@ -170,57 +289,269 @@ std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &
   return outputs;
 }
 
+void Executor::setOptimizerStepHook(OptimizerStepHook hook) {
+  optimizerStepHook_ = std::move(hook);
+}
+
 void Executor::execute(const std::map<std::string, HostTensor> &inputs) {
   const sl::schedule::Schedule &s = schedule_.schedule;
   checkInputs(s, inputs);
   auto start = Clock::now();
-  stats_.kernels = 0;
-  stats_.bytesHostToDevice = stats_.bytesDeviceToHost = stats_.bytesWithinSpace = 0;
-  stats_.perOp.clear();
-
   for (const sl::schedule::Binding &binding : s.inputs()) {
     const HostTensor &tensor = inputs.at(binding.name());
     std::memcpy(refs_[binding.buffer()].data, tensor.data.data(), tensor.data.size());
   }
 
-  // List order is a valid issue order: every waited event was recorded by an earlier kernel, and
-  // this executor completes each kernel before issuing the next.
-  std::vector<const TensorRef *> operands, results;
-  for (int index = 0; index < s.kernels_size(); ++index) {
+  bool tracing = options_.trace && traceSpans_.size() < options_.traceSpanLimit;
+  if (tracing && runsTraced_ == 0)
+    traceEpoch_ = start;
+  Threads &t = *threads_;
+  {
+    std::unique_lock<std::mutex> lock(t.mutex);
+    t.recorded.assign(eventSlots_, 0);
+    t.failed = false;
+    t.error = nullptr;
+    t.running = streamRuns_.size();
+    t.tracing = tracing;
+    t.linkFreeAt[0] = t.linkFreeAt[1] = Clock::time_point();
+    ++t.generation;
+    t.wake.notify_all();
+    t.progress.wait(lock, [&] { return t.running == 0; });
+  }
+  auto end = Clock::now();
+  mergeStats(tracing);
+  if (tracing) {
+    TraceSpan span;
+    span.kind = TraceSpan::Kind::kRun;
+    span.run = runs_;
+    span.startMicros = std::chrono::duration<double, std::micro>(start - traceEpoch_).count();
+    span.durationMicros = std::chrono::duration<double, std::micro>(end - start).count();
+    traceSpans_.push_back(span);
+    ++runsTraced_;
+  }
+  ++runs_;
+  stats_.wallSeconds = std::chrono::duration<double>(end - start).count();
+  if (t.error)
+    std::rethrow_exception(t.error);
+}
+
+void Executor::mergeStats(bool tracing) {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  stats_.kernels = 0;
+  stats_.bytesHostToDevice = stats_.bytesDeviceToHost = stats_.bytesWithinSpace = 0;
+  stats_.bytesCollective = 0;
+  stats_.deviceArenaPeakBytes = stats_.hostPoolPeakBytes = 0;
+  stats_.perOp.clear();
+  stats_.perStream.assign(static_cast<size_t>(s.streams_size()), StreamStats());
+  for (int i = 0; i < s.streams_size(); ++i) {
+    stats_.perStream[static_cast<size_t>(i)].id = static_cast<uint32_t>(i);
+    stats_.perStream[static_cast<size_t>(i)].kind = s.streams(i).kind();
+  }
+  for (const std::unique_ptr<StreamRun> &run : streamRuns_) {
+    const RunStats &r = run->stats;
+    stats_.kernels += r.kernels;
+    stats_.bytesHostToDevice += r.bytesHostToDevice;
+    stats_.bytesDeviceToHost += r.bytesDeviceToHost;
+    stats_.bytesWithinSpace += r.bytesWithinSpace;
+    stats_.deviceArenaPeakBytes = std::max(stats_.deviceArenaPeakBytes, r.deviceArenaPeakBytes);
+    stats_.hostPoolPeakBytes = std::max(stats_.hostPoolPeakBytes, r.hostPoolPeakBytes);
+    for (const auto &[name, op] : r.perOp) {
+      OpStats &total = stats_.perOp[name];
+      total.count += op.count;
+      total.seconds += op.seconds;
+    }
+    StreamStats &stream = stats_.perStream[run->stream];
+    stream.kernels = r.kernels;
+    stream.busySeconds = run->busySeconds;
+    stream.waitSeconds = run->waitSeconds;
+    if (tracing) {
+      for (TraceSpan &span : run->spans)
+        span.run = runs_;
+      traceSpans_.insert(traceSpans_.end(), run->spans.begin(), run->spans.end());
+    }
+  }
+}
+
+void Executor::workerMain(size_t worker) {
+  Threads &t = *threads_;
+  StreamRun &run = *streamRuns_[worker];
+  uint64_t seen = 0;
+  for (;;) {
+    bool tracing;
+    {
+      std::unique_lock<std::mutex> lock(t.mutex);
+      t.wake.wait(lock, [&] { return t.shutdown || t.generation != seen; });
+      if (t.shutdown)
+        return;
+      seen = t.generation;
+      tracing = t.tracing;
+    }
+    try {
+      runStream(run, tracing);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(t.mutex);
+    --t.running;
+    failIfStuck();
+    t.progress.notify_all();
+  }
+}
+
+void Executor::runStream(StreamRun &run, bool tracing) {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  run.stats = RunStats();
+  run.busySeconds = run.waitSeconds = 0;
+  run.spans.clear();
+  auto micros = [&](Clock::time_point at) {
+    return std::chrono::duration<double, std::micro>(at - traceEpoch_).count();
+  };
+  for (int index : run.kernels) {
+    const KernelPlan &plan = plans_[static_cast<size_t>(index)];
     const sl::schedule::Kernel &kernel = s.kernels(index);
-    auto kernelStart = Clock::now();
-    if (kernel.op() == sl::schedule::COPY) {
-      const TensorRef &src = refs_[kernel.operands(0)];
-      const TensorRef &dst = refs_[kernel.results(0)];
-      backend_.copy(src, dst);
-      uint64_t &counter = src.space == dst.space              ? stats_.bytesWithinSpace
-                          : dst.space == sl::schedule::DEVICE ? stats_.bytesHostToDevice
-                                                              : stats_.bytesDeviceToHost;
-      counter += src.bytes;
-    } else {
-      operands.clear();
-      results.clear();
-      for (uint32_t id : kernel.operands())
-        operands.push_back(&refs_[id]);
-      for (uint32_t id : kernel.results())
-        results.push_back(&refs_[id]);
-      try {
-        backend_.execute(kernel, operands, results);
-      } catch (const Error &e) {
-        // Backends describe what went wrong with the data; which kernel it was is named here.
-        throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'",
-                        " (", sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
+    for (size_t i = 0; i < plan.waitSlots.size(); ++i) {
+      auto waitStart = Clock::now();
+      bool blocked = false;
+      if (!waitForEvent(run.worker, plan.waitSlots[i], blocked))
+        return;
+      if (blocked) {
+        auto waitEnd = Clock::now();
+        run.waitSeconds += std::chrono::duration<double>(waitEnd - waitStart).count();
+        if (tracing)
+          run.spans.push_back({TraceSpan::Kind::kWait, run.stream, index,
+                               kernel.wait_events(static_cast<int>(i)), 0, micros(waitStart),
+                               micros(waitEnd) - micros(waitStart)});
       }
     }
-    // Synchronous issue keeps per-op times honest; overlapping streams is a backend's job later.
-    backend_.synchronize();
-    OpStats &op = stats_.perOp[sl::schedule::OpKind_Name(kernel.op())];
+    if (threads_->failed)
+      return;
+    auto kernelStart = Clock::now();
+    runKernel(index, run);
+    auto kernelEnd = Clock::now();
+    double seconds = std::chrono::duration<double>(kernelEnd - kernelStart).count();
+    run.busySeconds += seconds;
+    OpStats &op = run.stats.perOp[sl::schedule::OpKind_Name(kernel.op())];
     ++op.count;
-    op.seconds += secondsSince(kernelStart);
-    ++stats_.kernels;
+    op.seconds += seconds;
+    ++run.stats.kernels;
+    run.stats.deviceArenaPeakBytes = std::max(run.stats.deviceArenaPeakBytes, plan.deviceEnd);
+    run.stats.hostPoolPeakBytes = std::max(run.stats.hostPoolPeakBytes, plan.hostEnd);
+    if (tracing)
+      run.spans.push_back({TraceSpan::Kind::kKernel, run.stream, index, 0, 0, micros(kernelStart),
+                           micros(kernelEnd) - micros(kernelStart)});
+    for (uint32_t slot : plan.recordSlots)
+      recordEvent(slot);
   }
+}
 
-  stats_.wallSeconds = secondsSince(start);
+void Executor::runKernel(int index, StreamRun &run) {
+  const sl::schedule::Kernel &kernel = schedule_.schedule.kernels(index);
+  const KernelPlan &plan = plans_[static_cast<size_t>(index)];
+  if (kernel.op() == sl::schedule::OPTIMIZER_STEP) {
+    // The hook's own errors say what they mean; they are the caller's, not the kernel's.
+    if (optimizerStepHook_)
+      optimizerStepHook_(kernel);
+    return;
+  }
+  try {
+    if (kernel.op() == sl::schedule::COPY) {
+      const TensorRef &src = *plan.operands[0];
+      const TensorRef &dst = *plan.results[0];
+      pacedCopy(src, dst);
+      uint64_t &counter = src.space == dst.space              ? run.stats.bytesWithinSpace
+                          : dst.space == sl::schedule::DEVICE ? run.stats.bytesHostToDevice
+                                                              : run.stats.bytesDeviceToHost;
+      counter += src.bytes;
+    } else {
+      backend_.execute(kernel, plan.operands, plan.results);
+    }
+    // Per-kernel times stay honest on a backend that issues asynchronously.
+    backend_.synchronize();
+  } catch (const Error &e) {
+    // Backends describe what went wrong with the data; which kernel it was is named here.
+    throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'", " (",
+                    sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
+  }
+}
+
+void Executor::pacedCopy(const TensorRef &src, const TensorRef &dst) {
+  if (options_.linkGbps == 0 || src.space == dst.space) {
+    backend_.copy(src, dst);
+    return;
+  }
+  // Reserve the direction's link for bytes / bandwidth, after whatever copy of the same direction
+  // (another stream's) holds it, then copy and wait out the reservation.
+  Threads &t = *threads_;
+  auto duration = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(src.bytes) / (options_.linkGbps * 1e9)));
+  Clock::time_point begin, end;
+  {
+    std::lock_guard<std::mutex> lock(t.linkMutex);
+    Clock::time_point &freeAt = t.linkFreeAt[dst.space == sl::schedule::DEVICE ? 0 : 1];
+    begin = std::max(Clock::now(), freeAt);
+    end = begin + duration;
+    freeAt = end;
+  }
+  std::this_thread::sleep_until(begin);
+  backend_.copy(src, dst);
+  std::this_thread::sleep_until(end);
+}
+
+bool Executor::waitForEvent(size_t worker, uint32_t slot, bool &blocked) {
+  Threads &t = *threads_;
+  std::unique_lock<std::mutex> lock(t.mutex);
+  if (!t.recorded[slot] && !t.failed) {
+    blocked = true;
+    t.waitingOn[worker] = slot;
+    failIfStuck();
+    t.progress.wait(lock, [&] { return t.recorded[slot] || t.failed; });
+    t.waitingOn[worker] = kNotWaiting;
+  }
+  return !t.failed;
+}
+
+void Executor::failIfStuck() {
+  // Called with the mutex held. When every stream still running waits for an event not yet
+  // recorded, nobody is left to record one. The verifier rules this out (every waited event is
+  // recorded by an earlier kernel); the check keeps any other schedule from hanging.
+  Threads &t = *threads_;
+  if (t.running == 0 || t.failed)
+    return;
+  size_t stuck = 0;
+  for (int64_t slot : t.waitingOn)
+    if (slot != kNotWaiting && !t.recorded[static_cast<size_t>(slot)])
+      ++stuck;
+  if (stuck < t.running)
+    return;
+  t.error = std::make_exception_ptr(
+      makeError("every running stream waits for an event that no kernel is left to record"));
+  t.failed = true;
+  t.progress.notify_all();
+}
+
+void Executor::recordEvent(uint32_t slot) {
+  Threads &t = *threads_;
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.recorded[slot] = 1;
+  }
+  t.progress.notify_all();
+}
+
+void Executor::fail(std::exception_ptr error) {
+  Threads &t = *threads_;
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (!t.error)
+      t.error = error;
+    t.failed = true;
+  }
+  t.progress.notify_all();
+}
+
+void Executor::writeTrace(const std::string &path) const {
+  writeFileAtomically(
+      path, chromeTraceJson(schedule_.schedule, schedule_.path, traceSpans_, traceSummary()));
 }
 
 } // namespace slrt

@@ -12,19 +12,33 @@ namespace slrt {
 
 using namespace sl::schedule;
 
+std::string kernelText(int index, const Kernel &kernel) {
+  const std::string &opName = OpKind_Name(kernel.op());
+  return "kernel " + std::to_string(index) +
+         (kernel.name().empty() ? "" : " '" + kernel.name() + "'") + " (" +
+         (opName.empty() ? "op " + std::to_string(kernel.op()) : opName) + ")";
+}
+
+std::string bufferText(const Schedule &schedule, uint32_t id) {
+  const std::string &name = schedule.buffers(static_cast<int>(id)).name();
+  return "buffer " + std::to_string(id) + (name.empty() ? "" : " '" + name + "'");
+}
+
 std::optional<OpRule> opRule(OpKind op) {
   constexpr Kernel::AttributesCase kNone = Kernel::ATTRIBUTES_NOT_SET;
   constexpr int kAny = OpRule::kUnbounded;
+  constexpr OpRule::Placement kCompute = OpRule::Placement::kCompute;
+  constexpr OpRule::Placement kCopy = OpRule::Placement::kCopy;
   switch (op) {
   case COPY:
-    return OpRule{1, 1, kNone, false, true, false};
+    return OpRule{1, 1, kNone, false, true, kCopy};
   case MATMUL:
-    return OpRule{2, 2, kNone, false, false, true};
+    return OpRule{2, 2, kNone, false, false, kCompute};
   case GEMM:
-    return OpRule{2, 3, Kernel::kGemm, true, false, true}; // C is optional
+    return OpRule{2, 3, Kernel::kGemm, true, false, kCompute}; // C is optional
   // TRANSPOSE may omit its attributes: a rank-0 transpose has an empty perm.
   case TRANSPOSE:
-    return OpRule{1, 1, Kernel::kTranspose, false, false, true};
+    return OpRule{1, 1, Kernel::kTranspose, false, false, kCompute};
   case ADD:
   case MUL:
   case SUB:
@@ -33,7 +47,7 @@ std::optional<OpRule> opRule(OpKind op) {
   case EQUAL:
   case LESS:
   case SWIGLU:
-    return OpRule{2, 2, kNone, false, true, true};
+    return OpRule{2, 2, kNone, false, true, kCompute};
   case RELU:
   case SIGMOID:
   case SILU:
@@ -44,61 +58,67 @@ std::optional<OpRule> opRule(OpKind op) {
   case ERF:
   case TANH:
   case CAST:
-    return OpRule{1, 1, kNone, false, true, true};
+    return OpRule{1, 1, kNone, false, true, kCompute};
   case WHERE:
-    return OpRule{3, 3, kNone, false, true, true};
+    return OpRule{3, 3, kNone, false, true, kCompute};
   // Row-local ops: each row (a softmax axis, a normalised block, a rotary pair) is read whole
   // before any of it is written, so exactly in place is safe.
   case SOFTMAX:
-    return OpRule{1, 1, Kernel::kAxis, true, true, true};
+    return OpRule{1, 1, Kernel::kAxis, true, true, kCompute};
   case LAYER_NORM:
-    return OpRule{2, 3, Kernel::kNorm, true, true, true}; // bias is optional
+    return OpRule{2, 3, Kernel::kNorm, true, true, kCompute}; // bias is optional
   case RMS_NORM:
-    return OpRule{2, 2, Kernel::kNorm, true, true, true};
+    return OpRule{2, 2, Kernel::kNorm, true, true, kCompute};
   case ROTARY:
-    return OpRule{3, 3, Kernel::kRotary, true, true, true};
+    return OpRule{3, 3, Kernel::kRotary, true, true, kCompute};
   case GELU:
-    return OpRule{1, 1, Kernel::kGelu, true, true, true};
+    return OpRule{1, 1, Kernel::kGelu, true, true, kCompute};
   case TRILU:
-    return OpRule{1, 1, Kernel::kTrilu, true, true, true};
+    return OpRule{1, 1, Kernel::kTrilu, true, true, kCompute};
   case REDUCE_MEAN:
   case REDUCE_SUM:
-    return OpRule{1, 1, Kernel::kReduce, true, false, true};
+    return OpRule{1, 1, Kernel::kReduce, true, false, kCompute};
   case GATHER:
-    return OpRule{2, 2, Kernel::kAxis, true, false, true};
+    return OpRule{2, 2, Kernel::kAxis, true, false, kCompute};
   case CONCAT:
-    return OpRule{1, kAny, Kernel::kAxis, true, false, true};
+    return OpRule{1, kAny, Kernel::kAxis, true, false, kCompute};
   case SLICE:
-    return OpRule{1, 1, Kernel::kSlice, true, false, true};
+    return OpRule{1, 1, Kernel::kSlice, true, false, kCompute};
   case EXPAND:
-    return OpRule{1, 1, kNone, false, false, true};
+    return OpRule{1, 1, kNone, false, false, kCompute};
   case ATTENTION:
-    return OpRule{3, 4, Kernel::kAttention, true, false, true}; // the mask is optional
+    return OpRule{3, 4, Kernel::kAttention, true, false, kCompute}; // the mask is optional
   case CROSS_ENTROPY:
-    return OpRule{2, 2, Kernel::kCrossEntropy, true, false, true};
+    return OpRule{2, 2, Kernel::kCrossEntropy, true, false, kCompute};
   // Backward kernels. The single-result ones that are row-, pair- or element-local run exactly in
   // place like their forwards; where there are several results, result 0 (dx, dgate) may be
   // exactly an operand: every kernel reads what it needs of the operands before writing it.
   case CROSS_ENTROPY_GRAD:
-    return OpRule{3, 3, Kernel::kCrossEntropy, true, true, true};
+    return OpRule{3, 3, Kernel::kCrossEntropy, true, true, kCompute};
   case SOFTMAX_GRAD:
-    return OpRule{2, 2, Kernel::kAxis, true, true, true};
+    return OpRule{2, 2, Kernel::kAxis, true, true, kCompute};
   case RMS_NORM_GRAD:
-    return OpRule{3, 3, Kernel::kNorm, true, true, true, 2};
+    return OpRule{3, 3, Kernel::kNorm, true, true, kCompute, 2};
   case LAYER_NORM_GRAD:
-    return OpRule{3, 3, Kernel::kNorm, true, true, true, 3};
+    return OpRule{3, 3, Kernel::kNorm, true, true, kCompute, 3};
   case ROTARY_GRAD:
-    return OpRule{3, 3, Kernel::kRotary, true, true, true};
+    return OpRule{3, 3, Kernel::kRotary, true, true, kCompute};
   case ATTENTION_GRAD:
-    return OpRule{4, 5, Kernel::kAttention, true, false, true, 3}; // the mask is optional
+    return OpRule{4, 5, Kernel::kAttention, true, false, kCompute, 3}; // the mask is optional
   case GELU_GRAD:
-    return OpRule{2, 2, Kernel::kGelu, true, true, true};
+    return OpRule{2, 2, Kernel::kGelu, true, true, kCompute};
   case SWIGLU_GRAD:
-    return OpRule{3, 3, kNone, false, true, true, 2};
+    return OpRule{3, 3, kNone, false, true, kCompute, 2};
   case GATHER_GRAD:
-    return OpRule{2, 2, Kernel::kAxis, true, false, true};
+    return OpRule{2, 2, Kernel::kAxis, true, false, kCompute};
   case SLICE_GRAD:
-    return OpRule{1, 1, Kernel::kSlice, true, false, true};
+    return OpRule{1, 1, Kernel::kSlice, true, false, kCompute};
+  // Elementwise, so exactly in place is safe: gradient accumulation adds into operand 0.
+  case ACCUMULATE:
+    return OpRule{2, 2, kNone, false, true, OpRule::Placement::kComputeOrHost};
+  // Operand 0 is the loss, one gradient operand follows per parameter named; no results.
+  case OPTIMIZER_STEP:
+    return OpRule{1, kAny, Kernel::kOptimizerStep, true, false, OpRule::Placement::kHostCompute, 0};
   default:
     return std::nullopt;
   }
@@ -354,6 +374,11 @@ private:
       return verifyGatherGrad();
     case SLICE_GRAD:
       return verifySliceShapes(out_, in_[0], "dx", "dy");
+    case ACCUMULATE:
+      if (in_[0] != in_[1])
+        throw error("operand shapes ", formatShape(in_[0]), " and ", formatShape(in_[1]),
+                    " differ; ACCUMULATE adds tensors of one shape (no broadcasting)");
+      return expectResult(in_[0]);
     default: // elementwise unary, CAST
       return expectResult(in_[0]);
     }

@@ -23,9 +23,21 @@ struct OpRule {
   // reads every operand element it needs for a result element before writing that element. Further
   // results (the gradients of a backward kernel) never overlap an operand or another result.
   bool inPlace;
-  bool compute; // false only for COPY
+  // Which streams the op runs on, and so which memory space its buffers are in.
+  enum class Placement {
+    kCompute,       // a COMPUTE stream, DEVICE buffers
+    kCopy,          // a HOST_TO_DEVICE or DEVICE_TO_HOST stream, buffers in any space (COPY)
+    kComputeOrHost, // COMPUTE over DEVICE buffers, or HOST_COMPUTE over HOST ones (ACCUMULATE)
+    kHostCompute,   // a HOST_COMPUTE stream, HOST buffers (OPTIMIZER_STEP)
+  };
+  Placement placement = Placement::kCompute;
   int numResults = 1;
 };
+
+// "kernel 3 'fc1' (MATMUL)": how every message about a kernel starts.
+std::string kernelText(int index, const sl::schedule::Kernel &kernel);
+// "buffer 5 'h'" (without the quotes part when the buffer has no name); `id` must be valid.
+std::string bufferText(const sl::schedule::Schedule &schedule, uint32_t id);
 
 // nullopt for OP_KIND_UNSPECIFIED and values this runtime does not know.
 std::optional<OpRule> opRule(sl::schedule::OpKind op);
@@ -34,9 +46,9 @@ std::optional<OpRule> opRule(sl::schedule::OpKind op);
 // `what` names the kernel ("kernel 3 'fc1' (MATMUL)") and starts every message.
 void verifyKernelAttributes(const std::string &what, const sl::schedule::Kernel &kernel);
 
-// Checks a compute kernel's dtypes and shapes (its attributes have been checked) against its op's
-// rules, `what` as above. The counts of operands and results have been checked against opRule, and
-// every buffer id is valid.
+// Checks the dtypes and shapes of a kernel that has results (any op but COPY and OPTIMIZER_STEP;
+// its attributes have been checked) against its op's rules, `what` as above. The counts of operands
+// and results have been checked against opRule, and every buffer id is valid.
 void verifyKernelOperation(const std::string &what, const sl::schedule::Kernel &kernel,
                            const std::vector<const sl::schedule::Buffer *> &operands,
                            const std::vector<const sl::schedule::Buffer *> &results);

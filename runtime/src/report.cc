@@ -9,6 +9,26 @@ nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &bac
   nlohmann::json ops = nlohmann::json::object();
   for (const auto &[name, op] : stats.perOp)
     ops[name] = {{"count", op.count}, {"seconds", op.seconds}};
+  nlohmann::json streams = nlohmann::json::array();
+  for (const StreamStats &stream : stats.perStream)
+    streams.push_back({{"id", stream.id},
+                       {"kind", streamTrackName(stream.kind)},
+                       {"kernels", stream.kernels},
+                       {"busy_seconds", stream.busySeconds},
+                       {"wait_seconds", stream.waitSeconds}});
+  nlohmann::json plan = nullptr;
+  if (schedule.schedule.has_plan()) {
+    const sl::schedule::Plan &p = schedule.schedule.plan();
+    plan = {{"mode", p.mode()},
+            {"num_sub_batches", p.num_sub_batches()},
+            {"sub_batch_size", p.sub_batch_size()},
+            {"live_blocks", p.live_blocks()},
+            {"predicted_device_bytes", p.predicted_device_bytes()},
+            {"predicted_host_bytes", p.predicted_host_bytes()},
+            {"predicted_step_seconds", p.predicted_step_seconds()},
+            {"parameter_bytes", p.parameter_bytes()},
+            {"boundary_activation_bytes", p.boundary_activation_bytes()}};
+  }
   nlohmann::json outs = nlohmann::json::array();
   for (const NamedTensor &out : outputs)
     outs.push_back(
@@ -24,11 +44,16 @@ nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &bac
       {"bytes_moved",
        {{"host_to_device", stats.bytesHostToDevice},
         {"device_to_host", stats.bytesDeviceToHost},
-        {"within_space", stats.bytesWithinSpace}}},
+        {"within_space", stats.bytesWithinSpace},
+        {"collective", stats.bytesCollective}}},
       {"parameter_bytes_read", stats.parameterBytesRead},
       {"device_arena_bytes", stats.deviceArenaBytes},
+      {"device_arena_peak_bytes", stats.deviceArenaPeakBytes},
       {"host_pool_bytes", stats.hostPoolBytes},
+      {"host_pool_peak_bytes", stats.hostPoolPeakBytes},
       {"ops", ops},
+      {"streams", streams},
+      {"plan", plan},
       {"outputs", outs},
   };
 }

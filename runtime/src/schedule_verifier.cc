@@ -3,12 +3,13 @@
 #include <map>
 #include <set>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "kernel_verifier.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/shape.h"
+#include "stream_hazards.h"
 
 namespace slrt {
 namespace {
@@ -32,6 +33,11 @@ std::string resultCount(const OpRule &rule) {
 
 std::string spaceName(MemorySpace space) { return space == DEVICE ? "device arena" : "host pool"; }
 
+// The outputs an OPTIMIZER_STEP reads, by the names the train contract gives them (the trainer
+// relies on the same names, slrt/trainer.h).
+constexpr const char *kLossOutput = "loss";
+constexpr const char *kGradOutputPrefix = "grad:";
+
 class Verifier {
 public:
   explicit Verifier(const Schedule &schedule) : s_(schedule) {}
@@ -40,16 +46,16 @@ public:
     verifyBuffers();
     verifyFillers();
     verifyStreams();
-    std::unordered_set<uint32_t> recorded;
+    for (const Binding &binding : s_.outputs())
+      outputBuffers_.emplace(binding.name(), binding.buffer());
     for (int i = 0; i < s_.kernels_size(); ++i)
-      verifyKernel(i, s_.kernels(i), recorded);
+      verifyKernel(i, s_.kernels(i));
+    // Last: it relies on every id being valid and every event recorded once, before its waits.
+    verifyStreamHazards(s_);
   }
 
 private:
-  std::string bufferText(uint32_t id) const {
-    const std::string &name = s_.buffers(static_cast<int>(id)).name();
-    return "buffer " + std::to_string(id) + (name.empty() ? "" : " '" + name + "'");
-  }
+  std::string bufferText(uint32_t id) const { return slrt::bufferText(s_, id); }
 
   void verifyBuffers() {
     for (int i = 0; i < s_.buffers_size(); ++i) {
@@ -162,16 +168,14 @@ private:
       if (stream.id() != static_cast<uint32_t>(i))
         throw makeError("stream at index ", i, " has id ", stream.id(),
                         " (ids must equal their index)");
-      if (stream.kind() < COMPUTE || stream.kind() > COLLECTIVE)
+      if (stream.kind() < COMPUTE || stream.kind() > HOST_COMPUTE)
         throw makeError("stream ", i, " has no valid kind (", stream.kind(), ")");
     }
   }
 
-  void verifyKernel(int index, const Kernel &k, std::unordered_set<uint32_t> &recorded) {
-    std::string opName = OpKind_Name(k.op());
-    std::string what = "kernel " + std::to_string(index) +
-                       (k.name().empty() ? "" : " '" + k.name() + "'") + " (" +
-                       (opName.empty() ? "op " + std::to_string(k.op()) : opName) + ")";
+  void verifyKernel(int index, const Kernel &k) {
+    const std::string &opName = OpKind_Name(k.op());
+    std::string what = kernelText(index, k);
     std::optional<OpRule> rule = opRule(k.op());
     if (!rule)
       throw makeError(what, ": unknown op");
@@ -197,13 +201,7 @@ private:
       throw makeError(what, ": uses stream ", k.stream(), ", but the schedule has ",
                       s_.streams_size(), " streams");
     StreamKind streamKind = s_.streams(static_cast<int>(k.stream())).kind();
-    bool streamOk = rule->compute ? streamKind == COMPUTE
-                                  : streamKind == HOST_TO_DEVICE || streamKind == DEVICE_TO_HOST;
-    if (!streamOk)
-      throw makeError(what, ": runs on stream ", k.stream(), " of kind ",
-                      StreamKind_Name(streamKind), "; ",
-                      rule->compute ? "compute kernels run on a COMPUTE stream"
-                                    : "copies run on a HOST_TO_DEVICE or DEVICE_TO_HOST stream");
+    verifyPlacement(what, k, *rule, streamKind);
 
     verifyKernelAttributes(what, k);
 
@@ -211,17 +209,28 @@ private:
       if (event >= s_.num_events())
         throw makeError(what, ": waits for event ", event, ", but the schedule has ",
                         s_.num_events(), " events");
-      if (!recorded.count(event))
+      if (!recordedBy_.count(event))
         throw makeError(what, ": waits for event ", event, ", which no earlier kernel records");
     }
     for (uint32_t event : k.record_events()) {
       if (event >= s_.num_events())
         throw makeError(what, ": records event ", event, ", but the schedule has ", s_.num_events(),
                         " events");
-      recorded.insert(event);
+      // One recorder per event: a wait then means one thing, and a runtime can keep one flag (or
+      // one CUDA event) per event and run.
+      auto [it, inserted] = recordedBy_.emplace(event, index);
+      if (!inserted)
+        throw makeError(what, ": records event ", event, ", which ",
+                        it->second == index
+                            ? std::string("it lists twice")
+                            : kernelText(it->second, s_.kernels(it->second)) + " records too",
+                        "; each event is recorded by exactly one kernel");
     }
 
-    if (!rule->compute) {
+    if (k.op() == OPTIMIZER_STEP)
+      return verifyOptimizerStep(index, what, k);
+
+    if (rule->placement == OpRule::Placement::kCopy) {
       const Buffer &result = s_.buffers(static_cast<int>(k.results(0)));
       const Buffer &src = s_.buffers(static_cast<int>(k.operands(0)));
       if (src.bytes() != result.bytes() || src.dtype() != result.dtype())
@@ -233,24 +242,101 @@ private:
       return;
     }
 
+    // Kernels on a HOST_COMPUTE stream work in the host pool, all others in the device arena.
+    MemorySpace space = streamKind == HOST_COMPUTE ? HOST : DEVICE;
     std::vector<const Buffer *> operands;
     for (uint32_t id : k.operands()) {
       operands.push_back(&s_.buffers(static_cast<int>(id)));
-      verifyComputeBuffer(what, *operands.back());
+      verifyKernelBuffer(what, *operands.back(), space);
     }
     std::vector<const Buffer *> results;
     for (uint32_t id : k.results()) {
       results.push_back(&s_.buffers(static_cast<int>(id)));
-      verifyComputeBuffer(what, *results.back());
+      verifyKernelBuffer(what, *results.back(), space);
     }
     verifyKernelOperation(what, k, operands, results);
     verifyNoOverlap(what, k, rule->inPlace);
   }
 
-  void verifyComputeBuffer(const std::string &what, const Buffer &b) const {
-    if (b.space() != DEVICE)
+  void verifyPlacement(const std::string &what, const Kernel &k, const OpRule &rule,
+                       StreamKind streamKind) const {
+    const char *expected = nullptr;
+    switch (rule.placement) {
+    case OpRule::Placement::kCompute:
+      if (streamKind != COMPUTE)
+        expected = "compute kernels run on a COMPUTE stream";
+      break;
+    case OpRule::Placement::kCopy:
+      if (streamKind != HOST_TO_DEVICE && streamKind != DEVICE_TO_HOST)
+        expected = "copies run on a HOST_TO_DEVICE or DEVICE_TO_HOST stream";
+      break;
+    case OpRule::Placement::kComputeOrHost:
+      if (streamKind != COMPUTE && streamKind != HOST_COMPUTE)
+        expected = "ACCUMULATE runs on a COMPUTE stream (device buffers) or a HOST_COMPUTE stream "
+                   "(host buffers)";
+      break;
+    case OpRule::Placement::kHostCompute:
+      if (streamKind != HOST_COMPUTE)
+        expected = "OPTIMIZER_STEP runs on a HOST_COMPUTE stream";
+      break;
+    }
+    if (expected)
+      throw makeError(what, ": runs on stream ", k.stream(), " of kind ",
+                      StreamKind_Name(streamKind), "; ", expected);
+  }
+
+  void verifyKernelBuffer(const std::string &what, const Buffer &b, MemorySpace space) const {
+    if (b.space() == space)
+      return;
+    if (space == DEVICE)
       throw makeError(what, ": ", bufferText(b.id()),
                       " is in the host pool; compute kernels use only DEVICE buffers");
+    throw makeError(what, ": ", bufferText(b.id()),
+                    " is in the device arena; kernels on a HOST_COMPUTE stream use only HOST "
+                    "buffers");
+  }
+
+  // Operand 0 is the loss output's buffer and operand i + 1 the gradient output of the i-th
+  // parameter named, each parameter stepped by at most one OPTIMIZER_STEP of the schedule: a
+  // runtime that steps the optimizer here finds every gradient where the train contract puts it.
+  void verifyOptimizerStep(int index, const std::string &what, const Kernel &k) {
+    const auto &parameters = k.optimizer_step().parameters();
+    if (parameters.size() != k.operands_size() - 1)
+      throw makeError(what, ": has ", k.operands_size() - 1,
+                      " gradient operands, but "
+                      "optimizer_step.parameters names ",
+                      parameters.size(),
+                      " parameters (operand i + 1 is the gradient of parameters[i])");
+    auto loss = outputBuffers_.find(kLossOutput);
+    if (loss == outputBuffers_.end())
+      throw makeError(what, ": the schedule has no output '", kLossOutput,
+                      "' (operand 0 of an OPTIMIZER_STEP is its buffer)");
+    if (k.operands(0) != loss->second)
+      throw makeError(what, ": operand 0 is ", bufferText(k.operands(0)), ", but it must be ",
+                      bufferText(loss->second), ", the buffer of output '", kLossOutput, "'");
+    for (int i = 0; i < parameters.size(); ++i) {
+      uint32_t parameter = parameters.Get(i);
+      if (parameter >= static_cast<uint32_t>(s_.parameters_size()))
+        throw makeError(what, ": optimizer_step.parameters[", i, "] is ", parameter,
+                        ", but the schedule has ", s_.parameters_size(), " parameters");
+      const std::string &name = s_.parameters(static_cast<int>(parameter)).name();
+      std::string gradName = kGradOutputPrefix + name;
+      auto grad = outputBuffers_.find(gradName);
+      if (grad == outputBuffers_.end())
+        throw makeError(what, ": steps parameter '", name, "', but the schedule has no output '",
+                        gradName, "' (its gradient)");
+      if (k.operands(i + 1) != grad->second)
+        throw makeError(what, ": operand ", i + 1, " is ", bufferText(k.operands(i + 1)),
+                        ", but the gradient of parameter '", name, "' is output '", gradName,
+                        "' in ", bufferText(grad->second));
+      auto [it, inserted] = steppedBy_.emplace(parameter, index);
+      if (!inserted)
+        throw makeError(what, ": steps parameter '", name, "', which ",
+                        it->second == index
+                            ? std::string("it names twice")
+                            : kernelText(it->second, s_.kernels(it->second)) + " steps too",
+                        "; a parameter appears in at most one OPTIMIZER_STEP");
+    }
   }
 
   static bool overlap(const Buffer &a, const Buffer &b) {
@@ -284,6 +370,10 @@ private:
   }
 
   const Schedule &s_;
+  std::map<std::string, uint32_t> outputBuffers_;
+  // Which kernel records each event, and which OPTIMIZER_STEP steps each parameter.
+  std::unordered_map<uint32_t, int> recordedBy_;
+  std::unordered_map<uint32_t, int> steppedBy_;
 };
 
 } // namespace

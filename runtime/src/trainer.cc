@@ -142,16 +142,65 @@ Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenDa
   data_.checkFits(batchSize_, seqLen_);
   fingerprint_ = modelFingerprint(s);
 
-  executor_ = std::make_unique<Executor>(schedule_, backend);
+  executor_ = std::make_unique<Executor>(schedule_, backend, options_.executor);
   for (int i = 0; i < s.parameters_size(); ++i) {
     const TensorRef &ref = executor_->parameterBuffer(i);
     std::vector<float> weights(ref.bytes / sizeof(float));
     std::memcpy(weights.data(), ref.data, ref.bytes);
     optimizer_.addParameter(s.parameters(i).name(), std::move(weights));
+    grads_.push_back(reinterpret_cast<const float *>(
+        executor_->outputBuffer(kGradPrefix + s.parameters(i).name()).data));
+  }
+
+  // The verifier lets no parameter appear in two OPTIMIZER_STEPs, so counting them tells whether
+  // every parameter is stepped in the schedule.
+  int stepped = 0;
+  for (const sl::schedule::Kernel &kernel : s.kernels())
+    if (kernel.op() == sl::schedule::OPTIMIZER_STEP)
+      stepped += kernel.optimizer_step().parameters_size();
+  overlapped_ = stepped == s.parameters_size() && options_.adamw.maxGradNorm == 0;
+  if (overlapped_)
+    executor_->setOptimizerStepHook(
+        [this](const sl::schedule::Kernel &kernel) { optimizerStep(kernel); });
+}
+
+void Trainer::refuseIfPartlyApplied(const char *action) const {
+  if (!partlyApplied_.empty())
+    throw makeError("cannot ", action, ": ", partlyApplied_);
+}
+
+void Trainer::optimizerStep(const sl::schedule::Kernel &kernel) {
+  if (!lossChecked_) {
+    float loss;
+    std::memcpy(&loss, executor_->outputBuffer(kLossName).data, sizeof(float));
+    if (!std::isfinite(loss))
+      throw makeError("the loss is ", nonFiniteText(loss),
+                      "; training stopped before this step's update");
+    lossChecked_ = true;
+  }
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  std::vector<ParamGrad> group;
+  for (uint32_t index : kernel.optimizer_step().parameters()) {
+    ParamGrad pg{index, grads_[index]};
+    double square = optimizer_.gradSquaredNorm({pg});
+    if (!std::isfinite(square))
+      throw makeError("the gradient of parameter '", s.parameters(static_cast<int>(index)).name(),
+                      "' holds NaN or infinite values",
+                      parametersUpdated_ == 0 ? "; training stopped before this step's update"
+                                              : "");
+    squares_[index] = square;
+    group.push_back(pg);
+  }
+  optimizer_.stepGroup(group);
+  parametersUpdated_ += group.size();
+  for (const ParamGrad &pg : group) {
+    const TensorRef &ref = executor_->parameterBuffer(static_cast<int>(pg.param));
+    std::memcpy(ref.data, optimizer_.weights(pg.param).data(), ref.bytes);
   }
 }
 
 uint64_t Trainer::resume(const std::string &path) {
+  refuseIfPartlyApplied("resume");
   if (completedSteps() != firstStep_ || !history_.empty())
     throw makeError(path, ": cannot resume a trainer that has already stepped");
   const sl::schedule::Schedule &s = schedule_.schedule;
@@ -192,6 +241,7 @@ void Trainer::writeWeights() {
 }
 
 StepRecord Trainer::step() {
+  refuseIfPartlyApplied("step");
   auto start = Clock::now();
   const sl::schedule::Schedule &s = schedule_.schedule;
   uint64_t completed = completedSteps();
@@ -202,38 +252,63 @@ StepRecord Trainer::step() {
     int64_t vocab =
         options_.vocabSize > 0 ? options_.vocabSize : uncheckedVocabulary(data_.dtype());
     TokenBatch batch = data_.batch(completed, batchSize_, seqLen_, vocab);
-    executor_->execute(
-        {{kInputIdsName, std::move(batch.inputs)}, {kLabelsName, std::move(batch.labels)}});
+    lossChecked_ = false;
+    squares_.assign(optimizer_.parameterCount(), 0.0);
+    parametersUpdated_ = 0;
+    try {
+      executor_->execute(
+          {{kInputIdsName, std::move(batch.inputs)}, {kLabelsName, std::move(batch.labels)}});
+    } catch (const std::exception &e) {
+      // Whatever failed (a kernel, a gradient, memory), updated groups cannot be taken back.
+      if (parametersUpdated_ == 0)
+        throw;
+      partlyApplied_ = "step " + std::to_string(record.step) + " was partly applied (" +
+                       std::to_string(parametersUpdated_) + " of " +
+                       std::to_string(optimizer_.parameterCount()) +
+                       " parameters were updated before it failed), so the weights in memory mix "
+                       "two steps; the last saved checkpoint is intact: resume from it";
+      throw makeError(e.what(), "; ", partlyApplied_);
+    }
+    const RunStats &stats = executor_->stats();
+    record.bytesHostToDevice = stats.bytesHostToDevice;
+    record.bytesDeviceToHost = stats.bytesDeviceToHost;
+    record.bytesCollective = stats.bytesCollective;
 
     std::memcpy(&record.loss, executor_->outputBuffer(kLossName).data, sizeof(float));
     if (!std::isfinite(record.loss))
       throw makeError("the loss is ", nonFiniteText(record.loss),
                       "; training stopped before this step's update");
 
-    // Each parameter's squares on its own, to name a non-finite gradient; summed in parameter
-    // order they are exactly the sum AdamW::step clips with.
-    std::vector<ParamGrad> grads;
-    double squares = 0;
-    for (int i = 0; i < s.parameters_size(); ++i) {
-      const std::string &name = s.parameters(i).name();
-      const auto *grad =
-          reinterpret_cast<const float *>(executor_->outputBuffer(kGradPrefix + name).data);
-      ParamGrad pg{static_cast<size_t>(i), grad};
-      double square = optimizer_.gradSquaredNorm({pg});
-      if (!std::isfinite(square))
-        throw makeError("the gradient of parameter '", name,
-                        "' holds NaN or infinite values; training stopped before this step's "
-                        "update");
-      squares += square;
-      grads.push_back(pg);
+    if (overlapped_) {
+      // Every parameter was stepped, and its weights written, inside the run.
+      double squares = 0;
+      for (double square : squares_)
+        squares += square;
+      record.gradNorm = std::sqrt(squares);
+      optimizer_.finishStep();
+    } else {
+      // Each parameter's squares on its own, to name a non-finite gradient; summed in parameter
+      // order they are exactly the sum AdamW::step clips with.
+      std::vector<ParamGrad> grads;
+      double squares = 0;
+      for (int i = 0; i < s.parameters_size(); ++i) {
+        ParamGrad pg{static_cast<size_t>(i), grads_[static_cast<size_t>(i)]};
+        double square = optimizer_.gradSquaredNorm({pg});
+        if (!std::isfinite(square))
+          throw makeError("the gradient of parameter '", s.parameters(i).name(),
+                          "' holds NaN or infinite values; training stopped before this step's "
+                          "update");
+        squares += square;
+        grads.push_back(pg);
+      }
+      record.gradNorm = std::sqrt(squares);
+      optimizer_.stepGroup(grads, optimizer_.clipCoefficient(squares));
+      optimizer_.finishStep();
+      writeWeights();
     }
-    record.gradNorm = std::sqrt(squares);
-    optimizer_.stepGroup(grads, optimizer_.clipCoefficient(squares));
-    optimizer_.finishStep();
   } catch (const Error &e) {
     throw makeError("step ", record.step, ": ", e.what());
   }
-  writeWeights();
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   record.tokensPerSecond =
       record.seconds > 0 ? static_cast<double>(batchSize_ * seqLen_) / record.seconds : 0;
@@ -242,6 +317,7 @@ StepRecord Trainer::step() {
 }
 
 TrainingCheckpoint Trainer::checkpoint() const {
+  refuseIfPartlyApplied("make a checkpoint");
   TrainingCheckpoint checkpoint;
   checkpoint.step = completedSteps();
   checkpoint.modelFingerprint = fingerprint_;
@@ -255,6 +331,7 @@ TrainingCheckpoint Trainer::checkpoint() const {
 }
 
 void Trainer::save(const std::string &path) {
+  refuseIfPartlyApplied(("save " + path).c_str());
   saveCheckpoint(path, checkpoint());
   savedTo_ = path;
 }
@@ -262,8 +339,13 @@ void Trainer::save(const std::string &path) {
 nlohmann::json Trainer::report() const {
   nlohmann::json loss = nlohmann::json::array(), lr = nlohmann::json::array(),
                  gradNorm = nlohmann::json::array(), stepSeconds = nlohmann::json::array();
+  nlohmann::json toDevice = nlohmann::json::array(), toHost = nlohmann::json::array(),
+                 collective = nlohmann::json::array();
   double seconds = 0;
   for (const StepRecord &r : history_) {
+    toDevice.push_back(r.bytesHostToDevice);
+    toHost.push_back(r.bytesDeviceToHost);
+    collective.push_back(r.bytesCollective);
     loss.push_back(r.loss);
     lr.push_back(r.lr);
     gradNorm.push_back(r.gradNorm);
@@ -307,6 +389,10 @@ nlohmann::json Trainer::report() const {
         {"warmup_steps", c.warmupSteps},
         {"decay_steps", c.decaySteps},
         {"min_lr", c.minLr}}},
+      {"optimizer_overlapped", overlapped_},
+      {"bytes_host_to_device", toDevice},
+      {"bytes_device_to_host", toHost},
+      {"bytes_collective", collective},
   };
 }
 

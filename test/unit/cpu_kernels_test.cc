@@ -494,6 +494,22 @@ TEST_F(CpuKernelsTest, SwigluMatchesNaive) {
   expectNear(y.values, expected);
 }
 
+// Large enough to be split across threads and vectorised; exactly one fp32 addition per element,
+// a + b in that order, into a fresh result or in place over a.
+TEST_F(CpuKernelsTest, AccumulateIsExactElementwiseAddition) {
+  Tensor a = Tensor::random(rng, {3, 40000}), b = Tensor::random(rng, {3, 40000});
+  b.values[7] = -a.values[7];
+  std::vector<float> expected(a.values.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] = a.values[i] + b.values[i];
+  Tensor y = Tensor::empty({3, 40000});
+  run(makeKernel(ACCUMULATE), {&a, &b}, y);
+  EXPECT_EQ(y.values, expected);
+  run(makeKernel(ACCUMULATE), {&a, &b}, a);
+  EXPECT_EQ(a.values, expected);
+  EXPECT_EQ(a.values[7], 0.0f);
+}
+
 TEST_F(CpuKernelsTest, ComparisonsBroadcastToBool) {
   for (OpKind op : {EQUAL, LESS})
     for (const BinaryCase &c : kBroadcastCases) {

@@ -1,8 +1,14 @@
 // The executor end to end on hand-built schedules (the tiny MLP of version 1 ops, a tiny attention
-// block of version 2 ops, constants), against the same computations as naive loops.
+// block of version 2 ops, constants, a multi-stream schedule with arena reuse and host
+// accumulation), against the same computations as naive loops; stats, traces, link pacing, the
+// OPTIMIZER_STEP hook.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
+#include "slrt/atomic_file.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/report.h"
@@ -133,8 +139,10 @@ TEST(ExecutorConstantsTest, WritesFullAndSplatConstants) {
   // A copy to the device and back shows the constants are in place before the first kernel.
   uint32_t dev = b.buffer("splat.dev", DEVICE, I64, {5});
   uint32_t back = b.buffer("back", HOST, I64, {5});
-  b.kernel(COPY, "in", {splat}, dev);
-  b.kernel(COPY, "out", {dev}, back);
+  // The streams run concurrently: the copy back waits for the copy in.
+  b.schedule.set_num_events(1);
+  b.kernel(COPY, "in", {splat}, dev).add_record_events(0);
+  b.kernel(COPY, "out", {dev}, back).add_wait_events(0);
   for (auto [name, id] : {std::pair{"full", full},
                           {"splat", splat},
                           {"flags", flags},
@@ -221,6 +229,274 @@ TEST_F(TinyAttentionTest, RejectsInputOfWrongDType) {
   } catch (const Error &e) {
     EXPECT_THAT(e.what(),
                 HasSubstr("input 'ids' is f32 [1, 4], but the schedule expects i64 [1, 4]"));
+  }
+}
+
+// --- streams on threads ----------------------------------------------------------------------
+
+class StreamedExecutorTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string path = dir.file("streamed.slsched");
+    writeSchedule(StreamedSchedule::build(), path);
+    loaded = loadSchedule(path);
+  }
+
+  HostTensor input(uint32_t seed) {
+    std::mt19937 rng(seed);
+    return f32Tensor({StreamedSchedule::kSize}, randomFloats(rng, StreamedSchedule::kSize));
+  }
+
+  TempDir dir;
+  LoadedSchedule loaded;
+  std::unique_ptr<Backend> backend = createCpuBackend();
+};
+
+TEST_F(StreamedExecutorTest, RunsEveryStreamWithReuseAndHostAccumulation) {
+  Executor executor(loaded, *backend);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    HostTensor x = input(seed);
+    std::vector<NamedTensor> out = executor.run({{"x", x}});
+    ASSERT_EQ(out.size(), 2u);
+    std::vector<float> xs = toFloats(x), y = toFloats(out[0].tensor), z = toFloats(out[1].tensor);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      float relu = std::max(xs[i], 0.0f);
+      EXPECT_NEAR(z[i], 1.0f / (1.0f + std::exp(-relu)), 1e-6f) << "element " << i;
+      // ACCUMULATE is exactly one fp32 addition.
+      EXPECT_EQ(y[i], relu + z[i]) << "element " << i;
+    }
+  }
+}
+
+TEST_F(StreamedExecutorTest, CountsPerStreamBytesAndHighWaterMarks) {
+  Executor executor(loaded, *backend);
+  executor.run({{"x", input(1)}});
+  const RunStats &stats = executor.stats();
+  EXPECT_EQ(stats.kernels, 6u);
+  ASSERT_EQ(stats.perStream.size(), 4u);
+  const std::pair<sl::schedule::StreamKind, uint64_t> expected[] = {
+      {sl::schedule::COMPUTE, 2},
+      {sl::schedule::HOST_TO_DEVICE, 1},
+      {sl::schedule::DEVICE_TO_HOST, 2},
+      {sl::schedule::HOST_COMPUTE, 1}};
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(stats.perStream[i].id, i);
+    EXPECT_EQ(stats.perStream[i].kind, expected[i].first);
+    EXPECT_EQ(stats.perStream[i].kernels, expected[i].second);
+  }
+  EXPECT_EQ(stats.bytesHostToDevice, 20u);
+  EXPECT_EQ(stats.bytesDeviceToHost, 40u);
+  EXPECT_EQ(stats.bytesCollective, 0u);
+  EXPECT_EQ(stats.perOp.at("ACCUMULATE").count, 1u);
+  // c reuses a's bytes, so the arena's last 64 bytes (where the builder first put c) are never
+  // touched: a at 0 and b at 64, 20 bytes each. The pool's furthest buffer is z at 128.
+  EXPECT_EQ(stats.deviceArenaBytes, 148u);
+  EXPECT_EQ(stats.deviceArenaPeakBytes, 84u);
+  EXPECT_EQ(stats.hostPoolPeakBytes, 148u);
+
+  nlohmann::json report = makeReport(loaded, backend->name(), stats, {});
+  EXPECT_EQ(report["device_arena_peak_bytes"], 84);
+  EXPECT_EQ(report["host_pool_peak_bytes"], 148);
+  EXPECT_EQ(report["bytes_moved"]["collective"], 0);
+  ASSERT_EQ(report["streams"].size(), 4u);
+  EXPECT_EQ(report["streams"][3]["kind"], "host");
+  EXPECT_EQ(report["streams"][2]["kernels"], 2);
+  EXPECT_TRUE(report["streams"][0].contains("busy_seconds"));
+  EXPECT_TRUE(report["streams"][0].contains("wait_seconds"));
+  EXPECT_EQ(report["plan"], nullptr);
+}
+
+TEST_F(StreamedExecutorTest, ReportCarriesThePlan) {
+  sl::schedule::Plan *plan = loaded.schedule.mutable_plan();
+  plan->set_mode("speedloader");
+  plan->set_num_sub_batches(4);
+  plan->set_sub_batch_size(2);
+  plan->set_live_blocks(1);
+  plan->set_predicted_device_bytes(1000);
+  plan->set_predicted_host_bytes(2000);
+  plan->set_predicted_step_seconds(0.5);
+  plan->set_parameter_bytes(300);
+  plan->set_boundary_activation_bytes(40);
+  nlohmann::json report = makeReport(loaded, "cpu", RunStats(), {});
+  EXPECT_EQ(report["plan"], (nlohmann::json{{"mode", "speedloader"},
+                                            {"num_sub_batches", 4},
+                                            {"sub_batch_size", 2},
+                                            {"live_blocks", 1},
+                                            {"predicted_device_bytes", 1000},
+                                            {"predicted_host_bytes", 2000},
+                                            {"predicted_step_seconds", 0.5},
+                                            {"parameter_bytes", 300},
+                                            {"boundary_activation_bytes", 40}}));
+}
+
+TEST_F(StreamedExecutorTest, TracesEveryKernelOnItsStreamsTrack) {
+  ExecutorOptions options;
+  options.trace = true;
+  Executor executor(loaded, *backend, options);
+  executor.run({{"x", input(1)}});
+  executor.run({{"x", input(2)}});
+  std::string path = dir.file("trace.json");
+  executor.writeTrace(path);
+  nlohmann::json trace = nlohmann::json::parse(readFile(path));
+  EXPECT_EQ(trace["otherData"]["runs_traced"], 2);
+  EXPECT_EQ(trace["otherData"]["runs"], 2);
+  std::map<int, std::string> tracks;
+  std::map<std::string, int> kernelsByCategory;
+  int runs = 0;
+  for (const nlohmann::json &event : trace["traceEvents"]) {
+    if (event["ph"] == "M" && event["name"] == "thread_name")
+      tracks[event["tid"].get<int>()] = event["args"]["name"];
+    if (event["ph"] != "X")
+      continue;
+    EXPECT_GE(event["ts"].get<double>(), 0.0);
+    EXPECT_GE(event["dur"].get<double>(), 0.0);
+    if (event["cat"] == "run") {
+      EXPECT_EQ(event["tid"], 0);
+      ++runs;
+    } else if (event["cat"] != "wait") {
+      ++kernelsByCategory[event["cat"]];
+      int kernel = event["args"]["kernel"];
+      const sl::schedule::Kernel &k = loaded.schedule.kernels(kernel);
+      EXPECT_EQ(event["name"], k.name());
+      EXPECT_EQ(event["tid"], static_cast<int>(k.stream()) + 1);
+      if (k.op() == sl::schedule::COPY)
+        EXPECT_EQ(event["args"]["bytes"], 20);
+    } else {
+      EXPECT_THAT(event["name"].get<std::string>(), ::testing::StartsWith("wait event "));
+    }
+  }
+  EXPECT_EQ(tracks, (std::map<int, std::string>{
+                        {0, "runs"}, {1, "compute"}, {2, "h2d"}, {3, "d2h"}, {4, "host"}}));
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(kernelsByCategory, (std::map<std::string, int>{
+                                   {"COPY", 6}, {"RELU", 2}, {"SIGMOID", 2}, {"ACCUMULATE", 2}}));
+}
+
+TEST_F(StreamedExecutorTest, TraceStopsAtItsSpanLimitBetweenRuns) {
+  ExecutorOptions options;
+  options.trace = true;
+  options.traceSpanLimit = 1;
+  Executor executor(loaded, *backend, options);
+  for (uint32_t seed : {1u, 2u, 3u})
+    executor.run({{"x", input(seed)}});
+  // The first run is traced whole (6 kernels and the run), then the limit stops the rest.
+  EXPECT_EQ(executor.traceSummary().runsTraced, 1u);
+  EXPECT_EQ(executor.traceSummary().runs, 3u);
+  size_t kernels = 0;
+  for (const TraceSpan &span : executor.traceSpans()) {
+    EXPECT_EQ(span.run, 0u);
+    kernels += span.kind == TraceSpan::Kind::kKernel;
+  }
+  EXPECT_EQ(kernels, 6u);
+}
+
+TEST(ExecutorLinkTest, CopiesArePacedToTheLinkBandwidth) {
+  using namespace sl::schedule;
+  // 1 MiB each way at 1 GB/s: each copy takes at least 1.048576 ms, however fast memcpy is. (A
+  // lower bound: sleeping guarantees it, whatever the machine.)
+  ScheduleBuilder b;
+  constexpr int64_t kFloats = 1 << 18;
+  uint32_t x = b.buffer("x", HOST, F32, {kFloats});
+  uint32_t y = b.buffer("y", HOST, F32, {kFloats});
+  uint32_t a = b.buffer("a", DEVICE, F32, {kFloats});
+  b.input("x", x);
+  b.output("y", y);
+  b.schedule.set_num_events(1);
+  b.kernel(COPY, "in", {x}, a).add_record_events(0);
+  b.kernel(COPY, "out", {a}, y).add_wait_events(0);
+  TempDir dir;
+  writeSchedule(b.schedule, dir.file("copy.slsched"));
+  LoadedSchedule loaded = loadSchedule(dir.file("copy.slsched"));
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  ExecutorOptions options;
+  options.linkGbps = 1;
+  Executor executor(loaded, *backend, options);
+  std::mt19937 rng(1);
+  HostTensor in = f32Tensor({kFloats}, randomFloats(rng, kFloats));
+  std::vector<NamedTensor> out = executor.run({{"x", in}});
+  EXPECT_EQ(out[0].tensor.data, in.data);
+  const RunStats &stats = executor.stats();
+  EXPECT_GE(stats.perStream[1].busySeconds, 1.048576e-3);
+  EXPECT_GE(stats.perStream[2].busySeconds, 1.048576e-3);
+  // The device-to-host copy waited for the host-to-device one, so the run took both.
+  EXPECT_GE(stats.wallSeconds, 2 * 1.048576e-3);
+
+  options.linkGbps = -1;
+  try {
+    Executor bad(loaded, *backend, options);
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("the link bandwidth must be a finite number of GB/s >= 0 (0: "
+                                    "unthrottled), got -1"));
+  }
+}
+
+TEST(ExecutorHookTest, OptimizerStepsCallTheHookOnTheHostStream) {
+  TinyTrain train = TinyTrain::build(3);
+  train.addOptimizerSteps({{1}, {0}});
+  TempDir dir;
+  LoadedSchedule loaded = loadSchedule(train.write(dir.path()));
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  Executor executor(loaded, *backend);
+  std::map<std::string, HostTensor> inputs = {{"input_ids", i64Tensor({2, 3}, {0, 1, 2, 3, 4, 5})},
+                                              {"labels", i64Tensor({2, 3}, {1, 2, 3, 4, 5, 6})}};
+  // Without a hook OPTIMIZER_STEP does nothing.
+  executor.execute(inputs);
+  EXPECT_EQ(executor.stats().perOp.at("OPTIMIZER_STEP").count, 2u);
+
+  std::vector<std::vector<uint32_t>> calls;
+  std::vector<float> lossSeen;
+  executor.setOptimizerStepHook([&](const sl::schedule::Kernel &kernel) {
+    calls.emplace_back(kernel.optimizer_step().parameters().begin(),
+                       kernel.optimizer_step().parameters().end());
+    // The loss is final when an OPTIMIZER_STEP runs.
+    float loss;
+    std::memcpy(&loss, executor.outputBuffer("loss").data, sizeof loss);
+    lossSeen.push_back(loss);
+  });
+  executor.execute(inputs);
+  EXPECT_EQ(calls, (std::vector<std::vector<uint32_t>>{{1}, {0}}));
+  float loss;
+  std::memcpy(&loss, executor.outputBuffer("loss").data, sizeof loss);
+  EXPECT_EQ(lossSeen, (std::vector<float>{loss, loss}));
+
+  // An error from the hook stops the run and comes through unchanged; the executor runs again.
+  executor.setOptimizerStepHook([](const sl::schedule::Kernel &) { throw Error("hook says no"); });
+  try {
+    executor.execute(inputs);
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "hook says no");
+  }
+  executor.setOptimizerStepHook(nullptr);
+  executor.execute(inputs);
+  EXPECT_EQ(executor.stats().kernels, static_cast<uint64_t>(loaded.schedule.kernels_size()));
+}
+
+TEST(ExecutorDeadlockTest, StreamsThatWaitForEachOtherAreAnErrorNotAHang) {
+  using namespace sl::schedule;
+  // The verifier refuses this (each copy waits for an event only a later kernel records); built
+  // by hand around it, the executor must still not hang.
+  ScheduleBuilder b;
+  uint32_t x = b.buffer("x", HOST, F32, {2});
+  uint32_t a = b.buffer("a", DEVICE, F32, {2});
+  uint32_t y = b.buffer("y", HOST, F32, {2});
+  b.schedule.set_num_events(2);
+  Kernel &in = b.kernel(COPY, "in", {x}, a);
+  in.add_wait_events(1);
+  in.add_record_events(0);
+  Kernel &out = b.kernel(COPY, "out", {a}, y);
+  out.add_wait_events(0);
+  out.add_record_events(1);
+  LoadedSchedule loaded{"by-hand", b.schedule, {}};
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  Executor executor(loaded, *backend);
+  try {
+    executor.run({});
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(),
+                 "every running stream waits for an event that no kernel is left to record");
   }
 }
 

@@ -792,6 +792,18 @@ const OpCase kOpCases[] = {
     {"SwigluWithAttributes", SWIGLU, "f32[3] f32[3]", "f32[3]", kGelu,
      "has gelu attributes, which SWIGLU does not take"},
     // Aliasing: exactly in place where the op allows it, never a partial overlap.
+    // ACCUMULATE: f32 of one shape, no broadcasting; in place on the accumulator (operand 0).
+    {"Accumulate", ACCUMULATE, "f32[2,3] f32[2,3]", "f32[2,3]", kNone, kValid},
+    {"AccumulateInPlace", ACCUMULATE, "f32[2,3] f32[2,3]", "f32[2,3]", kNone, kValid, 0},
+    {"AccumulateBroadcast", ACCUMULATE, "f32[2,3] f32[3]", "f32[2,3]", kNone,
+     "operand shapes [2, 3] and [3] differ; ACCUMULATE adds tensors of one shape (no "
+     "broadcasting)"},
+    {"AccumulateResultShape", ACCUMULATE, "f32[6] f32[6]", "f32[2,3]", kNone,
+     "result shape [2, 3] should be [6]"},
+    {"AccumulateI64", ACCUMULATE, "i64[2] i64[2]", "i64[2]", kNone,
+     "operand 0 (buffer 0 'in0') is i64; ACCUMULATE takes f32"},
+    {"AccumulateAttributes", ACCUMULATE, "f32[2] f32[2]", "f32[2]", axis(0),
+     "has axis attributes, which ACCUMULATE does not take"},
     {"SoftmaxInPlace", SOFTMAX, "f32[2,3]", "f32[2,3]", axis(0), kValid, 0},
     {"CastInPlaceSameSize", CAST, "f32[4]", "i32[4]", kNone, kValid, 0},
     {"WhereInPlaceOnY", WHERE, "bool[2] f32[2] f32[2]", "f32[2]", kNone, kValid, 2},

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -69,8 +70,8 @@ protected:
 TEST_F(SlRunTest, HelpDescribesEveryOption) {
   Result r = slRun("--help");
   EXPECT_EQ(r.exitCode, 0);
-  for (const char *option :
-       {"SCHEDULE", "--input", "--output", "--report", "--backend", "NAME=FILE"})
+  for (const char *option : {"SCHEDULE", "--input", "--output", "--report", "--backend",
+                             "NAME=FILE", "--trace", "--link-gbps"})
     EXPECT_THAT(r.output, HasSubstr(option));
 }
 
@@ -83,6 +84,35 @@ TEST_F(SlRunTest, RunsWithBareFiles) {
   EXPECT_EQ(report["kernels"], 13);
   EXPECT_EQ(report["backend"], "cpu");
   EXPECT_EQ(report["outputs"][0]["shape"], nlohmann::json::array({2, 3}));
+}
+
+TEST_F(SlRunTest, WritesATraceAndReportsStreamsAndTheLink) {
+  std::string trace = dir.file("trace.json"), report = dir.file("report.json");
+  Result r = slRun(schedule + " --input " + x + " --output " + dir.file("y.npy") + " --trace " +
+                   trace + " --link-gbps 2.5 --report " + report);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectOutputMatches(dir.file("y.npy"));
+  nlohmann::json t = nlohmann::json::parse(readFile(trace));
+  size_t kernels = 0;
+  for (const nlohmann::json &event : t["traceEvents"])
+    kernels += event["ph"] == "X" && event["cat"] != "run" && event["cat"] != "wait";
+  EXPECT_EQ(kernels, 13u);
+  EXPECT_EQ(t["otherData"]["runs_traced"], 1);
+  nlohmann::json j = nlohmann::json::parse(readFile(report));
+  EXPECT_EQ(j["link_gbps"], 2.5);
+  EXPECT_EQ(j["bytes_moved"]["collective"], 0);
+  EXPECT_EQ(j["streams"].size(), 3u);
+  EXPECT_EQ(j["streams"][1]["kind"], "h2d");
+  // The furthest device buffer (DY) ends at 792; the tiny MLP pads its arena to 832.
+  EXPECT_EQ(j["device_arena_peak_bytes"], 792);
+  EXPECT_EQ(j["device_arena_bytes"], 832);
+  EXPECT_EQ(j["plan"], nullptr);
+}
+
+TEST_F(SlRunTest, NegativeLinkBandwidthIsAUsageError) {
+  Result r = slRun(schedule + " --input " + x + " --link-gbps -1");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("--link-gbps"));
 }
 
 TEST_F(SlRunTest, RunsWithNamedFiles) {
@@ -270,6 +300,27 @@ TEST_F(SlRunTrainTest, PrintsAProgressLinePerStepAndReports) {
   EXPECT_GT(t["tokens_per_second"].get<double>(), 0);
   EXPECT_EQ(report["outputs"].size(), 3u);
   EXPECT_EQ(report["outputs"][1]["name"], "grad:w");
+  // Every step copies the same bytes: ids, labels, both parameters and the constants in, the loss
+  // and the gradients out.
+  EXPECT_EQ(t["bytes_host_to_device"].size(), 3u);
+  EXPECT_EQ(t["bytes_host_to_device"][2], report["bytes_moved"]["host_to_device"]);
+  EXPECT_EQ(t["bytes_device_to_host"][0], 4 + 4 * 12 + 4 * 3);
+  EXPECT_EQ(t["bytes_collective"], nlohmann::json::array({0, 0, 0}));
+  EXPECT_EQ(t["optimizer_overlapped"], false);
+}
+
+TEST_F(SlRunTrainTest, TracesEveryStep) {
+  std::string trace = dir.file("trace.json");
+  Result r = slRun(train("--steps 2 --trace " + trace));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  nlohmann::json t = nlohmann::json::parse(readFile(trace));
+  EXPECT_EQ(t["otherData"]["runs_traced"], 2);
+  EXPECT_EQ(t["otherData"]["runs"], 2);
+  std::set<std::string> runs;
+  for (const nlohmann::json &event : t["traceEvents"])
+    if (event["ph"] == "X" && event["cat"] == "run")
+      runs.insert(event["name"].get<std::string>());
+  EXPECT_EQ(runs, (std::set<std::string>{"run 0", "run 1"}));
 }
 
 TEST_F(SlRunTrainTest, SaveThenResumeIsBitIdenticalToStraightSteps) {
@@ -370,8 +421,9 @@ TEST_F(SlRunTrainTest, NanLossStopsAndKeepsTheLastCheckpoint) {
   EXPECT_THAT(r.output, HasSubstr("step 2/5  loss "));
   EXPECT_THAT(r.output, Not(HasSubstr("step 3/5")));
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: step 3: the loss is NaN; training stopped "
-                                  "before this step's update (nothing was saved: --save and "
-                                  "--report are written only after the last step)"));
+                                  "before this step's update (nothing was saved: --save, "
+                                  "--report and --trace are written only after the last "
+                                  "step)"));
   EXPECT_EQ(readFile(ckpt), good);
   EXPECT_FALSE(std::filesystem::exists(report));
 }

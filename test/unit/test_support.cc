@@ -512,8 +512,69 @@ std::vector<float> TinyAttention::referenceY(const std::vector<int64_t> &ids) co
   return y;
 }
 
+Schedule StreamedSchedule::build() {
+  ScheduleBuilder b;
+  Stream *host = b.schedule.add_streams();
+  host->set_id(kHostCompute);
+  host->set_kind(HOST_COMPUTE);
+  for (const char *name : {"x", "y", "z"})
+    b.buffer(name, HOST, F32, {kSize});
+  for (const char *name : {"a", "b", "c"})
+    b.buffer(name, DEVICE, F32, {kSize});
+  b.schedule.mutable_buffers(C)->set_offset(b.schedule.buffers(A).offset());
+  b.input("x", X);
+  b.output("y", Y);
+  b.output("z", Z);
+  b.schedule.set_num_events(4);
+  b.kernel(COPY, "x.h2d", {X}, A).add_record_events(0);
+  Kernel &relu = b.kernel(RELU, "relu", {A}, B);
+  relu.add_wait_events(0);
+  relu.add_record_events(1);
+  b.kernel(COPY, "b.d2h", {B}, Y).add_wait_events(1);
+  b.kernel(SIGMOID, "sigmoid", {B}, C).add_record_events(2);
+  Kernel &back = b.kernel(COPY, "c.d2h", {C}, Z);
+  back.add_wait_events(2);
+  back.add_record_events(3);
+  Kernel &sum = b.kernel(ACCUMULATE, "sum", {Y, Z}, Y);
+  sum.set_stream(kHostCompute);
+  sum.add_wait_events(3);
+  return b.schedule;
+}
+
+void TinyTrain::addOptimizerSteps(const std::vector<std::vector<uint32_t>> &groups) {
+  uint32_t stream = static_cast<uint32_t>(schedule.streams_size());
+  Stream *host = schedule.add_streams();
+  host->set_id(stream);
+  host->set_kind(HOST_COMPUTE);
+  uint32_t ready = schedule.num_events();
+  schedule.set_num_events(ready + 1);
+  // The gradient copies come last, one after another on the device-to-host stream.
+  schedule.mutable_kernels(schedule.kernels_size() - 1)->add_record_events(ready);
+  auto outputBuffer = [&](const std::string &name) {
+    for (const Binding &binding : schedule.outputs())
+      if (binding.name() == name)
+        return binding.buffer();
+    throw std::runtime_error("no output " + name);
+  };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Kernel *k = schedule.add_kernels();
+    k->set_op(OPTIMIZER_STEP);
+    k->set_name("adamw." + std::to_string(g));
+    k->set_stream(stream);
+    if (g == 0)
+      k->add_wait_events(ready);
+    k->add_operands(outputBuffer("loss"));
+    OptimizerStepAttributes *attrs = k->mutable_optimizer_step();
+    for (uint32_t parameter : groups[g]) {
+      attrs->add_parameters(parameter);
+      k->add_operands(
+          outputBuffer("grad:" + schedule.parameters(static_cast<int>(parameter)).name()));
+    }
+  }
+}
+
 TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t out,
-                           const std::string &name) {
+                           const std::string &name, int64_t poisonToken) {
   TinyTrain m;
   m.batch = batch;
   m.seq = seq;
@@ -553,8 +614,18 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   b.constant(target, m.target);
   b.constant(scale, std::vector<float>{2.0f / static_cast<float>(batch * seq * out)});
 
+  std::vector<uint32_t> toDevice = {ids, labels, w, bias, emb, target, scale};
+  uint32_t poison = 0;
+  if (poisonToken >= 0) {
+    std::vector<float> table(static_cast<size_t>(kVocab * kDim * out), 0.0f);
+    for (int64_t i = 0; i < kDim * out; ++i)
+      table[static_cast<size_t>(poisonToken * kDim * out + i)] = NAN;
+    poison = host("poison", F32, {kVocab, kDim, out});
+    b.constant(poison, table);
+    toDevice.push_back(poison);
+  }
   std::map<uint32_t, uint32_t> dev;
-  for (uint32_t id : {ids, labels, w, bias, emb, target, scale}) {
+  for (uint32_t id : toDevice) {
     const Buffer &hostBuffer = b.schedule.buffers(static_cast<int>(id));
     dev[id] = b.buffer(hostBuffer.name() + ".dev", DEVICE, hostBuffer.dtype(),
                        toShape(hostBuffer.shape()));
@@ -578,6 +649,11 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   uint32_t g = device("g", {batch, seq, out});
   uint32_t g2 = b.alias("g.rows", g, {batch * seq, out});
   uint32_t gradWDev = device("grad:w.dev", {kDim, out});
+  uint32_t poisonRows = 0, poisonSum = 0;
+  if (poisonToken >= 0) {
+    poisonRows = device("poison.rows", {batch, seq, kDim, out});
+    poisonSum = device("poison.sum", {kDim, out});
+  }
   uint32_t gradBDev = device("grad:b.dev", {out});
 
   m.embedKernel = b.schedule.kernels_size();
@@ -595,6 +671,15 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   for (int64_t axis : {1, 0})
     transpose.mutable_transpose()->add_perm(axis);
   b.kernel(MATMUL, "grad.w", {xt, g2}, gradWDev);
+  if (poisonToken >= 0) {
+    b.kernel(GATHER, "poison.gather", {dev[poison], dev[labels]}, poisonRows)
+        .mutable_axis()
+        ->set_axis(0);
+    Kernel &sum = b.kernel(REDUCE_SUM, "poison.sum", {poisonRows}, poisonSum);
+    for (int64_t axis : {0, 1})
+      sum.mutable_reduce()->add_axes(axis);
+    b.kernel(ADD, "grad.w.poison", {gradWDev, poisonSum}, gradWDev);
+  }
   Kernel &sum = b.kernel(REDUCE_SUM, "grad.b", {g}, gradBDev);
   for (int64_t axis : {0, 1})
     sum.mutable_reduce()->add_axes(axis);

@@ -118,6 +118,22 @@ struct TinyMlp {
   std::vector<float> reference(const std::vector<float> &x) const;
 };
 
+// A schedule whose streams overlap and whose device arena is reused, as sl-allocate would lay it
+// out, with accumulation on the host:
+//   k0 x.h2d     COPY x -> a                  stream 1 (h2d), records event 0
+//   k1 relu      RELU a -> b                  stream 0 (compute), waits 0, records 1
+//   k2 b.d2h     COPY b -> y                  stream 2 (d2h), waits 1
+//   k3 sigmoid   SIGMOID b -> c               stream 0; c reuses a's bytes (a is dead), records 2
+//   k4 c.d2h     COPY c -> z                  stream 2, waits 2, records 3
+//   k5 sum       ACCUMULATE (y, z) -> y       stream 3 (host compute), in place, waits 3
+// x f32 [kSize] is the input; y = relu(x) + sigmoid(relu(x)) and z = sigmoid(relu(x)) the outputs.
+struct StreamedSchedule {
+  static constexpr int64_t kSize = 5;
+  enum : uint32_t { X, Y, Z, A, B, C };
+  enum : uint32_t { kHostCompute = 3 };
+  static sl::schedule::Schedule build();
+};
+
 // A tiny train schedule (kind "train", slrt/trainer.h) built from forward kernels, so that its loss
 // and gradients are easy to compute by hand:
 //   x = GATHER(emb, input_ids)                       [B, S, D], emb a constant [V, D]
@@ -126,7 +142,10 @@ struct TinyMlp {
 //   g = r * (2 / (B*S*K))                            dloss/dr
 //   grad:w = TRANSPOSE(x viewed [B*S, D]) @ (g viewed [B*S, K]),   grad:b = REDUCE_SUM(g, {0, 1})
 // with parameters w [D, K] and b [K] read from a parameter file. Row kNanToken of emb is NaN, so a
-// step whose inputs hold that token has a NaN loss.
+// step whose inputs hold that token has a NaN loss. With a poisonToken, grad:w also gets
+// REDUCE_SUM(GATHER(poison, labels), {0, 1}) added, poison a constant [V, D, K] of zeros but NaN
+// in the token's row: a step whose labels hold that token has a NaN grad:w, while its loss and
+// grad:b stay finite.
 struct TinyTrain {
   static constexpr int64_t kVocab = 8, kDim = 4, kNanToken = 7;
 
@@ -137,7 +156,11 @@ struct TinyTrain {
 
   // `name` names the schedule and parameter files write() creates.
   static TinyTrain build(uint32_t seed, int64_t batch = 2, int64_t seq = 3, int64_t out = 3,
-                         const std::string &name = "tiny_train");
+                         const std::string &name = "tiny_train", int64_t poisonToken = -1);
+  // Appends a HOST_COMPUTE stream and one OPTIMIZER_STEP per group of parameter indices (0: w,
+  // 1: b), in the order given, after the copies of the loss and gradients to the host (the first
+  // waits for the last of them).
+  void addOptimizerSteps(const std::vector<std::vector<uint32_t>> &groups);
   // Writes the parameter file and the schedule into `dir`; returns the schedule's path.
   std::string write(const std::string &dir) const;
 

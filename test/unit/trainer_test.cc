@@ -1,5 +1,6 @@
 // The trainer on a hand-built train schedule whose loss and gradients are computed by hand
-// (TinyTrain), against a naive AdamW; resuming; the ways training stops; the train contract.
+// (TinyTrain), against a naive AdamW; resuming; the ways training stops; the optimizer stepping
+// inside the run at OPTIMIZER_STEP kernels; the train contract.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -7,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "slrt/atomic_file.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/trainer.h"
@@ -366,6 +368,151 @@ TEST_F(TrainerTest, ReportHoldsTheTrainingRun) {
   EXPECT_EQ(r["saved_to"], dir.file("c.safetensors"));
   EXPECT_EQ(r["fingerprint"], trainer.fingerprint());
   EXPECT_GT(r["tokens_per_second"].get<double>(), 0);
+}
+
+// --- the optimizer inside the run (OPTIMIZER_STEP) ----------------------------------------------
+
+// Token ids in [0, 6): finite embeddings, and not the poison token 6 of poisonedModel().
+std::vector<uint16_t> safeTokens(uint32_t seed, size_t count) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> id(0, 5);
+  std::vector<uint16_t> tokens(count);
+  for (uint16_t &t : tokens)
+    t = static_cast<uint16_t>(id(rng));
+  return tokens;
+}
+
+constexpr int64_t kPoisonToken = 6;
+
+class OverlappedTrainerTest : public TrainerTest {
+protected:
+  // TinyTrain with OPTIMIZER_STEP groups, written next to the plain model under another name.
+  LoadedSchedule withSteps(const std::vector<std::vector<uint32_t>> &groups,
+                           const std::string &name, int64_t poisonToken = -1) {
+    TinyTrain m = TinyTrain::build(11, 2, 3, 3, name, poisonToken);
+    m.addOptimizerSteps(groups);
+    return loadSchedule(m.write(dir.path()));
+  }
+};
+
+TEST_F(OverlappedTrainerTest, StepsInsideTheRunAreBitIdenticalToStepsAfterIt) {
+  AdamWConfig plain;
+  plain.lr = 1e-2;
+  plain.weightDecay = 0.1;
+  plain.warmupSteps = 2;
+  plain.decaySteps = 3;
+  AdamWConfig clipped = plain;
+  clipped.maxGradNorm = 0.05; // every step clips: the optimizer must wait for the whole run
+  LoadedSchedule stepped = withSteps({{1}, {0}}, "stepped");
+  for (const AdamWConfig &config : {plain, clipped}) {
+    SCOPED_TRACE(config.maxGradNorm > 0 ? "clipped" : "plain");
+    TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+    // A backend holds one arena: the two trainers step in turns, so each needs its own.
+    std::unique_ptr<Backend> otherBackend = createCpuBackend();
+    Trainer after(loaded, *backend, data, {config, TinyTrain::kVocab});
+    Trainer inside(stepped, *otherBackend, data, {config, TinyTrain::kVocab});
+    EXPECT_FALSE(after.overlapsOptimizer());
+    EXPECT_EQ(inside.overlapsOptimizer(), config.maxGradNorm == 0);
+    for (int i = 0; i < 6; ++i) {
+      StepRecord a = after.step(), b = inside.step();
+      EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << "step " << a.step;
+      EXPECT_EQ(a.gradNorm, b.gradNorm) << "step " << a.step;
+      EXPECT_EQ(a.lr, b.lr);
+    }
+    expectSameState(inside.checkpoint(), after.checkpoint());
+    // The weights the next run reads are the optimizer's.
+    for (int i = 0; i < 2; ++i) {
+      const TensorRef &ref = inside.executor().parameterBuffer(i);
+      EXPECT_EQ(std::memcmp(ref.data, inside.optimizer().weights(static_cast<size_t>(i)).data(),
+                            ref.bytes),
+                0);
+    }
+    EXPECT_EQ(inside.report()["optimizer_overlapped"], config.maxGradNorm == 0);
+  }
+}
+
+TEST_F(OverlappedTrainerTest, StepsThatLeaveAParameterOutRunAfterTheRun) {
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  LoadedSchedule partial = withSteps({{1}}, "partial");
+  std::unique_ptr<Backend> otherBackend = createCpuBackend();
+  Trainer trainer(partial, *backend, data, {});
+  EXPECT_FALSE(trainer.overlapsOptimizer());
+  Trainer reference(loaded, *otherBackend, data, {});
+  trainer.step();
+  reference.step();
+  expectSameState(trainer.checkpoint(), reference.checkpoint());
+}
+
+TEST_F(OverlappedTrainerTest, NanLossStopsBeforeAnyGroupIsUpdated) {
+  std::vector<uint16_t> poisoned = safeTokens(5, 30);
+  poisoned[14] = TinyTrain::kNanToken;
+  writeTokens(tokensPath, poisoned);
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  LoadedSchedule stepped = withSteps({{1}, {0}}, "stepped");
+  Trainer trainer(stepped, *backend, data, {});
+  ASSERT_TRUE(trainer.overlapsOptimizer());
+  trainer.step();
+  trainer.step();
+  TrainingCheckpoint good = trainer.checkpoint();
+  EXPECT_EQ(errorOf([&] { trainer.step(); }),
+            "step 3: the loss is NaN; training stopped before this step's update");
+  EXPECT_FALSE(trainer.partlyApplied());
+  expectSameState(trainer.checkpoint(), good);
+  for (int i = 0; i < 2; ++i) {
+    const TensorRef &ref = trainer.executor().parameterBuffer(i);
+    EXPECT_EQ(
+        std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(), ref.bytes), 0);
+  }
+}
+
+TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpdate) {
+  // Step 3's labels hold the poison token: grad:w is NaN, the loss and grad:b are finite.
+  std::vector<uint16_t> poisoned = safeTokens(5, 30);
+  poisoned[14] = kPoisonToken;
+  writeTokens(tokensPath, poisoned);
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  LoadedSchedule wFirst = withSteps({{0}, {1}}, "w_first", kPoisonToken);
+  Trainer trainer(wFirst, *backend, data, {});
+  trainer.step();
+  trainer.step();
+  TrainingCheckpoint good = trainer.checkpoint();
+  EXPECT_EQ(errorOf([&] { trainer.step(); }),
+            "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
+            "stopped before this step's update");
+  EXPECT_FALSE(trainer.partlyApplied());
+  expectSameState(trainer.checkpoint(), good);
+  EXPECT_NO_THROW(trainer.save(dir.file("still-good.safetensors")));
+}
+
+TEST_F(OverlappedTrainerTest, NonFiniteGradientAfterAnUpdatedGroupRefusesToSaveOrContinue) {
+  std::vector<uint16_t> poisoned = safeTokens(5, 30);
+  poisoned[14] = kPoisonToken;
+  writeTokens(tokensPath, poisoned);
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  LoadedSchedule bFirst = withSteps({{1}, {0}}, "b_first", kPoisonToken);
+  std::string saved = dir.file("two.safetensors");
+  Trainer trainer(bFirst, *backend, data, {});
+  trainer.step();
+  trainer.step();
+  trainer.save(saved);
+  std::string savedBytes = readFile(saved);
+
+  const std::string partly = "step 3 was partly applied (1 of 2 parameters were updated before "
+                             "it failed), so the weights in memory mix two steps; the last saved "
+                             "checkpoint is intact: resume from it";
+  EXPECT_EQ(errorOf([&] { trainer.step(); }),
+            "step 3: the gradient of parameter 'w' holds NaN or infinite values; " + partly);
+  EXPECT_TRUE(trainer.partlyApplied());
+  EXPECT_EQ(errorOf([&] { trainer.save(saved); }), "cannot save " + saved + ": " + partly);
+  EXPECT_EQ(errorOf([&] { trainer.checkpoint(); }), "cannot make a checkpoint: " + partly);
+  EXPECT_EQ(errorOf([&] { trainer.step(); }), "cannot step: " + partly);
+  EXPECT_EQ(trainer.completedSteps(), 2u);
+  EXPECT_EQ(readFile(saved), savedBytes);
+
+  // The checkpoint continues as if the failed step never ran.
+  Trainer resumed(bFirst, *backend, data, {});
+  EXPECT_EQ(resumed.resume(saved), 12u);
+  EXPECT_EQ(resumed.completedSteps(), 2u);
 }
 
 // checkTrainSchedule on schedules that break the contract one way each.

@@ -96,7 +96,8 @@ void printOutput(const slrt::NamedTensor &out) {
 }
 
 struct Options {
-  std::string schedulePath, reportPath, backendName = "cpu";
+  std::string schedulePath, reportPath, tracePath, backendName = "cpu";
+  double linkGbps = 0;
   std::vector<std::string> inputArgs, outputArgs;
   // Training.
   std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
@@ -105,6 +106,13 @@ struct Options {
   // The flags given that only a train schedule takes ("--data", ...), and those it refuses.
   std::vector<std::string> trainFlagsGiven, inferFlagsGiven;
 };
+
+slrt::ExecutorOptions executorOptions(const Options &options) {
+  slrt::ExecutorOptions executor;
+  executor.linkGbps = options.linkGbps;
+  executor.trace = !options.tracePath.empty();
+  return executor;
+}
 
 std::string flagList(const std::vector<std::string> &flags) {
   std::string list;
@@ -140,7 +148,7 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
     inputs.emplace(name, std::move(tensor));
   }
 
-  slrt::Executor executor(loaded, backend);
+  slrt::Executor executor(loaded, backend, executorOptions(options));
   std::vector<slrt::NamedTensor> outputs = executor.run(inputs);
 
   for (const slrt::NamedTensor &out : outputs) {
@@ -150,9 +158,13 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
     else if (outputFiles.empty())
       printOutput(out);
   }
-  if (!options.reportPath.empty())
-    slrt::writeReport(options.reportPath,
-                      slrt::makeReport(loaded, backend.name(), executor.stats(), outputs));
+  if (!options.reportPath.empty()) {
+    nlohmann::json report = slrt::makeReport(loaded, backend.name(), executor.stats(), outputs);
+    report["link_gbps"] = options.linkGbps;
+    slrt::writeReport(options.reportPath, report);
+  }
+  if (!options.tracePath.empty())
+    executor.writeTrace(options.tracePath);
   return 0;
 }
 
@@ -179,6 +191,7 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   slrt::TrainerOptions trainerOptions;
   trainerOptions.adamw = options.adamw;
   trainerOptions.vocabSize = options.vocab;
+  trainerOptions.executor = executorOptions(options);
   slrt::Trainer trainer(loaded, backend, data, trainerOptions);
 
   if (!options.resumePath.empty()) {
@@ -205,10 +218,10 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
       std::fflush(stdout);
     }
   } catch (const slrt::Error &e) {
-    if (options.savePath.empty() && options.reportPath.empty())
+    if (options.savePath.empty() && options.reportPath.empty() && options.tracePath.empty())
       throw;
-    throw makeError(e.what(), " (nothing was saved: --save and --report are written only after "
-                              "the last step)");
+    throw makeError(e.what(), " (nothing was saved: --save, --report and --trace are written "
+                              "only after the last step)");
   }
 
   if (!options.savePath.empty())
@@ -225,8 +238,11 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
                                    {"shape", slrt::toShape(buffer.shape())}});
     }
     report["train"] = trainer.report();
+    report["link_gbps"] = options.linkGbps;
     slrt::writeReport(options.reportPath, report);
   }
+  if (!options.tracePath.empty())
+    trainer.executor().writeTrace(options.tracePath);
   return 0;
 }
 
@@ -271,10 +287,23 @@ int main(int argc, char **argv) {
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));
   app.add_option("--report", o.reportPath,
-                 "Write a JSON report (timings, kernels, bytes moved, memory, outputs; for "
-                 "training also a \"train\" section: per-step loss and lr, tokens/s, the AdamW "
-                 "settings) to FILE, atomically, after the run")
+                 "Write a JSON report (timings, kernels, bytes moved per direction, arena and pool "
+                 "sizes and peak use, busy and wait seconds per stream, the schedule's plan, "
+                 "outputs; for training also a \"train\" section: per-step loss, lr and bytes "
+                 "moved, tokens/s, the AdamW settings) to FILE, atomically, after the run")
       ->type_name("FILE");
+  app.add_option("--trace", o.tracePath,
+                 "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run to FILE, "
+                 "atomically, after the run: a track per stream, a span per kernel and per wait "
+                 "that blocked. Training traces every step until the trace holds a million "
+                 "spans; later steps are left out (otherData.runs_traced says how many are in)")
+      ->type_name("FILE");
+  app.add_option("--link-gbps", o.linkGbps,
+                 "Pace host<->device copies to at most G GB/s per direction, to emulate a PCIe "
+                 "link on the CPU backend; 0: unthrottled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->type_name("G");
   app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu (the CUDA backend does not execute schedules yet)")
       ->check(CLI::IsMember({"cpu", "cuda"}))

@@ -38,10 +38,16 @@ public:
   virtual std::byte *deviceArena() = 0;
   virtual std::byte *hostPool() = 0;
 
-  // Runs one compute kernel (any op but COPY). The caller has verified the kernel against its
-  // operands and results (verifySchedule), so shapes and dtypes are trusted here. Failures that
-  // depend on the data are Errors raised before anything is written; their messages do not name
-  // the kernel (the executor does).
+  // execute and copy are called from one host thread per schedule stream, concurrently for kernels
+  // of different streams; the verifier guarantees that concurrent kernels do not touch the same
+  // bytes with one of them writing, so a backend needs no locking of its own beyond that.
+  //
+  // Runs one compute kernel (any op but COPY and OPTIMIZER_STEP, which the executor handles). A
+  // kernel of a HOST_COMPUTE stream (ACCUMULATE) comes here too, with HOST buffers: a device
+  // backend must run it on the host. The caller has verified the kernel against its operands and
+  // results (verifySchedule), so shapes and dtypes are trusted here. Failures that depend on the
+  // data are Errors raised before anything is written; their messages do not name the kernel (the
+  // executor does).
   //
   // Where the schedule contract is silent, every backend computes alike:
   //  - SOFTMAX and ATTENTION subtract the row maximum before exponentiating; a row with no

@@ -1,39 +1,79 @@
 // Running a verified schedule on a backend.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "slrt/backend.h"
 #include "slrt/host_tensor.h"
 #include "slrt/schedule_loader.h"
+#include "slrt/trace.h"
 
 namespace slrt {
 
 struct OpStats {
   uint64_t count = 0;
+  // Summed over the kernels of the op, whichever stream (host thread) ran them: kernels of
+  // different streams overlap, so the sum over ops can exceed the run's wall time.
   double seconds = 0;
 };
 
+struct StreamStats {
+  uint32_t id = 0;
+  sl::schedule::StreamKind kind = sl::schedule::STREAM_KIND_UNSPECIFIED;
+  uint64_t kernels = 0;
+  // Time its kernels ran (a copy's includes its link pacing), and time it was blocked waiting for
+  // events.
+  double busySeconds = 0;
+  double waitSeconds = 0;
+};
+
+// Everything but loadSeconds and parameterBytesRead describes the last run() or execute().
 struct RunStats {
   uint64_t kernels = 0;
   // COPY traffic by direction; withinSpace counts host->host and device->device copies.
   uint64_t bytesHostToDevice = 0;
   uint64_t bytesDeviceToHost = 0;
   uint64_t bytesWithinSpace = 0;
+  // Bytes moved by collectives; always 0 until the runtime runs them.
+  uint64_t bytesCollective = 0;
   // Bytes read from parameter files when the executor was created.
   uint64_t parameterBytesRead = 0;
-  // The arena and the pool are allocated once at their exact size, so they are the peak memory.
+  // The arena and the pool are allocated once at their exact size.
   uint64_t deviceArenaBytes = 0;
   uint64_t hostPoolBytes = 0;
+  // High-water marks actually touched: the largest offset + bytes of any buffer of that space a
+  // kernel of the run used (an OPTIMIZER_STEP uses the host buffers of its parameters too).
+  uint64_t deviceArenaPeakBytes = 0;
+  uint64_t hostPoolPeakBytes = 0;
   double loadSeconds = 0;
   // Time of the last run(): inputs in, every kernel, outputs out (execute(): without the last).
   double wallSeconds = 0;
-  // Keyed by op name ("MATMUL", "COPY", ...); accumulated over the kernels of the last run().
+  // Keyed by op name ("MATMUL", "COPY", ...).
   std::map<std::string, OpStats> perOp;
+  // One per stream of the schedule, in stream order (streams without kernels stay at zero).
+  std::vector<StreamStats> perStream;
 };
+
+struct ExecutorOptions {
+  // Emulates a host<->device link of this many GB/s (1e9 bytes) per direction on a backend whose
+  // copies are memcpys: after each host-to-device or device-to-host copy the copying thread sleeps
+  // until the copy has taken bytes / linkGbps seconds, and copies of one direction take turns, so
+  // each direction moves at most linkGbps. 0: copies run at memory speed.
+  double linkGbps = 0;
+  // Record a TraceSpan per kernel, per wait that blocked and per run. Runs are traced whole, from
+  // the first, as long as fewer than traceSpanLimit spans are held when one starts.
+  bool trace = false;
+  size_t traceSpanLimit = 1000000;
+};
+
+// Runs on the HOST_COMPUTE stream's thread when an OPTIMIZER_STEP kernel's turn comes.
+using OptimizerStepHook = std::function<void(const sl::schedule::Kernel &)>;
 
 // Throws Error unless `name` is an input of `schedule` and `tensor` has exactly the dtype and shape
 // of its buffer. Lets a tool check each input as it reads it, before any parameter is loaded.
@@ -44,17 +84,31 @@ void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
 void checkInputs(const sl::schedule::Schedule &schedule,
                  const std::map<std::string, HostTensor> &inputs);
 
+// Runs a verified schedule: every stream on a host thread of its own (started with the executor,
+// kept for its lifetime), which walks its stream's kernels in list order. Before a kernel it waits
+// until every event in its wait_events has been recorded in this run; after the kernel it records
+// its record_events. COPY kernels go to Backend::copy, OPTIMIZER_STEP to the hook (or nothing),
+// the others to Backend::execute. The verifier has checked that this order cannot deadlock
+// (every waited event is recorded by an earlier kernel) and that kernels of different streams
+// that touch the same bytes are ordered by events, so the outputs are those of running the kernels
+// one by one in list order.
 class Executor {
 public:
   // Allocates the backend's arena and pool, reads every parameter into its host buffer and writes
   // every constant into its own (a one-element constant is repeated over the whole buffer).
-  // `schedule` and `backend` must outlive the executor.
-  Executor(const LoadedSchedule &schedule, Backend &backend);
+  // `schedule` and `backend` must outlive the executor. Throws Error for a negative or NaN
+  // options.linkGbps.
+  Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options = {});
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
 
-  // Checks the inputs (checkInputs), copies them into their host buffers, runs every kernel in list
-  // order (each waited event is recorded by an earlier kernel, so list order honours every wait)
-  // and returns the outputs in schedule order. An Error from a kernel (a GATHER index out of range,
-  // an integer division by zero) starts with "kernel N 'name' (OP): ".
+  // Checks the inputs (checkInputs), copies them into their host buffers, runs every stream and
+  // returns the outputs in schedule order once every stream has finished. The first error on any
+  // stream stops the others (a stream finishes the kernel it is in, and a waiting one wakes) and is
+  // rethrown here: an Error from a kernel (a GATHER index out of range, an integer division by
+  // zero) starts with "kernel N 'name' (OP): "; an exception from the OPTIMIZER_STEP hook comes
+  // through unchanged. The executor can run again after an error.
   std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs);
 
   // As run(), but leaves the outputs in their host buffers (outputBuffer) instead of copying them
@@ -70,17 +124,63 @@ public:
   // for a name that is not an output.
   const TensorRef &outputBuffer(const std::string &name) const;
 
+  // Called with each OPTIMIZER_STEP kernel, on the HOST_COMPUTE stream's thread, while the other
+  // streams go on: the kernel's operands (loss and gradients) are final, and the host buffers of
+  // its parameters may be written (the verifier ordered every kernel that reads them before it).
+  // Without a hook OPTIMIZER_STEP does nothing. Set it between runs only.
+  void setOptimizerStepHook(OptimizerStepHook hook);
+
   const RunStats &stats() const { return stats_; }
 
+  // The spans of the traced runs (ExecutorOptions::trace), and how many runs they cover.
+  const std::vector<TraceSpan> &traceSpans() const { return traceSpans_; }
+  TraceSummary traceSummary() const { return {runsTraced_, runs_}; }
+  // Writes chromeTraceJson of the spans so far to `path`, atomically.
+  void writeTrace(const std::string &path) const;
+
 private:
+  struct StreamRun;
+  struct Threads;
+
   void loadParameters();
   void writeConstants();
+  void prepareKernels();
+  void startThreads();
+  void workerMain(size_t worker);
+  void runStream(StreamRun &run, bool tracing);
+  void runKernel(int index, StreamRun &run);
+  void pacedCopy(const TensorRef &src, const TensorRef &dst);
+  bool waitForEvent(size_t worker, uint32_t slot, bool &blocked);
+  void failIfStuck();
+  void recordEvent(uint32_t slot);
+  void fail(std::exception_ptr error);
+  void mergeStats(bool tracing);
 
   const LoadedSchedule &schedule_;
   Backend &backend_;
+  ExecutorOptions options_;
+  OptimizerStepHook optimizerStepHook_;
   // refs_[i] locates buffer i in its memory space.
   std::vector<TensorRef> refs_;
+  // Per kernel: operand and result refs, the dense slots (below) of its waited and recorded
+  // events, and the end of the furthest buffer it touches in each space.
+  struct KernelPlan {
+    std::vector<const TensorRef *> operands, results;
+    std::vector<uint32_t> waitSlots, recordSlots;
+    uint64_t deviceEnd = 0, hostEnd = 0;
+  };
+  std::vector<KernelPlan> plans_;
+  // Events that some kernel records or waits for, numbered densely (a schedule's event ids may
+  // be sparse).
+  size_t eventSlots_ = 0;
+  // One per stream that has kernels.
+  std::vector<std::unique_ptr<StreamRun>> streamRuns_;
+  std::unique_ptr<Threads> threads_;
   RunStats stats_;
+  std::vector<TraceSpan> traceSpans_;
+  uint64_t runs_ = 0, runsTraced_ = 0;
+  // Trace timestamps count from the start of the first traced run.
+  std::chrono::steady_clock::time_point traceEpoch_;
 };
 
 } // namespace slrt

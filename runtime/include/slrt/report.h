@@ -11,9 +11,17 @@
 namespace slrt {
 
 // {"schedule", "kind", "producer", "backend", "wall_seconds", "load_seconds", "kernels",
-//  "bytes_moved": {"host_to_device", "device_to_host", "within_space"}, "parameter_bytes_read",
-//  "device_arena_bytes", "host_pool_bytes", "ops": {OP: {"count", "seconds"}},
+//  "bytes_moved": {"host_to_device", "device_to_host", "within_space", "collective"},
+//  "parameter_bytes_read", "device_arena_bytes", "device_arena_peak_bytes", "host_pool_bytes",
+//  "host_pool_peak_bytes", "ops": {OP: {"count", "seconds"}},
+//  "streams": [{"id", "kind", "kernels", "busy_seconds", "wait_seconds"}],
+//  "plan": {"mode", "num_sub_batches", "sub_batch_size", "live_blocks", "predicted_device_bytes",
+//           "predicted_host_bytes", "predicted_step_seconds", "parameter_bytes",
+//           "boundary_activation_bytes"} or null when the schedule has none,
 //  "outputs": [{"name", "dtype", "shape"}]}
+// Everything about the run (wall_seconds, kernels, bytes_moved, the peaks, ops, streams) is the
+// last run's: for training, the last step's. "ops" seconds are summed over the streams' threads;
+// a stream's "kind" is its trace track name ("compute", "h2d", "d2h", "collective", "host").
 nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &backendName,
                           const RunStats &stats, const std::vector<NamedTensor> &outputs);
 

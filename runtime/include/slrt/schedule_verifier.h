@@ -24,17 +24,27 @@ inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 //    shape and bytes; constants with data of the buffer's bytes or of exactly one element); input
 //    names and output names are non-empty and unique; no buffer is filled by two of the
 //    parameters, constants and inputs;
+//  - streams have a kind from COMPUTE to HOST_COMPUTE, and at most kMaxStreamsWithKernels
+//    (stream_hazards.h: 256) of them carry kernels;
 //  - every kernel has a known op, the operand and result counts of that op (1 result, except
-//    RMS_NORM_GRAD and SWIGLU_GRAD 2 and LAYER_NORM_GRAD and ATTENTION_GRAD 3; CONCAT 1 or more
-//    operands), valid buffer ids, a valid stream of the right kind (COPY on a copy stream,
-//    the rest on COMPUTE), events < num_events and each waited event recorded by an earlier
-//    kernel;
+//    RMS_NORM_GRAD and SWIGLU_GRAD 2, LAYER_NORM_GRAD and ATTENTION_GRAD 3 and OPTIMIZER_STEP
+//    none; CONCAT 1 or more operands, OPTIMIZER_STEP 1 or more), valid buffer ids, a valid stream
+//    of the right kind (COPY on a HOST_TO_DEVICE or DEVICE_TO_HOST stream, ACCUMULATE on COMPUTE
+//    or HOST_COMPUTE, OPTIMIZER_STEP on HOST_COMPUTE, the rest on COMPUTE), events < num_events,
+//    each event recorded by exactly one kernel and each waited event by an earlier one;
 //  - attributes: exactly the message the op takes and no other. GEMM, SOFTMAX, GATHER, CONCAT
 //    (axis), REDUCE_* (reduce), SLICE, TRILU, LAYER_NORM and RMS_NORM (norm), ROTARY, ATTENTION,
-//    GELU, CROSS_ENTROPY and every backward kernel but SWIGLU_GRAD (the forward's message) require
+//    GELU, CROSS_ENTROPY, OPTIMIZER_STEP and every backward kernel but SWIGLU_GRAD (the forward's
+//    message) require
 //    theirs even when every field is at its default; TRANSPOSE may omit its perm (rank 0); the
 //    other ops take none;
-//  - COPY moves equal bytes of equal dtype; compute kernels read and write only DEVICE buffers;
+//  - COPY moves equal bytes of equal dtype; kernels on a COMPUTE stream read and write only DEVICE
+//    buffers, kernels on a HOST_COMPUTE stream only HOST buffers;
+//  - ACCUMULATE adds two f32 operands of one shape into a result of that shape;
+//  - OPTIMIZER_STEP: operand 0 is the buffer of output "loss"; optimizer_step.parameters holds one
+//    valid parameter index per further operand, and operand i + 1 is the buffer of output
+//    "grad:<name of parameters[i]>"; no parameter is named by two OPTIMIZER_STEPs (nor twice by
+//    one);
 //  - dtypes: f32 throughout, except SUB, DIV, NEG (all f32 or all i64), EQUAL, LESS (f32 or i64
 //    operands of one dtype, BOOL result), WHERE (BOOL condition; x, y and result of one dtype),
 //    CAST (operand and result each f32, f64, i64, i32 or bool), GATHER (i64 or i32 indices; data
@@ -68,9 +78,14 @@ inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 //    WHERE, CAST, GELU, SWIGLU, TRILU), the row-local SOFTMAX, LAYER_NORM, RMS_NORM and ROTARY,
 //    and COPY may run exactly in place (same offset, bytes and element size), and so may result 0
 //    of CROSS_ENTROPY_GRAD, SOFTMAX_GRAD, RMS_NORM_GRAD, LAYER_NORM_GRAD, ROTARY_GRAD, GELU_GRAD
-//    and SWIGLU_GRAD; MATMUL, GEMM, TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE, EXPAND, ATTENTION,
-//    ATTENTION_GRAD, GATHER_GRAD and SLICE_GRAD results, and the further results of a backward
-//    kernel, overlap no operand; no two results of a kernel overlap.
+//    and SWIGLU_GRAD, and ACCUMULATE; MATMUL, GEMM, TRANSPOSE, REDUCE_*, GATHER, CONCAT, SLICE,
+//    EXPAND, ATTENTION, ATTENTION_GRAD, GATHER_GRAD and SLICE_GRAD results, and the further results
+//    of a backward kernel, overlap no operand; no two results of a kernel overlap;
+//  - streams run concurrently: buffers of one space may overlap (arena reuse), and any two kernels
+//    on different streams that touch overlapping bytes, one of them writing, are ordered by events
+//    (the earlier one in list order happens before the later one; verifyStreamHazards in
+//    stream_hazards.h). An OPTIMIZER_STEP counts as writing the host buffers of the parameters it
+//    names.
 //
 // Run-time conditions the verifier cannot see (a GATHER or GATHER_GRAD index out of range, a
 // CROSS_ENTROPY or CROSS_ENTROPY_GRAD label outside the vocabulary, an i64 DIV by zero)

@@ -10,6 +10,18 @@
 // One run computes the loss and the gradients from the weights in the parameters' host buffers,
 // which the schedule's own copies read on every run, so writing them between runs is the update.
 //
+// Where the optimizer steps. When the schedule's OPTIMIZER_STEP kernels together name every
+// parameter (each exactly once, as the verifier allows no more) and clipping is off
+// (maxGradNorm == 0), the trainer steps each kernel's parameters when that kernel runs, on the
+// executor's HOST_COMPUTE thread, overlapped with the rest of the backward: it checks the loss on
+// the first OPTIMIZER_STEP of the step, checks the group's gradients, steps AdamW on them and
+// writes their new weights into their host buffers. Otherwise (clipping needs the global norm of
+// every gradient first; a schedule without OPTIMIZER_STEP) it steps every parameter after the run.
+// Both give bit-identical weights: AdamW updates each parameter with the same arithmetic whatever
+// the grouping. A step that fails after some groups were updated (a non-finite gradient of a later
+// group, a failing kernel) leaves the weights half-updated: the trainer then refuses to step, save
+// or make a checkpoint, so that no such state is ever written; the last saved checkpoint is intact.
+//
 // Step numbers: a trainer that has completed `t` steps (AdamW::step()) runs step t + 1 next, which
 // reads TokenData::batch(t, ...) and updates with learning rate AdamWConfig::lrAt(t). Messages and
 // StepRecord::step use the 1-based number t + 1; a checkpoint's step is t, the steps completed.
@@ -53,6 +65,8 @@ struct TrainerOptions {
   // file. 0: not checked here; an out-of-range id is then refused by the schedule's GATHER (input
   // ids) or CROSS_ENTROPY (labels) kernel, whose error names the kernel.
   int64_t vocabSize = 0;
+  // How the executor runs each step (link pacing, tracing).
+  ExecutorOptions executor;
 };
 
 // One completed step.
@@ -68,6 +82,10 @@ struct StepRecord {
   // Wall time of the whole step: batch, run, optimizer, weights written back.
   double seconds = 0;
   double tokensPerSecond = 0;
+  // Bytes the step's run moved.
+  uint64_t bytesHostToDevice = 0;
+  uint64_t bytesDeviceToHost = 0;
+  uint64_t bytesCollective = 0;
 };
 
 class Trainer {
@@ -78,6 +96,9 @@ public:
   // from the parameters' initial values. `schedule`, `backend` and `data` must outlive the trainer.
   Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenData &data,
           const TrainerOptions &options);
+  // The executor calls back into the trainer (the optimizer-step hook), so it stays in place.
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
 
   // Continues from a checkpoint (slrt/checkpoint.h) written by save() for a schedule with the same
   // modelFingerprint: restores the step count, master weights and both moments, and writes the
@@ -89,13 +110,21 @@ public:
 
   // Runs the next step. Throws Error starting "step N: " when reading the batch or a kernel fails,
   // or when the loss or a gradient is NaN or infinite; the weights, the optimizer and the step
-  // count are then those from before the step, so save() still writes the last good state.
+  // count are then those from before the step, so save() still writes the last good state. The
+  // exception: with the optimizer stepping inside the run (above), a failure after some
+  // parameters were updated says that the step was partly applied, and the trainer is then
+  // unusable (partlyApplied()): step, save, checkpoint and resume throw Error.
   StepRecord step();
 
   // The state a resume continues from bit-identically.
   TrainingCheckpoint checkpoint() const;
   // Writes checkpoint() atomically.
   void save(const std::string &path);
+
+  // Whether the optimizer steps inside the run, at the schedule's OPTIMIZER_STEP kernels.
+  bool overlapsOptimizer() const { return overlapped_; }
+  // Whether a failed step left some parameters updated and others not.
+  bool partlyApplied() const { return !partlyApplied_.empty(); }
 
   uint64_t completedSteps() const { return static_cast<uint64_t>(optimizer_.step()); }
   // The index in the token file of the first token the next step reads.
@@ -113,11 +142,16 @@ public:
   // "seconds", "tokens_per_second", "fingerprint", "data": {"path", "dtype", "tokens"},
   // "vocab_size" (null when unchecked), "resumed_from", "saved_to" (null when none), "adamw":
   // {"lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm", "warmup_steps",
-  // "decay_steps", "min_lr"}}.
+  // "decay_steps", "min_lr"}, "optimizer_overlapped", "bytes_host_to_device": [...],
+  // "bytes_device_to_host": [...], "bytes_collective": [...]} (the byte arrays per step).
   nlohmann::json report() const;
 
 private:
   void writeWeights();
+  // The OPTIMIZER_STEP hook: runs on the executor's HOST_COMPUTE thread.
+  void optimizerStep(const sl::schedule::Kernel &kernel);
+  // Throws the Error that says why this trainer can no longer be used, if it cannot.
+  void refuseIfPartlyApplied(const char *action) const;
 
   const LoadedSchedule &schedule_;
   const TokenData &data_;
@@ -129,6 +163,18 @@ private:
   uint64_t firstStep_ = 0;
   std::string resumedFrom_, savedTo_;
   std::vector<StepRecord> history_;
+  // The gradient output buffer of each parameter.
+  std::vector<const float *> grads_;
+  bool overlapped_ = false;
+  // Within a step whose optimizer runs inside the executor: whether the loss was checked, the
+  // squared gradient norm of each parameter (summed in parameter order after the run, so the
+  // reported norm does not depend on the order the groups come in), and how many parameters
+  // were updated so far.
+  bool lossChecked_ = false;
+  std::vector<double> squares_;
+  size_t parametersUpdated_ = 0;
+  // Why the trainer is unusable after a partly applied step; empty while it is usable.
+  std::string partlyApplied_;
 };
 
 } // namespace slrt

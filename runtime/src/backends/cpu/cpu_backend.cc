@@ -65,6 +65,8 @@ void CpuBackend::execute(const Kernel &kernel, const std::vector<const TensorRef
     return cpu::cast(operands, y);
   case SWIGLU:
     return cpu::swiglu(operands, y);
+  case ACCUMULATE:
+    return cpu::accumulate(operands, y);
   case SOFTMAX:
     return cpu::softmax(kernel, operands, y);
   case REDUCE_MEAN:

@@ -57,6 +57,8 @@ void compare(const Kernel &kernel, const Operands &operands, const TensorRef *y)
 void where(const Operands &operands, const TensorRef *y);
 void cast(const Operands &operands, const TensorRef *y);
 void swiglu(const Operands &operands, const TensorRef *y);
+// ACCUMULATE: y = a + b elementwise, one shape, exactly in place allowed.
+void accumulate(const Operands &operands, const TensorRef *y);
 
 // reduction.cc: REDUCE_MEAN, REDUCE_SUM, SOFTMAX, LAYER_NORM, RMS_NORM.
 void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y);
