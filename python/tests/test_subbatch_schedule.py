@@ -69,9 +69,10 @@ def test_subbatched_training_equals_one_subbatch(sl_tools, trained, mode, n, k):
     np.testing.assert_allclose(losses, want_losses, rtol=2e-6)
     assert weights.keys() == want_weights.keys()
     for name in want_weights:
-        # AdamW's first steps move each weight by about lr whatever the gradient's size, so
-        # rounding differences in tiny gradients show up at most as a fraction of lr.
-        np.testing.assert_allclose(weights[name], want_weights[name], rtol=1e-5, atol=LR * 1e-3,
+        # AdamW's first steps move each weight by about lr whatever the gradient's size, so a
+        # rounding difference in a gradient near zero (sums in another order) can move a weight
+        # by a visible fraction of lr: bound that at 1% of lr.
+        np.testing.assert_allclose(weights[name], want_weights[name], rtol=1e-4, atol=LR * 1e-2,
                                    err_msg=name)
 
 
