@@ -44,7 +44,7 @@ echo "== 5. Train a byte-level LLaMA on data/tiny.txt: sl-opt --sl-train, then 3
 "$python" -m speedloader.export --arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 \
   --ffn 128 --vocab 256 --max-positions 64 --seed 0 --no-constant-folding --batch 4 --seq 64 \
   --out "$out/byte_llama.onnx"
-"$build/bin/sl-opt" "$out/byte_llama.onnx" --sl-train="batch=4 seq=64" -o "$out/train.slsched"
+"$build/bin/sl-opt" "$out/byte_llama.onnx" --sl-train="batch=4 seq=64 num-sub-batches=2" -o "$out/train.slsched"
 "$build/bin/sl-run" "$out/train.slsched" --data "$out/tiny.tokens" --steps 300 --lr 3e-3 \
   --warmup-steps 20 --decay-steps 280 --min-lr 3e-4 --save "$out/byte_llama.safetensors" \
   --report "$out/train_report.json" | awk 'NR == 1 || NR % 25 == 0'
