@@ -148,7 +148,10 @@ int main(int argc, char **argv) {
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
   if (!module)
     return EXIT_FAILURE;
-  mlir::PassManager pm(&context);
+  // Implicit nesting, as MlirOptMain: function passes given on the command line run on every
+  // function of the module.
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName(),
+                       mlir::OpPassManager::Nesting::Implicit);
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)) ||
       mlir::failed(config.setupPassPipeline(pm)) || mlir::failed(pm.run(*module)))
     return EXIT_FAILURE;

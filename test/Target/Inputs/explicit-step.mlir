@@ -1,0 +1,20 @@
+func.func @train_step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<4x4xf32> {sl.name = "grad:w"}) attributes {sl.plan = {mode = "speedloader", num_sub_batches = 2 : i64, sub_batch_size = 1 : i64, live_blocks = 1 : i64, parameter_bytes = 64 : i64, boundary_activation_bytes = 16 : i64}} {
+  %w = sl.param "w" from "weights.bin" at 128 : tensor<4x4xf32>
+  %x0 = sl.sub_batch %x {index = 0 : i64, count = 2 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+  %x1 = sl.sub_batch %x {index = 1 : i64, count = 2 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+  %wd = sl.fetch_params %w {group = "g"} : tensor<4x4xf32>
+  %d0 = sl.prefetch %x0 : tensor<1x4xf32>
+  %d1 = sl.prefetch %x1 : tensor<1x4xf32>
+  %y0 = sl.matmul %d0, %wd : tensor<1x4xf32>, tensor<4x4xf32> -> tensor<1x4xf32>
+  %t0 = sl.transpose %y0 [1, 0] : tensor<1x4xf32> -> tensor<4x1xf32>
+  %g0 = sl.matmul %t0, %y0 : tensor<4x1xf32>, tensor<1x4xf32> -> tensor<4x4xf32>
+  %y1 = sl.matmul %d1, %wd : tensor<1x4xf32>, tensor<4x4xf32> -> tensor<1x4xf32>
+  %t1 = sl.transpose %y1 [1, 0] : tensor<1x4xf32> -> tensor<4x1xf32>
+  %g1 = sl.matmul %t1, %y1 : tensor<4x1xf32>, tensor<1x4xf32> -> tensor<4x4xf32>
+  %acc = sl.accumulate %g0, %g1 : tensor<4x4xf32>
+  %h = sl.offload %acc : tensor<4x4xf32>
+  %h2 = sl.accumulate %h, %h : tensor<4x4xf32>
+  %loss = sl.constant dense<0.0> : tensor<f32>
+  sl.optimizer_step %loss grads(%h2) params(%w) : tensor<f32>, (tensor<4x4xf32>), (tensor<4x4xf32>)
+  return %h2 : tensor<4x4xf32>
+}
