@@ -175,13 +175,13 @@ def AllocatePass : Pass<"sl-allocate", "mlir::func::FuncOp"> {
     space (`sl.offsets` on each op, one per result; `sl.offset` on each argument) and sets the
     function's `sl.device_arena_bytes` and `sl.host_pool_bytes`.
 
-    The device arena is reused: values are placed in issue order, each at the best-fitting free
-    range (256-byte aligned), and a value's range is free again after its last reader. An
-    accumulation whose accumulator dies there is placed over it (in place). Views (reshapes,
-    sub-batches) share their source's bytes. The host pool is not reused: arguments, parameters,
-    constants and every offloaded value get a slot of their own (64-byte aligned), so each
-    (stage, sub-batch) slot is one contiguous range a single copy moves; host accumulations are
-    in place.
+    Both spaces are reused: values are placed in issue order, each at the best-fitting free
+    range (256-byte aligned on the device, 64 on the host), and a value's range is free again
+    after its last reader. Inputs, parameters and constants keep their host slots for the whole
+    step (the runtime writes them before it starts). An accumulation whose accumulator dies there
+    is placed over it (in place), so accumulating over sub-batches needs one buffer, on the
+    device or on the host. Views (reshapes, sub-batches) share their source's bytes. Every slot
+    is one contiguous range, so each (stage, sub-batch) activation moves in one copy.
 
     Reuse makes later kernels write bytes that earlier kernels on other streams read:
     `sl-insert-events` orders them.

@@ -1,9 +1,10 @@
 //===- Allocate.cpp - sl-allocate: static offsets in the device arena and the host pool ---------===//
 //
-// Device values are placed in issue order by best fit over the free ranges of the arena and freed
-// after their last reader; the host pool grows slot by slot and is never reused, so that a
-// (stage, sub-batch) slot stays where a later prefetch expects it. Views share their source's
-// bytes; a dying accumulator is overwritten in place.
+// Values are placed in issue order by best fit over the free ranges of their memory space and
+// freed after their last reader: the device arena and the host pool alike. Inputs, parameters and
+// constants hold their host slots for the whole step (the runtime writes them before it starts).
+// Every slot is one contiguous range, so a (stage, sub-batch) activation moves in one copy.
+// Views share their source's bytes; a dying accumulator is overwritten in place.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -38,8 +39,10 @@ uint64_t alignUp(uint64_t value, uint64_t alignment) {
 /// fits. Freed neighbours are merged.
 class ArenaAllocator {
 public:
+  explicit ArenaAllocator(uint64_t alignment) : alignment_(alignment) {}
+
   uint64_t allocate(uint64_t bytes) {
-    bytes = alignUp(std::max<uint64_t>(bytes, 1), kDeviceAlignment);
+    bytes = alignUp(std::max<uint64_t>(bytes, 1), alignment_);
     auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it)
       if (it->second >= bytes && (best == free_.end() || it->second < best->second))
@@ -65,7 +68,7 @@ public:
   }
 
   void release(uint64_t offset, uint64_t bytes) {
-    bytes = alignUp(std::max<uint64_t>(bytes, 1), kDeviceAlignment);
+    bytes = alignUp(std::max<uint64_t>(bytes, 1), alignment_);
     auto [it, inserted] = free_.emplace(offset, bytes);
     (void)inserted;
     if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
@@ -84,6 +87,7 @@ public:
   uint64_t size() const { return top_; }
 
 private:
+  uint64_t alignment_;
   std::map<uint64_t, uint64_t> free_; // offset -> bytes
   uint64_t top_ = 0;
 };
@@ -92,6 +96,14 @@ Value rootOf(Value value) {
   while (auto view = viewOf(value))
     value = view->source;
   return value;
+}
+
+/// A value whose buffer may be reused once it is dead: not an input, parameter or constant (the
+/// runtime writes those before the step starts) and not a view of another value.
+bool isTemporary(Value value) {
+  if (llvm::isa<BlockArgument>(value) || viewOf(value))
+    return false;
+  return !llvm::isa<ParamOp, ConstantOp>(value.getDefiningOp());
 }
 
 struct AllocatePass : public impl::AllocatePassBase<AllocatePass> {
@@ -111,22 +123,22 @@ struct AllocatePass : public impl::AllocatePassBase<AllocatePass> {
     }
 
     Builder builder(func.getContext());
-    uint64_t hostTop = 0;
-    auto hostSlot = [&](Value v) {
-      uint64_t offset = alignUp(hostTop, kHostAlignment);
-      hostTop = offset + storageBytes(v.getType());
-      return offset;
+    ArenaAllocator device(kDeviceAlignment), host(kHostAlignment);
+    auto allocatorOf = [&](Value v) -> ArenaAllocator & {
+      return memorySpaceOf(v) == MemorySpace::Host ? host : device;
     };
     DenseMap<Value, uint64_t> offsets;
     for (BlockArgument arg : func.getArguments()) {
-      offsets[arg] = hostSlot(arg);
+      offsets[arg] = host.allocate(storageBytes(arg.getType()));
       func.setArgAttr(arg.getArgNumber(), kOffsetAttr,
                       builder.getI64IntegerAttr(int64_t(offsets[arg])));
     }
 
-    ArenaAllocator arena;
-    // Device buffers that die at each op index, released once that op's results are placed.
+    // Buffers that die at each op index, released once that op's results are placed.
     std::map<unsigned, SmallVector<Value>> dying;
+    auto dies = [&](Value v, unsigned at) {
+      dying[v.use_empty() ? at : std::max(at, lastUse.lookup(v))].push_back(v);
+    };
     for (auto [i, op] : llvm::enumerate(body)) {
       SmallVector<int64_t> resultOffsets;
       for (Value result : op.getResults()) {
@@ -134,21 +146,17 @@ struct AllocatePass : public impl::AllocatePassBase<AllocatePass> {
         if (auto view = viewOf(result)) {
           offset = offsets.lookup(view->source) + view->byteOffset;
         } else if (auto acc = llvm::dyn_cast<AccumulateOp>(op);
-                   acc && lastUse.lookup(rootOf(acc.getAccumulator())) == i &&
-                   rootOf(acc.getAccumulator()) == acc.getAccumulator() &&
-                   !llvm::isa<BlockArgument>(acc.getAccumulator())) {
+                   acc && isTemporary(acc.getAccumulator()) &&
+                   lastUse.lookup(acc.getAccumulator()) == i) {
           // In place: the result takes over the accumulator's buffer and its lifetime.
           offset = offsets.lookup(acc.getAccumulator());
-          if (memorySpaceOf(result) == MemorySpace::Device) {
-            llvm::erase(dying[i], acc.getAccumulator());
-            dying[result.use_empty() ? unsigned(i) : lastUse.lookup(result)].push_back(result);
-          }
-        } else if (memorySpaceOf(result) == MemorySpace::Host) {
-          offset = hostSlot(result);
+          llvm::erase(dying[i], acc.getAccumulator());
+          dies(result, i);
         } else {
-          offset = arena.allocate(storageBytes(result.getType()));
-          // A result nobody reads dies where it is written.
-          dying[result.use_empty() ? unsigned(i) : lastUse.lookup(result)].push_back(result);
+          offset = allocatorOf(result).allocate(storageBytes(result.getType()));
+          // Parameters and constants are written before the step starts: they keep their slot.
+          if (isTemporary(result))
+            dies(result, i);
         }
         offsets[result] = offset;
         resultOffsets.push_back(int64_t(offset));
@@ -157,15 +165,14 @@ struct AllocatePass : public impl::AllocatePassBase<AllocatePass> {
         op.setAttr(kOffsetsAttr, builder.getDenseI64ArrayAttr(resultOffsets));
       if (auto it = dying.find(i); it != dying.end()) {
         for (Value v : it->second)
-          arena.release(offsets.lookup(v), storageBytes(v.getType()));
+          allocatorOf(v).release(offsets.lookup(v), storageBytes(v.getType()));
         dying.erase(it);
       }
     }
-    func->setAttr("sl.device_arena_bytes", builder.getI64IntegerAttr(int64_t(arena.size())));
+    func->setAttr("sl.device_arena_bytes", builder.getI64IntegerAttr(int64_t(device.size())));
     func->setAttr("sl.host_pool_bytes",
-                  builder.getI64IntegerAttr(int64_t(alignUp(hostTop, kHostAlignment))));
+                  builder.getI64IntegerAttr(int64_t(alignUp(host.size(), kHostAlignment))));
   }
 };
-
 } // namespace
 } // namespace sl
