@@ -211,14 +211,20 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     bytes, boundary activations, FLOPs, and the peak live bytes inside every stage function and
     its backward function) as linear functions of the sub-batch size b, predicts device memory,
     host memory, host<->device bytes and step time of the SpeedLoader schedule (or the canonical,
-    ZeRO-3-offload one with `mode=canonical`), and chooses the configuration:
+    ZeRO-3-offload one with `mode=canonical`), and chooses the configuration. Memory is predicted
+    by writing the step of the configuration on the measured copies (`sl-schedule-subbatches`,
+    `cse`) and laying it out as `sl-allocate` does, every value's bytes fitted as a line in b:
+    the device arena (laid out at min(N, 16) sub-batches) and the host pool (at min(N, 4),
+    extrapolated linearly beyond) are what `sl-allocate` will give the step.
 
     - live blocks: `live-blocks`, else 1 (device memory goes to the sub-batch first; more live
       blocks save the transfers of the boundaries inside a group but hold more parameters);
     - sub-batch size: `sub-batch-size`, or `batch / num-sub-batches`, else the largest that fits
-      `device-memory` (a divisor of `batch` when `batch` is given), else `batch`;
+      `device-memory` (a divisor of `batch` when `batch` is given), else `batch`; the arena is
+      checked at the number of sub-batches the step will have, at 16 when `host-memory` is to
+      choose it;
     - number of sub-batches: `num-sub-batches`, or `batch / sub-batch-size`, else the most that
-      fit `host-memory`, else 1.
+      fit `host-memory` (the pool and AdamW's fp32 state), else 1.
 
     A module whose shapes are bound has its sub-batch size fixed by them. Inside `--sl-train`,
     sl-plan runs before the shapes are bound: it compiles two copies of the module to stages,
@@ -231,16 +237,17 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     ```mlir
     module attributes {sl.plan = {mode = "speedloader", sub_batch_size = 4 : i64,
         num_sub_batches = 8 : i64, live_blocks = 1 : i64, predicted_device_bytes = ... : i64,
-        predicted_host_bytes = ... : i64, predicted_step_seconds = ... : f64,
-        parameter_bytes = ... : i64, boundary_activation_bytes = ... : i64}}
+        predicted_host_bytes = ... : i64, predicted_host_pool_bytes = ... : i64,
+        predicted_step_seconds = ... : f64, parameter_bytes = ... : i64,
+        boundary_activation_bytes = ... : i64}}
     ```
 
     A budget nothing fits is an error giving the bytes needed and available. Byte options take a
     plain number or one with a unit: `B`, `KB`, `MB`, `GB`, `TB` (powers of 1000), `KiB`, `MiB`,
     `GiB`, `TiB` (powers of 1024), e.g. `device-memory=80GB host-memory=512GiB`. With `report`,
-    sl-plan prints the figures of every stage, the device memory at its peak and the host
-    memory term by term, bytes moved per step for both modes, and the predicted step time, to
-    standard output.
+    sl-plan prints the figures of every stage, the device arena at its peak (what it holds then,
+    by kind) and the host pool term by term, bytes moved per step for both modes, and the
+    predicted step time, to standard output.
   }];
   let options = [
     Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",

@@ -442,8 +442,6 @@ struct Group {
   double forwardFlops = 0;
   double backwardFlops = 0;
   double recomputeFlops = 0; // forward of all but the last stage: the inputs backward needs
-  double forwardWorkspace = 0;
-  double backwardWorkspace = 0;
 };
 
 SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t b,
@@ -469,8 +467,6 @@ SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t
       group.backwardFlops += stage.backwardFlops.at(b);
       if (s != group.stages.back())
         group.recomputeFlops += stage.forwardFlops.at(b);
-      group.forwardWorkspace = std::max(group.forwardWorkspace, stage.forwardWorkspace.at(b));
-      group.backwardWorkspace = std::max(group.backwardWorkspace, stage.backwardWorkspace.at(b));
     }
     for (const BoundaryValue &value : costs.boundary) {
       bool producedHere = value.producer >= 0 && groupOfStage[value.producer] == int(g);
@@ -500,31 +496,13 @@ SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t
 /// One step of the schedule between parameter fetches: a group's forward over the sub-batches,
 /// the epilogue's forward and backward, or a group's backward.
 struct Phase {
-  std::string name;
-  SmallVector<MemoryTerm> device;
   double hostToDevice = 0, deviceToHost = 0, flops = 0;
-
-  double deviceBytes() const {
-    double total = 0;
-    for (const MemoryTerm &term : device)
-      total += term.bytes;
-    return total;
-  }
 };
-
-std::string groupName(const ModelCosts &costs, const Group &group) {
-  const StageCosts &first = costs.stages[group.stages.front()];
-  if (first.kind != "block")
-    return first.kind;
-  const StageCosts &last = costs.stages[group.stages.back()];
-  if (group.stages.size() == 1)
-    return llvm::formatv("block {0}", first.index).str();
-  return llvm::formatv("blocks {0}-{1}", first.index, last.index).str();
-}
 
 } // namespace
 
-Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine) {
+Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine,
+                   const StepMemoryFn &memory, MemoryQuery query) {
   const int64_t b = config.subBatchSize;
   const double n = double(config.numSubBatches);
   SmallVector<int> groupOfStage;
@@ -549,93 +527,39 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   for (int g : backwardOrder)
     order.push_back({'B', g});
 
-  double modelInputs = 0, allBoundary = 0, pooledActivations = 0;
-  double largestGradient = 0, boundaryActivation = 0;
+  double modelInputs = 0, boundaryActivation = 0;
   for (const BoundaryValue &value : costs.boundary) {
     double bytes = value.bytes.at(b);
-    allBoundary += bytes;
     if (value.producer < 0)
       modelInputs += bytes;
     if (value.isFloat && value.producer >= 0 && !value.returned)
       boundaryActivation = std::max(boundaryActivation, bytes);
-    // The pool keeps, for every sub-batch, each value some group reads from outside itself
-    // (model inputs among them) until that group's backward has recomputed from it.
-    int producerGroup = value.producer >= 0 ? groupOfStage[value.producer] : -1;
-    if (llvm::any_of(value.consumers, [&](int s) { return groupOfStage[s] != producerGroup; }))
-      pooledActivations += bytes;
   }
-  for (const Group &group : groups)
-    largestGradient = std::max(largestGradient, group.outputGradients);
 
+  // Traffic and compute per phase. Both modes offload every group's outputs and input gradients
+  // per sub-batch and prefetch them back; SpeedLoader fetches each group's parameters once per
+  // pass over all the sub-batches, canonical once per sub-batch.
   bool speedloader = config.mode == ScheduleMode::SpeedLoader;
+  double fetches = speedloader ? 1 : n;
   SmallVector<Phase> phases;
-  for (auto [index, step] : llvm::enumerate(order)) {
-    auto [kind, g] = step;
+  for (auto [kind, g] : order) {
     const Group &group = groups[g];
-    double next = index + 1 < order.size() ? groups[order[index + 1].second].parameterBytes : 0;
     Phase phase;
-    phase.name = (kind == 'F'   ? "forward of "
-                  : kind == 'E' ? ""
-                                : "backward of ") +
-                 groupName(costs, group);
-    if (kind == 'E')
-      phase.name += " (forward and backward)";
-    auto term = [&](const char *name, double bytes) {
-      if (bytes > 0)
-        phase.device.push_back({name, bytes});
-    };
-    term("parameters of the group", group.parameterBytes);
-    term("parameters of the next group (prefetched)", next);
-    if (kind != 'F')
-      term("gradient accumulators", group.parameterBytes);
-    if (speedloader) {
-      // Every per-sub-batch buffer is double-buffered: sub-batch j computes while j+1 arrives
-      // and j-1 leaves.
-      if (kind == 'B') {
-        term("inputs and output gradients (2 sub-batches)",
-             2 * (group.inputs + group.outputGradients));
-        term("recomputed boundaries inside the group", group.internal);
-      } else {
-        term("inputs (2 sub-batches)", 2 * group.inputs);
-        term("boundaries inside the group", group.internal);
-      }
-      if (kind == 'F')
-        term("output of the previous sub-batch (offloading)", group.outputs);
-      else
-        term("input gradient of the previous sub-batch (offloading)", group.inputGradients);
-      phase.hostToDevice = group.parameterBytes + n * group.inputs;
-      if (kind == 'B')
-        phase.hostToDevice += n * group.outputGradients;
-      phase.deviceToHost =
-          kind == 'F' ? n * group.outputs : n * group.inputGradients + group.parameterBytes;
-    } else {
-      // Canonical: one sub-batch at a time through the whole model, its boundaries kept on
-      // the device from its forward to its backward; every fetch repeats per sub-batch.
-      term("boundaries of the sub-batch (every stage)", allBoundary);
-      term("inputs of the next sub-batch", modelInputs);
-      if (kind == 'B')
-        term("output gradient", group.outputGradients);
-      phase.hostToDevice = n * group.parameterBytes;
-      phase.deviceToHost = kind == 'F' ? 0 : n * group.parameterBytes;
-    }
-    term("workspace", kind == 'F' ? group.forwardWorkspace : group.backwardWorkspace);
+    phase.hostToDevice = fetches * group.parameterBytes + n * group.inputs;
+    if (kind == 'B')
+      phase.hostToDevice += n * group.outputGradients;
+    phase.deviceToHost = kind == 'F' ? n * group.outputs
+                                     : n * group.inputGradients + fetches * group.parameterBytes;
     double flops = kind == 'F'   ? group.forwardFlops
                    : kind == 'E' ? group.forwardFlops + group.backwardFlops
                                  : group.backwardFlops + group.recomputeFlops;
     phase.flops = n * flops;
     phases.push_back(std::move(phase));
   }
-  if (!speedloader && !phases.empty())
-    phases.front().hostToDevice += n * modelInputs;
 
   Prediction p;
   p.boundaryActivationBytes = boundaryActivation;
   for (const Phase &phase : phases) {
-    if (phase.deviceBytes() > p.deviceBytes || p.devicePeakPhase.empty()) {
-      p.deviceBytes = phase.deviceBytes();
-      p.devicePeakPhase = phase.name;
-      p.deviceTerms = phase.device;
-    }
     p.hostToDeviceBytes += phase.hostToDevice;
     p.deviceToHostBytes += phase.deviceToHost;
     p.computeSeconds += phase.flops / machine.flopsPerSecond;
@@ -651,25 +575,17 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
     p.stepSeconds += groups[order.back().second].parameterBytes / machine.linkBytesPerSecond;
   }
 
-  // Host: ZeRO-3 shards parameters, gradients and optimizer state over the ranks; each rank
-  // keeps its own sub-batches' activations.
-  double world = double(std::max<int64_t>(1, config.world));
-  auto host = [&](const char *name, double bytes) {
-    if (bytes > 0)
-      p.hostTerms.push_back({name, bytes});
-  };
-  host("parameters", double(costs.parameterBytes) / world);
-  host("gradients", double(costs.parameterBytes) / world);
-  host("optimizer state (fp32 master weights, 2 moments)",
-       3 * double(costs.parameterBytesFp32) / world);
-  if (speedloader) {
-    host("boundary activations (every group's inputs, N sub-batches)", n * pooledActivations);
-    host("activation gradients (2 groups x N sub-batches)", 2 * n * largestGradient);
-  } else {
-    host("model inputs (N sub-batches)", n * modelInputs);
-  }
-  for (const MemoryTerm &term : p.hostTerms)
-    p.hostBytes += term.bytes;
+  // Memory: the step laid out as sl-allocate lays it out. The host also keeps AdamW's fp32
+  // master weights and two moments, outside the pool, sharded over the ranks by ZeRO-3.
+  StepMemory step = memory(config, query);
+  p.deviceBytes = step.deviceArenaBytes;
+  p.devicePeak = step.devicePeak;
+  p.deviceTerms = step.deviceTerms;
+  p.hostPoolBytes = step.hostPoolBytes;
+  p.hostTerms = step.hostTerms;
+  p.optimizerStateBytes =
+      3 * double(costs.parameterBytesFp32) / double(std::max<int64_t>(1, config.world));
+  p.hostBytes = p.hostPoolBytes + p.optimizerStateBytes;
   return p;
 }
 
@@ -706,7 +622,7 @@ std::string bytesWithCount(double bytes) {
 } // namespace
 
 FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request,
-                             const Machine &machine,
+                             const Machine &machine, const StepMemoryFn &memory,
                              llvm::function_ref<InFlightDiagnostic()> emitError) {
   if (request.batch < 0 || request.subBatchSize < 0 || request.numSubBatches < 0 ||
       request.liveBlocks < 0 || request.world < 1)
@@ -743,30 +659,54 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
       b = request.batch / n;
   }
 
-  auto predictAt = [&](int64_t size, int64_t count) {
+  bool unschedulable = false;
+  auto predictAt = [&](int64_t size, int64_t count, bool device) {
     PlanConfig c = config;
     c.subBatchSize = size;
     c.numSubBatches = count;
-    return predict(costs, c, machine);
+    MemoryQuery query;
+    query.device = device;
+    query.host = !device;
+    Prediction p = predict(costs, c, machine, memory, query);
+    // A step that cannot be scheduled needs infinite memory; its error is out already.
+    unschedulable |= std::isinf(p.deviceBytes) || std::isinf(p.hostBytes);
+    return p;
   };
-  auto deviceTooSmall = [&](int64_t size) {
+  // The device must hold the step at the number of sub-batches it will have: the one given (or
+  // batch / b); when the host budget chooses it later, any number (the arena stops growing at
+  // kDeviceLaidOutSubBatches, the most it is laid out at); else 1.
+  auto deviceCount = [&](int64_t size) -> int64_t {
+    if (n)
+      return n;
+    if (request.batch)
+      return request.batch / size;
+    return request.hostBudget ? kDeviceLaidOutSubBatches : 1;
+  };
+  auto deviceTooSmall = [&](int64_t size) -> LogicalResult {
+    double needs = predictAt(size, deviceCount(size), true).deviceBytes;
+    if (unschedulable)
+      return failure();
     return emitError() << "sl-plan: sub-batch-size=" << size
                        << " with live-blocks=" << config.liveBlocks << " needs "
-                       << bytesWithCount(predictAt(size, 1).deviceBytes)
+                       << bytesWithCount(needs)
                        << " of device memory, more than the budget of "
                        << bytesWithCount(*request.deviceBudget);
   };
-  auto hostTooSmall = [&](int64_t size, int64_t count) {
+  auto hostTooSmall = [&](int64_t size, int64_t count) -> LogicalResult {
+    double needs = predictAt(size, count, false).hostBytes;
+    if (unschedulable)
+      return failure();
     return emitError() << "sl-plan: num-sub-batches=" << count << " of sub-batch-size=" << size
-                       << " needs " << bytesWithCount(predictAt(size, count).hostBytes)
+                       << " needs " << bytesWithCount(needs)
                        << " of host memory, more than the budget of "
                        << bytesWithCount(*request.hostBudget);
   };
   auto deviceFits = [&](int64_t size) {
-    return !request.deviceBudget || predictAt(size, 1).deviceBytes <= *request.deviceBudget;
+    return !request.deviceBudget ||
+           predictAt(size, deviceCount(size), true).deviceBytes <= *request.deviceBudget;
   };
   auto hostFits = [&](int64_t size, int64_t count) {
-    return !request.hostBudget || predictAt(size, count).hostBytes <= *request.hostBudget;
+    return !request.hostBudget || predictAt(size, count, false).hostBytes <= *request.hostBudget;
   };
 
   bool chooseSubBatch = !b;
@@ -808,6 +748,8 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
   } else if (!hostFits(b, n)) {
     return hostTooSmall(b, n);
   }
+  if (unschedulable)
+    return failure();
   config.subBatchSize = b;
   config.numSubBatches = n;
   return config;

@@ -833,6 +833,7 @@ void ExplicitStepEmitter::addPlan() {
   p->set_live_blocks(uint32_t(integer("live_blocks")));
   p->set_predicted_device_bytes(uint64_t(integer("predicted_device_bytes")));
   p->set_predicted_host_bytes(uint64_t(integer("predicted_host_bytes")));
+  p->set_predicted_host_pool_bytes(uint64_t(integer("predicted_host_pool_bytes")));
   if (auto seconds = plan.getAs<FloatAttr>("predicted_step_seconds"))
     p->set_predicted_step_seconds(seconds.getValueAsDouble());
   p->set_parameter_bytes(uint64_t(integer("parameter_bytes")));

@@ -4,23 +4,28 @@
 // Runs the cost model (sl/Analysis/CostModel.h) on the module, chooses sub-batch size, number of
 // sub-batches and live blocks for the budgets and fixed values given, and records the choice and
 // its predictions as the module attribute `sl.plan`, which sl-bind-shapes,
-// sl-schedule-subbatches and the schedule emitter read.
+// sl-schedule-subbatches and the schedule emitter read. Device and host memory are predicted by
+// scheduling the step of each candidate configuration on the copies of the module the analysis
+// measured (sl-schedule-subbatches, cse) and laying it out as sl-allocate does (StepMemory.h).
 //
 //===--------------------------------------------------------------------------------------------===//
 
 #include "sl/Analysis/CostModel.h"
+#include "sl/Analysis/StepMemory.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <map>
 
 namespace sl {
 #define GEN_PASS_DEF_PLANPASS
@@ -43,6 +48,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    state = std::make_shared<State>();
     // Errors name the module, not print it: the whole model would follow the message.
     auto emitError = [&] { return mlir::emitError(module.getLoc()); };
 
@@ -70,13 +76,153 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     FailureOr<sl::ModelCosts> costs = analyse(module);
     if (failed(costs))
       return signalPassFailure();
-    FailureOr<sl::PlanConfig> config = sl::choose(*costs, request, machine, emitError);
-    if (failed(config))
+    sl::StepMemoryFn memory = [&](const sl::PlanConfig &config, sl::MemoryQuery query) {
+      return stepMemory(*costs, config, query);
+    };
+    FailureOr<sl::PlanConfig> config = sl::choose(*costs, request, machine, memory, emitError);
+    if (state->schedulingFailed || failed(config))
       return signalPassFailure();
-    sl::Prediction prediction = sl::predict(*costs, *config, machine);
+    sl::Prediction prediction =
+        sl::predict(*costs, *config, machine, memory, sl::MemoryQuery{true, true, true});
+    if (state->schedulingFailed)
+      return signalPassFailure();
     module->setAttr("sl.plan", planAttr(*costs, *config, prediction));
     if (report)
-      printReport(llvm::outs(), *costs, *config, machine, prediction);
+      printReport(llvm::outs(), *costs, *config, machine, memory, prediction);
+    state.reset();
+  }
+
+  //===------------------------------------------------------------------------------------------===//
+  // Memory: the step of a configuration, scheduled on the measured copies and laid out
+  //===------------------------------------------------------------------------------------------===//
+
+  /// The step of one (mode, live blocks, sub-batches) scheduled on every probe.
+  struct Scheduled {
+    SmallVector<OwningOpRef<ModuleOp>> modules;
+    // The step's memory as a function of b; without it (the probes' steps differ in shape), one
+    // footprint per probe, bound at its size.
+    std::optional<sl::StepFootprint> footprint;
+    SmallVector<sl::StepFootprint> perProbe;
+  };
+
+  Scheduled *schedule(sl::ScheduleMode mode, int64_t liveBlocks, int64_t count) {
+    auto key = std::make_tuple(int(mode), liveBlocks, count);
+    if (auto it = state->scheduled.find(key); it != state->scheduled.end())
+      return it->second.get();
+    auto entry = std::make_unique<Scheduled>();
+    SmallVector<Block *> steps;
+    for (auto &[probe, size] : state->probes) {
+      OwningOpRef<ModuleOp> copy = probe->clone();
+      (*copy)->removeAttr("sl.plan");
+      PassManager pm(getOperation().getContext());
+      sl::ScheduleSubBatchesPassOptions options;
+      options.mode = sl::stringifyScheduleMode(mode).str();
+      options.numSubBatches = count;
+      options.liveBlocks = liveBlocks;
+      pm.addPass(sl::createScheduleSubBatchesPass(options));
+      pm.addPass(mlir::createCSEPass());
+      auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>("train_step")
+                                           : func::FuncOp();
+      if (!step) {
+        if (!state->schedulingFailed)
+          mlir::emitError(getOperation().getLoc(), "sl-plan: scheduling a copy of the model (")
+              << sl::stringifyScheduleMode(mode) << ", " << count
+              << " sub-batches, live-blocks=" << liveBlocks
+              << ") to predict its memory failed (see the errors above)";
+        state->schedulingFailed = true;
+        return nullptr;
+      }
+      steps.push_back(&step.getBody().front());
+      entry->modules.push_back(std::move(copy));
+    }
+    if (steps.size() == 2)
+      entry->footprint =
+          sl::StepFootprint::fit(*steps[0], state->probes[0].second, *steps[1],
+                                 state->probes[1].second);
+    else
+      entry->footprint = sl::StepFootprint::bound(*steps[0]);
+    if (!entry->footprint)
+      for (Block *step : steps)
+        entry->perProbe.push_back(sl::StepFootprint::bound(*step));
+    return (state->scheduled[key] = std::move(entry)).get();
+  }
+
+  /// The memory of one scheduled step at sub-batch size b.
+  sl::StepMemory memoryAt(const Scheduled &step, int64_t b, bool terms) {
+    if (step.footprint)
+      return step.footprint->at(b, terms);
+    // Folding made the probes' steps differ: a line through the two probes' layouts.
+    int64_t b1 = state->probes[0].second, b2 = state->probes[1].second;
+    sl::StepMemory m1 = step.perProbe[0].at(b1, false), m2 = step.perProbe[1].at(b2, false);
+    auto line = [&](double y1, double y2) {
+      return std::max({y1, y2, y1 + (y2 - y1) / double(b2 - b1) * double(b - b1)});
+    };
+    sl::StepMemory memory;
+    memory.deviceArenaBytes = line(m1.deviceArenaBytes, m2.deviceArenaBytes);
+    memory.hostPoolBytes = line(m1.hostPoolBytes, m2.hostPoolBytes);
+    memory.devicePeak = "extrapolated from the steps at the two probe sizes";
+    return memory;
+  }
+
+  sl::StepMemory stepMemory(const sl::ModelCosts &costs, const sl::PlanConfig &config,
+                            sl::MemoryQuery query) {
+    sl::StepMemory memory;
+    int64_t b = config.subBatchSize, n = config.numSubBatches;
+    auto laidOut = [&](int64_t count, bool terms) -> std::optional<sl::StepMemory> {
+      Scheduled *step = schedule(config.mode, config.liveBlocks, count);
+      if (!step)
+        return std::nullopt;
+      return memoryAt(*step, b, terms);
+    };
+    if (query.device) {
+      std::optional<sl::StepMemory> step =
+          laidOut(std::min(n, sl::kDeviceLaidOutSubBatches), query.terms);
+      if (!step)
+        return unschedulable();
+      memory.deviceArenaBytes = step->deviceArenaBytes;
+      memory.devicePeak = step->devicePeak;
+      memory.deviceTerms = step->deviceTerms;
+    }
+    if (!query.host)
+      return memory;
+    constexpr int64_t most = sl::kHostLaidOutSubBatches;
+    std::optional<sl::StepMemory> atMost = laidOut(std::min(n, most), query.terms);
+    if (!atMost)
+      return unschedulable();
+    memory.hostPoolBytes = atMost->hostPoolBytes;
+    memory.hostTerms = atMost->hostTerms;
+    if (n <= most)
+      return memory;
+    // Every slot of the pool is one per sub-batch or one per step but the inputs, one slot of
+    // the whole batch each: extrapolate the others from the steps at most - 1 and most
+    // sub-batches.
+    std::optional<sl::StepMemory> before = laidOut(most - 1, query.terms);
+    if (!before)
+      return unschedulable();
+    auto inputs = [&](int64_t count) {
+      double total = 0;
+      for (const sl::BoundaryValue &value : costs.boundary)
+        if (value.producer < 0)
+          total += double(sl::alignUp(uint64_t(std::llround(value.bytes.at(b))) * count,
+                                      sl::kHostAlignment));
+      return total;
+    };
+    auto extrapolate = [&](double atMostBytes, double beforeBytes) {
+      return atMostBytes + double(n - most) * (atMostBytes - beforeBytes);
+    };
+    memory.hostPoolBytes = extrapolate(atMost->hostPoolBytes - inputs(most),
+                                       before->hostPoolBytes - inputs(most - 1)) +
+                           inputs(n);
+    for (auto [term, old] : llvm::zip(memory.hostTerms, before->hostTerms))
+      term.bytes = term.name == sl::kInputsTerm ? inputs(n) : extrapolate(term.bytes, old.bytes);
+    return memory;
+  }
+
+  /// What a configuration that could not be scheduled needs: more than any budget.
+  static sl::StepMemory unschedulable() {
+    sl::StepMemory memory;
+    memory.deviceArenaBytes = memory.hostPoolBytes = HUGE_VAL;
+    return memory;
   }
 
   LogicalResult parseBudget(llvm::StringRef option, llvm::StringRef text,
@@ -92,11 +238,16 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     return success();
   }
 
+  /// Measures the module, keeping the copies measured (bound at the sizes given) as state->probes.
   FailureOr<sl::ModelCosts> analyse(ModuleOp module) {
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     bool hasStages = forward && !forward.isExternal() && !forward.getOps<sl::LayerOp>().empty();
-    if (hasStages || !buildStages)
-      return sl::analyseBoundModule(module);
+    if (hasStages || !buildStages) {
+      FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(module);
+      if (succeeded(costs))
+        state->probes.emplace_back(module.clone(), costs->boundSubBatchSize);
+      return costs;
+    }
 
     // A model exported with static shapes has one size to measure it at.
     bool bound = llvm::all_of(forward.getArgumentTypes(), [](Type type) {
@@ -107,7 +258,10 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       FailureOr<OwningOpRef<ModuleOp>> copy = compileCopy(module, 0);
       if (failed(copy))
         return failure();
-      return sl::analyseBoundModule(**copy);
+      FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(**copy);
+      if (succeeded(costs))
+        state->probes.emplace_back(std::move(*copy), costs->boundSubBatchSize);
+      return costs;
     }
     // Shapes are not bound yet: compile two copies as far as the stages, at two sub-batch sizes,
     // and fit every figure from the pair.
@@ -117,7 +271,12 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     FailureOr<OwningOpRef<ModuleOp>> large = compileCopy(module, kProbeLarge);
     if (failed(large))
       return failure();
-    return sl::fitModules(**small, kProbeSmall, **large, kProbeLarge);
+    FailureOr<sl::ModelCosts> costs = sl::fitModules(**small, kProbeSmall, **large, kProbeLarge);
+    if (succeeded(costs)) {
+      state->probes.emplace_back(std::move(*small), kProbeSmall);
+      state->probes.emplace_back(std::move(*large), kProbeLarge);
+    }
+    return costs;
   }
 
   FailureOr<OwningOpRef<ModuleOp>> compileCopy(ModuleOp module, int64_t subBatchSize) {
@@ -146,6 +305,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
         b.getNamedAttr("live_blocks", b.getI64IntegerAttr(config.liveBlocks)),
         b.getNamedAttr("predicted_device_bytes", bytes(prediction.deviceBytes)),
         b.getNamedAttr("predicted_host_bytes", bytes(prediction.hostBytes)),
+        b.getNamedAttr("predicted_host_pool_bytes", bytes(prediction.hostPoolBytes)),
         b.getNamedAttr("predicted_step_seconds", b.getF64FloatAttr(prediction.stepSeconds)),
         b.getNamedAttr("parameter_bytes", b.getI64IntegerAttr(costs.parameterBytes)),
         b.getNamedAttr("boundary_activation_bytes", bytes(prediction.boundaryActivationBytes)),
@@ -154,6 +314,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
 
   static void printReport(llvm::raw_ostream &os, const sl::ModelCosts &costs,
                           const sl::PlanConfig &config, const sl::Machine &machine,
+                          const sl::StepMemoryFn &memory,
                           const sl::Prediction &prediction) {
     auto bytes = [](double value) {
       return llvm::formatv("{0,11} ({1} bytes)", sl::formatBytes(value), int64_t(std::ceil(value)))
@@ -185,18 +346,23 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     os << "parameters (P):             " << bytes(double(costs.parameterBytes)) << "\n";
     os << "boundary activation (A):    " << bytes(prediction.boundaryActivationBytes)
        << " per sub-batch\n";
-    os << "device memory:              " << bytes(prediction.deviceBytes) << " at its peak, "
-       << prediction.devicePeakPhase << "\n";
+    // Memory is the step laid out as sl-allocate lays it out: terms are buffers rounded up to
+    // the alignment (256 bytes on the device, 64 on the host).
+    os << "device arena:               " << bytes(prediction.deviceBytes) << " at its peak, "
+       << prediction.devicePeak << "\n";
     for (const sl::MemoryTerm &term : prediction.deviceTerms)
-      os << llvm::formatv("  {0,-56}{1}\n", term.name, bytes(term.bytes));
+      os << llvm::formatv("  {0,-62}{1}\n", term.name, bytes(term.bytes));
     os << "host memory:                " << bytes(prediction.hostBytes) << "\n";
+    os << llvm::formatv("  {0,-62}{1}\n", "host pool", bytes(prediction.hostPoolBytes));
     for (const sl::MemoryTerm &term : prediction.hostTerms)
-      os << llvm::formatv("  {0,-56}{1}\n", term.name, bytes(term.bytes));
+      os << llvm::formatv("    {0,-60}{1}\n", term.name, bytes(term.bytes));
+    os << llvm::formatv("  {0,-62}{1}\n", "optimizer state (fp32 master weights, 2 moments)",
+                        bytes(prediction.optimizerStateBytes));
     os << "bytes moved per step:\n";
     for (sl::ScheduleMode mode : {sl::ScheduleMode::SpeedLoader, sl::ScheduleMode::Canonical}) {
       sl::PlanConfig other = config;
       other.mode = mode;
-      sl::Prediction moved = sl::predict(costs, other, machine);
+      sl::Prediction moved = sl::predict(costs, other, machine, memory);
       os << llvm::formatv("  {0,-12} host->device {1}, device->host {2}\n",
                           sl::stringifyScheduleMode(mode), bytes(moved.hostToDeviceBytes),
                           bytes(moved.deviceToHostBytes));
@@ -206,6 +372,15 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
   }
 
   sl::StagePipelineBuilder buildStages;
+  // Per run (shared, not copied, by clones of the pass; runOnOperation starts it afresh): the
+  // copies of the module the costs were measured on with the sub-batch size each is bound at,
+  // and the steps scheduled on them.
+  struct State {
+    SmallVector<std::pair<OwningOpRef<ModuleOp>, int64_t>> probes;
+    std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<Scheduled>> scheduled;
+    bool schedulingFailed = false;
+  };
+  std::shared_ptr<State> state;
 };
 
 } // namespace

@@ -25,6 +25,7 @@ nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &bac
             {"live_blocks", p.live_blocks()},
             {"predicted_device_bytes", p.predicted_device_bytes()},
             {"predicted_host_bytes", p.predicted_host_bytes()},
+            {"predicted_host_pool_bytes", p.predicted_host_pool_bytes()},
             {"predicted_step_seconds", p.predicted_step_seconds()},
             {"parameter_bytes", p.parameter_bytes()},
             {"boundary_activation_bytes", p.boundary_activation_bytes()}};

@@ -14,7 +14,7 @@
 // RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=16KiB" | FileCheck %s --check-prefix=HOST16
 // RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=32KiB" | FileCheck %s --check-prefix=HOST32
 // RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=64KiB" | FileCheck %s --check-prefix=HOST64
-// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=8KiB" | FileCheck %s --check-prefix=DIVISOR
+// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=7KiB" | FileCheck %s --check-prefix=DIVISOR
 // RUN: sl-opt %s --sl-train="seq=3" -verify-diagnostics -o /dev/null
 
 // `batch=B seq=S` alone: one sub-batch of B, bound at B, as before planning existed.
@@ -31,24 +31,31 @@
 // FIXED: func.func private @prologue(%{{.+}}: tensor<3x3xi64>
 // FIXED: func.func @train_step(%{{.+}}: tensor<15x3xi64>
 
-// The largest sub-batch that fits grows with the device budget: 2 (3808 bytes) in 4096, where
-// 3 needs 4816; 6 (7904) in 8192, where 7 needs 9008; 13 in 16384; 58 in 65536.
-// DEV4: predicted_device_bytes = 3808 : i64, {{.*}}sub_batch_size = 2 : i64
-// SUB3: predicted_device_bytes = 4816 : i64
-// DEV8: predicted_device_bytes = 7904 : i64, {{.*}}sub_batch_size = 6 : i64
-// SUB7: predicted_device_bytes = 9008 : i64
-// DEV16: predicted_device_bytes = 15632 : i64, {{.*}}sub_batch_size = 13 : i64
-// DEV64: predicted_device_bytes = 65312 : i64, {{.*}}sub_batch_size = 58 : i64
-// DEV64: func.func @train_step(%{{.+}}: tensor<58x3xi64>
+// The largest sub-batch that fits grows with the device budget. With no number of sub-batches
+// and no host budget to choose one, the step has one sub-batch, and the arena (the step laid out
+// as sl-allocate lays it out, buffers in 256-byte units) is 5 sequences: 4096 bytes in 4096,
+// where 6 need 4864; 13 (8192) in 8192, where 14 need 8960; 29 (16128) in 16384, where 30 need
+// 16896; 126 (65280) in 65536, where 127 need 65792.
+// DEV4: predicted_device_bytes = 4096 : i64, {{.*}}sub_batch_size = 5 : i64
+// SUB3: predicted_device_bytes = 3584 : i64
+// DEV8: predicted_device_bytes = 8192 : i64, {{.*}}sub_batch_size = 13 : i64
+// SUB7: predicted_device_bytes = 5376 : i64
+// DEV16: predicted_device_bytes = 16128 : i64, {{.*}}sub_batch_size = 29 : i64
+// DEV64: predicted_device_bytes = 65280 : i64, {{.*}}sub_batch_size = 126 : i64
+// DEV64: func.func @train_step(%{{.+}}: tensor<126x3xi64>
 
-// The number of sub-batches grows with the host budget: 7680 bytes of parameters, gradients and
-// AdamW state, and 1056 more per sub-batch of 2 (its boundary values and input gradients).
-// HOST16: num_sub_batches = 8 : i64, {{.*}}predicted_host_bytes = 16128 : i64, {{.*}}sub_batch_size = 2 : i64
-// HOST32: num_sub_batches = 23 : i64, {{.*}}predicted_host_bytes = 31968 : i64
-// HOST64: num_sub_batches = 54 : i64, {{.*}}predicted_host_bytes = 64704 : i64
+// The number of sub-batches grows with the host budget. AdamW's state (4608 bytes) and the
+// pool: parameters, their gradient slots, constants and the loss (3328), per sub-batch of 2
+// seven 192-byte boundary and gradient slots (1344), and the ids and labels of the whole batch
+// (48 bytes a sub-batch each, in slots rounded up to 64). 5 sub-batches take 15168 bytes of
+// 16384, where 6 take 16640.
+// HOST16: num_sub_batches = 5 : i64, {{.*}}predicted_host_bytes = 15168 : i64, predicted_host_pool_bytes = 10560 : i64, {{.*}}sub_batch_size = 2 : i64
+// HOST32: num_sub_batches = 17 : i64, {{.*}}predicted_host_bytes = 32448 : i64
+// HOST64: num_sub_batches = 40 : i64, {{.*}}predicted_host_bytes = 65536 : i64
 
-// With a batch, the sub-batch is the largest divisor of it that fits: 6 of 12, twice.
-// DIVISOR: num_sub_batches = 2 : i64, {{.*}}predicted_device_bytes = 7904 : i64, {{.*}}sub_batch_size = 6 : i64
+// With a batch, the sub-batch is the largest divisor of it that fits, at the number of
+// sub-batches it makes: 12 (one sub-batch) and 6 (two) need 7680 bytes, 4 (three) 6656.
+// DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6656 : i64, {{.*}}sub_batch_size = 4 : i64
 
 // expected-error @+1 {{sl-plan: nothing sets the sub-batch size: give batch=, sub-batch-size= or a device-memory= budget to choose it from}}
 module {

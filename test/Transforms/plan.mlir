@@ -3,9 +3,9 @@
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 mode=canonical link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=CANONICAL
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 live-blocks=2 report" -o /dev/null | FileCheck %s --check-prefix=LIVE2
 // RUN: sl-opt %s --sl-plan="batch=6" | FileCheck %s --check-prefix=BATCH
-// RUN: sl-opt %s --sl-plan="host-memory=10848" | FileCheck %s --check-prefix=HOST3
-// RUN: sl-opt %s --sl-plan="host-memory=10847" | FileCheck %s --check-prefix=HOST2
-// RUN: sl-opt %s --sl-plan="device-memory=3232B host-memory=1GiB num-sub-batches=1" | FileCheck %s --check-prefix=EXACT
+// RUN: sl-opt %s --sl-plan="host-memory=11776" | FileCheck %s --check-prefix=HOST3
+// RUN: sl-opt %s --sl-plan="host-memory=11775" | FileCheck %s --check-prefix=HOST2
+// RUN: sl-opt %s --sl-plan="device-memory=2816B host-memory=1GiB num-sub-batches=1" | FileCheck %s --check-prefix=EXACT
 
 // A model bound at sub-batch size 2 (3 tokens, width 8, vocabulary 16) whose every figure is
 // worked out by hand below. Link and compute rates of 1000 bytes/s and 1000 FLOP/s make seconds
@@ -35,73 +35,86 @@
 // REPORT-NEXT: parameters (P): 1.50 KiB (1536 bytes)
 // REPORT-NEXT: boundary activation (A): 192 B (192 bytes) per sub-batch
 //
-// The device peaks in the epilogue: its parameters and gradient accumulator (512 each), block
-// 1's parameters fetched for the backward (256), two sub-batches of inputs (2 x 240), the
-// previous sub-batch's input gradient on its way out (192) and the workspace (1280).
-// REPORT-NEXT: device memory: 3.16 KiB (3232 bytes) at its peak, epilogue (forward and backward)
-// REPORT-NEXT: parameters of the group 512 B (512 bytes)
-// REPORT-NEXT: parameters of the next group (prefetched) 256 B (256 bytes)
-// REPORT-NEXT: gradient accumulators 512 B (512 bytes)
-// REPORT-NEXT: inputs (2 sub-batches) 480 B (480 bytes)
-// REPORT-NEXT: input gradient of the previous sub-batch (offloading) 192 B (192 bytes)
-// REPORT-NEXT: workspace 1.25 KiB (1280 bytes)
+// Memory is the step sl-schedule-subbatches writes, laid out as sl-allocate lays it out: device
+// buffers rounded up to 256 bytes (every buffer here takes one or two such units), host slots to
+// 64. The arena peaks in the epilogue's pass (forward and backward fused), at the weight gradient
+// of sub-batch 1, while sub-batch 2 has arrived and sub-batch 0's input gradient waits to leave:
+// - the 1/N constant (256);
+// - the head (512) and block 1's weights, fetched for the next pass (256): 768;
+// - sub-batch 2's hidden state and labels (256 each): 512;
+// - computed: head^T (512), sub-batch 0's dh (256, being offloaded) and head gradient (512,
+//   about to be accumulated), the loss so far (256), sub-batch 1's dlogits (384: 512), dh (256),
+//   h^T (256) and head gradient (512): 3072;
+// - two 256-byte ranges best fit left free between them: 512. In all 5120.
+// REPORT-NEXT: device arena: 5.00 KiB (5120 bytes) at its peak, op 77 of the step (sl.matmul); parameters of epilogue, layers 1 on the device
+// REPORT-NEXT: constants (prefetched once) 256 B (256 bytes)
+// REPORT-NEXT: parameters (this group's, the next one's) 768 B (768 bytes)
+// REPORT-NEXT: computed values (activations, gradients) 3.00 KiB (3072 bytes)
+// REPORT-NEXT: prefetched boundary values and gradients 512 B (512 bytes)
+// REPORT-NEXT: free ranges between them (fragmentation) 512 B (512 bytes)
 //
-// Host: P, gradients P, AdamW 3 x 1536; the pool keeps ids, labels and three hidden states per
-// sub-batch (672 x 3) and two groups of input gradients (2 x 3 x 192).
-// REPORT-NEXT: host memory: 10.59 KiB (10848 bytes)
+// The host pool: ids and labels of the whole batch (144 B each: 192), three host constants (two
+// reshape shapes and 1/N, 64 each), the parameters (1536), per sub-batch the offloaded outputs
+// of the prologue and both blocks and the input gradients of both blocks and the epilogue
+// (6 x 192 x 3 = 3456), the loss (64) and one gradient slot per parameter (1536): 7168. AdamW's
+// fp32 master weights and moments (3 x 1536) are kept beside the pool.
+// REPORT-NEXT: host memory: 11.50 KiB (11776 bytes)
+// REPORT-NEXT: host pool 7.00 KiB (7168 bytes)
+// REPORT-NEXT: inputs (the whole batch) 384 B (384 bytes)
+// REPORT-NEXT: constants 192 B (192 bytes)
 // REPORT-NEXT: parameters 1.50 KiB (1536 bytes)
-// REPORT-NEXT: gradients 1.50 KiB (1536 bytes)
+// REPORT-NEXT: offloaded boundaries and gradients (per group, sub-batch) 3.38 KiB (3456 bytes)
+// REPORT-NEXT: loss 64 B (64 bytes)
+// REPORT-NEXT: parameter gradients (one slot per offload) 1.50 KiB (1536 bytes)
 // REPORT-NEXT: optimizer state (fp32 master weights, 2 moments) 4.50 KiB (4608 bytes)
-// REPORT-NEXT: boundary activations (every group's inputs, N sub-batches) 1.97 KiB (2016 bytes)
-// REPORT-NEXT: activation gradients (2 groups x N sub-batches) 1.12 KiB (1152 bytes)
 //
 // Host to device, SpeedLoader: forward 512+3*48, 256+3*192 (twice); epilogue 512+3*240;
 // backward 256+3*(192+192) (twice), 512+3*(48+192): 7600. Device to host: forward 3*192
 // (three times); epilogue 3*192+512; backward 3*192+256 (twice), 512: 4992.
-// Canonical: every fetch per sub-batch, 3 x (1024 forward + 512 epilogue + 1024 backward) plus
-// 3 x 96 of ids and labels = 7968; gradients 3 x 1536 = 4608.
+// Canonical moves the same boundaries and gradients but fetches and offloads every group's
+// parameters once per sub-batch: 7600 + 2 x 2560 = 12720 and 4992 + 2 x 1536 = 8064.
 // REPORT-NEXT: bytes moved per step:
 // REPORT-NEXT: speedloader host->device 7.42 KiB (7600 bytes), device->host 4.88 KiB (4992 bytes)
-// REPORT-NEXT: canonical host->device 7.78 KiB (7968 bytes), device->host 4.50 KiB (4608 bytes)
+// REPORT-NEXT: canonical host->device 12.42 KiB (12720 bytes), device->host 7.88 KiB (8064 bytes)
 //
 // Step: the larger of compute and each link direction per phase, 656 + 2448 + 2448 + 18723 +
 // 4752 + 4752 + 1232 = 35011, plus the first fetch and the last offload (512 each); compute
 // 3 x (48 + 2 x 816 + 1537 + 4704 + 2 x 1584 + 128) = 33651.
 // REPORT-NEXT: step time: 3.6035e+01 s predicted (3.3651e+01 s of compute)
 
-// CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 3232 : i64, predicted_host_bytes = 10848 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
+// CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 5120 : i64, predicted_host_bytes = 11776 : i64, predicted_host_pool_bytes = 7168 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
 
-// Canonical keeps a sub-batch's boundaries on the device from its forward to its backward:
-// the epilogue holds every boundary value (48 + 3 x 192 + 48 + 4 = 676), the next sub-batch's
-// ids and labels (96), and no activation pool on the host.
+// Canonical runs one sub-batch at a time through the whole model, so no sub-batch's values
+// overlap another's: the arena peaks in the epilogue at the constant, the same parameters
+// (768), one sub-batch's hidden state and labels (512) and five computed buffers (1280), with a
+// 256-byte hole: 3072. Its pool has a gradient slot per parameter per sub-batch (3 x 1536).
 // CANONICAL: sl-plan: canonical, 3 sub-batches of 2 (batch 6)
-// CANONICAL: device memory: 3.25 KiB (3332 bytes) at its peak, epilogue (forward and backward)
-// CANONICAL: boundaries of the sub-batch (every stage) 676 B (676 bytes)
-// CANONICAL: inputs of the next sub-batch 96 B (96 bytes)
-// CANONICAL: host memory: 7.78 KiB (7968 bytes)
-// CANONICAL: model inputs (N sub-batches) 288 B (288 bytes)
+// CANONICAL: device arena: 3.00 KiB (3072 bytes) at its peak
+// CANONICAL: host pool 10.00 KiB (10240 bytes)
+// CANONICAL: parameter gradients (one slot per offload) 4.50 KiB (4608 bytes)
 
 // Two live blocks: the blocks are one group whose parameters (512) are fetched while the
-// epilogue runs, so its peak grows by 256 to 3488; the boundary between the two blocks is never
+// epilogue runs, so its peak grows by 256 to 5376; the boundary between the two blocks is never
 // offloaded or prefetched (3 x 192 less to the device in the forward, 3 x 384 less in the
-// backward, 3 x 192 less back), nor pooled on the host (3 x 192 less).
+// backward, 3 x 192 less back), nor pooled on the host (3 x 2 x 192 less).
 // LIVE2: sl-plan: speedloader, 3 sub-batches of 2 (batch 6), live-blocks 2, world 1
-// LIVE2: device memory: 3.41 KiB (3488 bytes) at its peak, epilogue (forward and backward)
-// LIVE2: parameters of the next group (prefetched) 512 B (512 bytes)
-// LIVE2: host memory: 10.03 KiB (10272 bytes)
-// LIVE2: boundary activations (every group's inputs, N sub-batches) 1.41 KiB (1440 bytes)
+// LIVE2: device arena: 5.25 KiB (5376 bytes) at its peak, {{.*}} parameters of epilogue, layers 0-1 on the device
+// LIVE2: parameters (this group's, the next one's) 1.00 KiB (1024 bytes)
+// LIVE2: host memory: 10.38 KiB (10624 bytes)
+// LIVE2: offloaded boundaries and gradients (per group, sub-batch) 2.25 KiB (2304 bytes)
 // LIVE2: speedloader host->device 5.73 KiB (5872 bytes), device->host 3.75 KiB (3840 bytes)
 
 // batch = sub-batch size (the bound 2) x num-sub-batches.
 // BATCH: mode = "speedloader", num_sub_batches = 3 : i64, {{.*}} sub_batch_size = 2 : i64
 
-// Host memory grows by 672 + 384 = 1056 bytes a sub-batch from 7680: 3 fit in 10848, 2 in one
-// byte less.
+// Host memory grows by 1280 bytes a sub-batch from 9216 (one sub-batch): its six 192-byte
+// boundary and gradient slots and 64 more bytes for each of ids and labels. 3 fit in 11776, 2
+// in one byte less.
 // HOST3: num_sub_batches = 3 : i64
 // HOST2: num_sub_batches = 2 : i64
 
-// A device budget of exactly the prediction fits.
-// EXACT: predicted_device_bytes = 3232 : i64, {{.*}} sub_batch_size = 2 : i64
+// A device budget of exactly the prediction fits: one sub-batch needs 2816 bytes.
+// EXACT: predicted_device_bytes = 2816 : i64, {{.*}} sub_batch_size = 2 : i64
 
 module {
   func.func private @prologue(%ids: tensor<2x3xi64>, %e: tensor<16x8xf32> {sl.param}) -> tensor<2x3x8xf32> {

@@ -314,6 +314,7 @@ TEST_F(StreamedExecutorTest, ReportCarriesThePlan) {
   plan->set_live_blocks(1);
   plan->set_predicted_device_bytes(1000);
   plan->set_predicted_host_bytes(2000);
+  plan->set_predicted_host_pool_bytes(1500);
   plan->set_predicted_step_seconds(0.5);
   plan->set_parameter_bytes(300);
   plan->set_boundary_activation_bytes(40);
@@ -324,6 +325,7 @@ TEST_F(StreamedExecutorTest, ReportCarriesThePlan) {
                                             {"live_blocks", 1},
                                             {"predicted_device_bytes", 1000},
                                             {"predicted_host_bytes", 2000},
+                                            {"predicted_host_pool_bytes", 1500},
                                             {"predicted_step_seconds", 0.5},
                                             {"parameter_bytes", 300},
                                             {"boundary_activation_bytes", 40}}));

@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -131,12 +132,43 @@ struct MemoryTerm {
   double bytes = 0;
 };
 
+/// What sl-allocate gives a configuration's step: the device arena and the host pool, from the
+/// step scheduled and laid out (sl/Analysis/StepMemory.h); with terms, what each holds by kind.
+struct StepMemory {
+  double deviceArenaBytes = 0;
+  double hostPoolBytes = 0;
+  /// Where in the step the arena reaches its size, and what is in it then.
+  std::string devicePeak;
+  llvm::SmallVector<MemoryTerm> deviceTerms;
+  llvm::SmallVector<MemoryTerm> hostTerms;
+};
+
+/// How StepMemoryFn lays out a step of N sub-batches: for the device at min(N, 16) sub-batches
+/// (the arena stops growing after a few: one sub-batch arrives while one computes and one
+/// leaves, and best fit settles), for the host at min(N, 4), the pool beyond that extrapolated
+/// linearly (every slot but the inputs is one per sub-batch or one per step).
+inline constexpr int64_t kDeviceLaidOutSubBatches = 16;
+inline constexpr int64_t kHostLaidOutSubBatches = 4;
+
+/// What to predict: the arena, the pool, and what each holds by kind (for reports).
+struct MemoryQuery {
+  bool device = true;
+  bool host = true;
+  bool terms = false;
+};
+
+/// Lays out the step of a configuration.
+using StepMemoryFn = std::function<StepMemory(const PlanConfig &, MemoryQuery)>;
+
 struct Prediction {
-  /// The phase of the step where the device holds the most, and what it holds then.
-  std::string devicePeakPhase;
+  /// The device arena: its size, where it peaks and what it holds then.
+  std::string devicePeak;
   llvm::SmallVector<MemoryTerm> deviceTerms;
   double deviceBytes = 0;
+  /// The host pool term by term, and the host in all: the pool and the optimizer state.
   llvm::SmallVector<MemoryTerm> hostTerms;
+  double hostPoolBytes = 0;
+  double optimizerStateBytes = 0;
   double hostBytes = 0;
   /// Per step, over the host<->device link.
   double hostToDeviceBytes = 0;
@@ -147,7 +179,10 @@ struct Prediction {
   double boundaryActivationBytes = 0;
 };
 
-Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine);
+/// Traffic and time from the cost model; device and host memory from `memory` (what `query`
+/// asks for; the rest is 0).
+Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine,
+                   const StepMemoryFn &memory, MemoryQuery query = {});
 
 /// What the user fixed (0: choose it) and the budgets (none: unlimited).
 struct PlanRequest {
@@ -167,7 +202,7 @@ struct PlanRequest {
 /// sub-batch-size), else the most that fit the host budget (1 without one). A configuration
 /// that does not fit is an error through `emitError` that gives the bytes needed and available.
 mlir::FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request,
-                                   const Machine &machine,
+                                   const Machine &machine, const StepMemoryFn &memory,
                                    llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
 
 /// Parses a byte count: a plain number or one with a unit, B, KB, MB, GB, TB (powers of 1000)

@@ -16,7 +16,8 @@ namespace slrt {
 //  "host_pool_peak_bytes", "ops": {OP: {"count", "seconds"}},
 //  "streams": [{"id", "kind", "kernels", "busy_seconds", "wait_seconds"}],
 //  "plan": {"mode", "num_sub_batches", "sub_batch_size", "live_blocks", "predicted_device_bytes",
-//           "predicted_host_bytes", "predicted_step_seconds", "parameter_bytes",
+//           "predicted_host_bytes", "predicted_host_pool_bytes", "predicted_step_seconds",
+//           "parameter_bytes",
 //           "boundary_activation_bytes"} or null when the schedule has none,
 //  "outputs": [{"name", "dtype", "shape"}]}
 // Everything about the run (wall_seconds, kernels, bytes_moved, the peaks, ops, streams) is the
