@@ -29,6 +29,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace sl {
@@ -87,8 +88,12 @@ private:
   func::FuncOp createStep();
   SmallVector<GroupPass> passOrder() const;
 
-  // Issues `passes[index]`'s parameter fetch unless it was issued already.
-  void ensureFetched(ArrayRef<GroupPass> passes, size_t index);
+  // Fetches `params` (of @forward) of group `group` to the device, mapping them in `into`.
+  void fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into);
+  // Splits the parameters of `passes[index]`'s group into `shares` fetches of about equal bytes,
+  // issued one by one by issueNextShare while the current pass prefetches its sub-batches.
+  void planNextFetch(ArrayRef<GroupPass> passes, size_t index, size_t shares);
+  void issueNextShare();
   // Calls prefetch/compute/offload per sub-batch, pipelined one sub-batch deep.
   void pipelined(ArrayRef<int64_t> subBatches, const std::function<void(int64_t)> &prefetch,
                  const std::function<void(int64_t)> &compute,
@@ -130,6 +135,10 @@ private:
   llvm::MapVector<Value, Value> hostParamGrad; // @forward param -> host gradient so far
   DenseMap<Value, unsigned> groupsLeft;        // @forward param -> backward passes still to come
   SmallVector<IRMapping> fetched;              // per pass
+  // The next pass's parameters still to fetch, in shares, and where they go.
+  SmallVector<SmallVector<Value>> nextShares;
+  std::string nextGroup;
+  IRMapping *nextFetched = nullptr;
   Value lossAccumulator, lossHost;
   // Hoisted constants, one per (type, value).
   DenseMap<std::pair<Type, Attribute>, Value> constants;
@@ -302,31 +311,62 @@ SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange o
   return results;
 }
 
-void StepBuilder::ensureFetched(ArrayRef<GroupPass> passes, size_t index) {
-  if (index >= passes.size() || index < fetched.size())
+void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
+  if (params.empty())
+    return;
+  SmallVector<Value> hostParams;
+  for (Value p : params)
+    hostParams.push_back(stepParams.lookup(p));
+  auto fetch = builder.create<FetchParamsOp>(loc, ValueRange(hostParams).getTypes(), hostParams,
+                                             group);
+  for (auto [p, d] : llvm::zip(params, fetch.getResults()))
+    into.map(p, d);
+}
+
+void StepBuilder::planNextFetch(ArrayRef<GroupPass> passes, size_t index, size_t shares) {
+  nextShares.clear();
+  nextFetched = nullptr;
+  if (index >= passes.size())
     return;
   const Group &group = groups[passes[index].group];
-  SmallVector<Value> hostParams;
+  nextGroup = group.name;
+  nextFetched = &fetched[index];
+  uint64_t total = 0;
   for (Value p : group.params)
-    hostParams.push_back(stepParams.lookup(p));
-  IRMapping mapping;
-  if (!hostParams.empty()) {
-    auto fetch = builder.create<FetchParamsOp>(loc, ValueRange(hostParams).getTypes(),
-                                               hostParams, group.name);
-    for (auto [p, d] : llvm::zip(group.params, fetch.getResults()))
-      mapping.map(p, d);
+    total += storageBytes(p.getType());
+  // Share k takes the parameters that start in the k-th of `shares` equal byte ranges, so a
+  // large parameter never delays the small activation prefetches behind it by more than itself.
+  nextShares.resize(shares);
+  uint64_t before = 0;
+  for (Value p : group.params) {
+    size_t share = total == 0 ? 0 : std::min<size_t>(shares - 1, before * shares / total);
+    nextShares[share].push_back(p);
+    before += storageBytes(p.getType());
   }
-  fetched.push_back(std::move(mapping));
+  std::reverse(nextShares.begin(), nextShares.end()); // issued from the back
+}
+
+void StepBuilder::issueNextShare() {
+  if (nextShares.empty())
+    return;
+  fetchParams(nextShares.back(), nextGroup, *nextFetched);
+  nextShares.pop_back();
 }
 
 void StepBuilder::pipelined(ArrayRef<int64_t> subBatches,
                             const std::function<void(int64_t)> &prefetch,
                             const std::function<void(int64_t)> &compute,
                             const std::function<void(int64_t)> &offload) {
+  // The next group's parameters go to the device in shares between the sub-batch prefetches: the
+  // host-to-device stream runs in issue order, and a sub-batch's input must not wait behind a
+  // whole group's parameters.
   prefetch(subBatches.front());
+  issueNextShare();
   for (size_t i = 0; i < subBatches.size(); ++i) {
-    if (i + 1 < subBatches.size())
+    if (i + 1 < subBatches.size()) {
       prefetch(subBatches[i + 1]);
+      issueNextShare();
+    }
     compute(subBatches[i]);
     if (i > 0)
       offload(subBatches[i - 1]);
@@ -563,13 +603,18 @@ LogicalResult StepBuilder::build() {
                                                               builder.getI64IntegerAttr(n));
 
   SmallVector<GroupPass> passes = passOrder();
+  fetched.resize(passes.size());
+  fetchParams(groups[passes.front().group].params.getArrayRef(), groups[passes.front().group].name,
+              fetched.front());
   for (auto [index, pass] : llvm::enumerate(passes)) {
-    ensureFetched(passes, index);
-    ensureFetched(passes, index + 1);
+    // While this pass runs, the next one's parameters arrive: one share per sub-batch.
+    planNextFetch(passes, index + 1, pass.subBatches.size());
     if (pass.backward)
       emitBackwardPass(pass, fetched[index]);
     else
       emitForwardPass(pass, fetched[index]);
+    while (!nextShares.empty())
+      issueNextShare();
   }
   if (mode == Mode::Canonical) {
     // Every group's gradients are final only after the last sub-batch.

@@ -4,39 +4,42 @@
 
 // A prologue, three blocks and an epilogue that shares the embedding with the prologue (tied).
 // SpeedLoader, N=3, K=2: groups prologue | layers 0-1 | layers 2 | epilogue. Every group's
-// parameters are fetched once per pass, one group ahead; each sub-batch's input is prefetched one
-// sub-batch ahead and its output offloaded after the next sub-batch started.
+// parameters are fetched once per pass, while the pass before it runs, in shares between that
+// pass's sub-batch prefetches (one share per sub-batch: a sub-batch's input never waits behind a
+// whole group's parameters on the host-to-device stream). Each sub-batch's input is prefetched
+// one sub-batch ahead and its output offloaded after the next sub-batch started.
 // SL: func.func @train_step(%{{.+}}: tensor<6x3xi64> {sl.name = "input_ids"}, %{{.+}}: tensor<6x3xi64> {sl.name = "labels"})
 // SL-SAME: live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 3 : i64
 // The constant 1/3 (loss scale and gradient seed), read by kernels: one device copy.
 // SL-NEXT: sl.prefetch %{{.+}} : tensor<f32>
-// Forward: the prologue, and the next group's fetch while it computes.
-// SL-NEXT: %[[PRO:.+]] = sl.fetch_params %[[E:.+]] {group = "prologue"}
-// SL-NEXT: sl.fetch_params %[[W0:.+]], %[[W1:.+]] {group = "layers 0-1"}
+// Forward: the prologue; layers 0-1's two weights arrive in two shares while it runs.
+// SL-NEXT: sl.fetch_params %[[E:.+]] {group = "prologue"}
 // SL-NEXT: sl.prefetch %[[IDS0:.+]] : tensor<2x3xi64>
+// SL-NEXT: sl.fetch_params %[[W0:.+]] {group = "layers 0-1"}
 // SL-NEXT: sl.prefetch %[[IDS1:.+]] : tensor<2x3xi64>
+// SL-NEXT: sl.fetch_params %[[W1:.+]] {group = "layers 0-1"}
 // SL-NEXT: sl.prefetch %[[IDS2:.+]] : tensor<2x3xi64>
 // SL-NEXT: %[[H0_0:.+]] = sl.offload
 // SL-NEXT: %[[H0_1:.+]] = sl.offload
 // SL-NEXT: %[[H0_2:.+]] = sl.offload
-// SL-NEXT: sl.fetch_params %[[W2:.+]] {group = "layers 2"}
 // SL-NEXT: sl.prefetch %[[H0_0]]
+// SL-NEXT: sl.fetch_params %[[W2:.+]] {group = "layers 2"}
 // SL-NEXT: sl.prefetch %[[H0_1]]
 // SL-NEXT: sl.prefetch %[[H0_2]]
 // SL-NEXT: %[[H2_0:.+]] = sl.offload
 // SL-NEXT: %[[H2_1:.+]] = sl.offload
 // SL-NEXT: %[[H2_2:.+]] = sl.offload
-// SL-NEXT: sl.fetch_params %[[E]] {group = "epilogue"}
 // SL-NEXT: sl.prefetch %[[H2_0]]
+// SL-NEXT: sl.fetch_params %[[E]] {group = "epilogue"}
 // SL-NEXT: sl.prefetch %[[H2_1]]
 // SL-NEXT: sl.prefetch %[[H2_2]]
 // SL-NEXT: %[[H3_0:.+]] = sl.offload
 // SL-NEXT: %[[H3_1:.+]] = sl.offload
 // SL-NEXT: %[[H3_2:.+]] = sl.offload
 // The epilogue: forward and backward per sub-batch (its activation and its labels).
-// SL-NEXT: sl.fetch_params %[[W2]] {group = "layers 2"}
 // SL-NEXT: sl.prefetch %[[H3_0]]
 // SL-NEXT: sl.prefetch %[[L0:.+]] : tensor<2x3xi64>
+// SL-NEXT: sl.fetch_params %[[W2]] {group = "layers 2"}
 // SL-NEXT: sl.prefetch %[[H3_1]]
 // SL-NEXT: sl.prefetch %[[L1:.+]] : tensor<2x3xi64>
 // SL-NEXT: sl.prefetch %[[H3_2]]
@@ -49,11 +52,12 @@
 // SL-NEXT: %[[DE_EPI:.+]] = sl.offload %{{.+}} : tensor<8x4xf32>
 // Backward, layers 2: activation and output gradient per sub-batch; its gradient leaves the
 // device once and is final.
-// SL-NEXT: sl.fetch_params %[[W0]], %[[W1]] {group = "layers 0-1"}
 // SL-NEXT: sl.prefetch %[[H2_0]]
 // SL-NEXT: sl.prefetch %[[DH3_0]]
+// SL-NEXT: sl.fetch_params %[[W0]] {group = "layers 0-1"}
 // SL-NEXT: sl.prefetch %[[H2_1]]
 // SL-NEXT: sl.prefetch %[[DH3_1]]
+// SL-NEXT: sl.fetch_params %[[W1]] {group = "layers 0-1"}
 // SL-NEXT: sl.prefetch %[[H2_2]]
 // SL-NEXT: sl.prefetch %[[DH3_2]]
 // SL-NEXT: %[[DH2_0:.+]] = sl.offload
