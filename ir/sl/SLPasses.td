@@ -214,8 +214,11 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     ZeRO-3-offload one with `mode=canonical`), and chooses the configuration. Memory is predicted
     by writing the step of the configuration on the measured copies (`sl-schedule-subbatches`,
     `cse`) and laying it out as `sl-allocate` does, every value's bytes fitted as a line in b:
-    the device arena (laid out at min(N, 16) sub-batches) and the host pool (at min(N, 4),
-    extrapolated linearly beyond) are what `sl-allocate` will give the step.
+    the step is laid out at min(N, 16) sub-batches, which gives the device arena (it stops
+    growing after a few sub-batches) and, up to 16, the host pool exactly as `sl-allocate` will;
+    beyond 16 the pool is bounded from the step at 16 (the offloaded boundaries live at each op
+    grown in proportion to N, the inputs for N, plus the free ranges best fit left and the
+    largest parameter-gradient slot).
 
     - live blocks: `live-blocks`, else 1 (device memory goes to the sub-batch first; more live
       blocks save the transfers of the boundaries inside a group but hold more parameters);
@@ -246,7 +249,8 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     plain number or one with a unit: `B`, `KB`, `MB`, `GB`, `TB` (powers of 1000), `KiB`, `MiB`,
     `GiB`, `TiB` (powers of 1024), e.g. `device-memory=80GB host-memory=512GiB`. With `report`,
     sl-plan prints the figures of every stage, the device arena at its peak (what it holds then,
-    by kind) and the host pool term by term, bytes moved per step for both modes, and the
+    by kind, and the free ranges between them), the host pool the same way, bytes moved per step
+    for both modes, and the
     predicted step time, to standard output.
   }];
   let options = [

@@ -582,6 +582,7 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   p.devicePeak = step.devicePeak;
   p.deviceTerms = step.deviceTerms;
   p.hostPoolBytes = step.hostPoolBytes;
+  p.hostPeak = step.hostPeak;
   p.hostTerms = step.hostTerms;
   p.optimizerStateBytes =
       3 * double(costs.parameterBytesFp32) / double(std::max<int64_t>(1, config.world));

@@ -93,8 +93,9 @@ bool isTemporary(Value value) {
 } // namespace
 
 StepLayout layoutStep(Block &body, llvm::function_ref<uint64_t(Value)> bytes,
-                      std::optional<unsigned> captureAt) {
+                      const LayoutCapture &capture) {
   StepLayout layout;
+  std::optional<unsigned> captureAt = capture.deviceAt;
   // The index of the last op that reads each buffer, directly or through a view.
   DenseMap<Value, unsigned> lastUse;
   for (auto [i, op] : llvm::enumerate(body))
@@ -110,13 +111,32 @@ StepLayout layoutStep(Block &body, llvm::function_ref<uint64_t(Value)> bytes,
     offsets[arg] = pool.allocate(bytes(arg));
 
   llvm::SetVector<Value> live; // device values; only kept with captureAt
+  llvm::SetVector<Value> liveHost; // host values but the inputs; only kept with capture.host
+  // Live host bytes but the inputs, aligned, and the part of them in `capture.held` values.
+  uint64_t hostLive = 0, hostHeld = 0;
+  auto hostAligned = [&](Value v) { return alignUp(std::max<uint64_t>(bytes(v), 1), kHostAlignment); };
+  auto hostPlaced = [&](Value v) {
+    if (!capture.host || memorySpaceOf(v) != MemorySpace::Host)
+      return;
+    liveHost.insert(v);
+    hostLive += hostAligned(v);
+    if (capture.held && capture.held(v))
+      hostHeld += hostAligned(v);
+  };
+  auto hostReleased = [&](Value v) {
+    if (!capture.host || !liveHost.remove(v))
+      return;
+    hostLive -= hostAligned(v);
+    if (capture.held && capture.held(v))
+      hostHeld -= hostAligned(v);
+  };
   // Buffers that die at each op index, released once that op's results are placed.
   std::map<unsigned, SmallVector<Value>> dying;
   auto dies = [&](Value v, unsigned at) {
     dying[v.use_empty() ? at : std::max(at, lastUse.lookup(v))].push_back(v);
   };
   for (auto [i, op] : llvm::enumerate(body)) {
-    uint64_t topBefore = arena.size();
+    uint64_t topBefore = arena.size(), poolBefore = pool.size();
     for (Value result : op.getResults()) {
       bool onDevice = memorySpaceOf(result) == MemorySpace::Device;
       uint64_t offset;
@@ -133,6 +153,13 @@ StepLayout layoutStep(Block &body, llvm::function_ref<uint64_t(Value)> bytes,
           live.remove(acc.getAccumulator());
           live.insert(result);
         }
+        if (!onDevice && capture.host && liveHost.remove(acc.getAccumulator())) {
+          liveHost.insert(result);
+          if (capture.held && capture.held(acc.getAccumulator()) != capture.held(result)) {
+            hostHeld -= capture.held(acc.getAccumulator()) ? hostAligned(result) : 0;
+            hostHeld += capture.held(result) ? hostAligned(result) : 0;
+          }
+        }
       } else {
         offset = allocatorOf(result).allocate(bytes(result));
         // Parameters and constants are written before the step starts: they keep their slot.
@@ -141,18 +168,28 @@ StepLayout layoutStep(Block &body, llvm::function_ref<uint64_t(Value)> bytes,
           dies(result, i);
         if (captureAt && onDevice)
           live.insert(result);
+        if (!onDevice)
+          hostPlaced(result);
       }
       offsets[result] = offset;
     }
     if (arena.size() > topBefore)
       layout.peakOp = i;
+    if (pool.size() > poolBefore)
+      layout.hostPeakOp = i;
     if (captureAt && *captureAt == i)
       layout.liveAtCapture.assign(live.begin(), live.end());
+    if (capture.host) {
+      layout.hostLive.push_back({hostLive, hostHeld});
+      if (capture.hostAt == i)
+        layout.liveHostAtCapture.assign(liveHost.begin(), liveHost.end());
+    }
     if (auto it = dying.find(i); it != dying.end()) {
       for (Value v : it->second) {
         allocatorOf(v).release(offsets.lookup(v), bytes(v));
         if (captureAt)
           live.remove(v);
+        hostReleased(v);
       }
       dying.erase(it);
     }
@@ -253,28 +290,61 @@ const char *hostKindOf(Value v) {
     return "offloaded boundaries and gradients (per group, sub-batch)";
   if (llvm::cast<RankedTensorType>(v.getType()).getRank() == 0)
     return "loss";
-  return "parameter gradients (one slot per offload)";
+  return "parameter gradients";
 }
 
 } // namespace
 
-StepMemory StepFootprint::at(int64_t b, bool terms) const {
+/// A host slot a prefetch reads back: an offloaded boundary value or gradient of one sub-batch.
+static bool isOffloadedBoundary(Value v) {
+  return memorySpaceOf(v) == MemorySpace::Host &&
+         llvm::any_of(v.getUsers(), [](Operation *user) { return llvm::isa<PrefetchOp>(user); });
+}
+
+StepMemory StepFootprint::at(int64_t b, bool terms, int64_t growthOver) const {
   auto bytesAt = [&](Value v) -> uint64_t {
     auto it = bytes.find(v);
     if (it == bytes.end())
       return 0;
     return uint64_t(std::llround(std::max(0.0, it->second.at(b))));
   };
-  StepLayout layout = layoutStep(*body, bytesAt);
+  LayoutCapture first;
+  first.host = growthOver > 0;
+  first.held = isOffloadedBoundary;
+  StepLayout layout = layoutStep(*body, bytesAt, first);
   StepMemory memory;
   memory.deviceArenaBytes = double(layout.deviceArenaBytes);
   memory.hostPoolBytes = double(layout.hostPoolBytes);
+  double inputs = 0;
+  for (BlockArgument arg : body->getArguments())
+    inputs += double(alignUp(std::max<uint64_t>(bytesAt(arg), 1), kHostAlignment));
+  memory.hostInputBytes = inputs;
+  if (growthOver > 0) {
+    // The live host bytes after each op as a line in the number of sub-batches: the offloaded
+    // boundaries held then grow in proportion to it, the rest stays.
+    for (Operation &op : *body)
+      for (Value result : op.getResults())
+        if (memorySpaceOf(result) == MemorySpace::Host && isTemporary(result) &&
+            !isOffloadedBoundary(result))
+          memory.hostLargestSlot = std::max(
+              memory.hostLargestSlot,
+              double(alignUp(std::max<uint64_t>(bytesAt(result), 1), kHostAlignment)));
+    for (auto [live, held] : layout.hostLive) {
+      memory.hostLivePeak = std::max(memory.hostLivePeak, double(live));
+      memory.hostLiveLines.add(
+          Linear{double(live - held), double(held) / double(growthOver)});
+    }
+  }
   if (!terms)
     return memory;
 
   // The arena at its peak: the buffers live just after the op that last raised it, each taking
   // its size rounded up to the alignment; what remains of the arena is free ranges between them.
-  StepLayout captured = layoutStep(*body, bytesAt, layout.peakOp);
+  LayoutCapture capture;
+  capture.deviceAt = layout.peakOp;
+  capture.host = true;
+  capture.hostAt = layout.hostPeakOp;
+  StepLayout captured = layoutStep(*body, bytesAt, capture);
   llvm::MapVector<llvm::StringRef, double> device;
   double held = 0;
   for (Value v : captured.liveAtCapture) {
@@ -286,35 +356,34 @@ StepMemory StepFootprint::at(int64_t b, bool terms) const {
     memory.deviceTerms.push_back({name.str(), amount});
   memory.deviceTerms.push_back(
       {"free ranges between them (fragmentation)", memory.deviceArenaBytes - held});
-  Operation *peak = &*std::next(body->begin(), layout.peakOp);
+  auto describe = [&](unsigned index) {
+    Operation *peak = &*std::next(body->begin(), index);
+    return llvm::formatv("op {0} of the step ({1})", index, peak->getName().getStringRef()).str();
+  };
   llvm::SetVector<llvm::StringRef> groups;
   for (Value v : captured.liveAtCapture)
     if (auto fetch = v.getDefiningOp<FetchParamsOp>())
       groups.insert(fetch.getGroup());
-  memory.devicePeak = llvm::formatv("op {0} of the step ({1}); parameters of {2} on the device",
-                                    layout.peakOp, peak->getName().getStringRef(),
+  memory.devicePeak = llvm::formatv("{0}; parameters of {1} on the device",
+                                    describe(layout.peakOp),
                                     groups.empty() ? "no group" : llvm::join(groups, ", "))
                           .str();
 
-  // The pool: every slot, rounded up to the host alignment.
+  // The pool at its peak, the same way: the inputs, then the slots live just after the op that
+  // last raised it by kind; what remains is free ranges between them.
   llvm::MapVector<llvm::StringRef, double> host;
-  auto slot = [&](Value v) {
-    host[hostKindOf(v)] += double(alignUp(bytesAt(v), kHostAlignment));
-  };
-  for (BlockArgument arg : body->getArguments())
-    slot(arg);
-  for (Operation &op : *body)
-    for (Value result : op.getResults()) {
-      if (viewOf(result) || memorySpaceOf(result) != MemorySpace::Host)
-        continue;
-      // An accumulation in place takes no slot of its own.
-      if (auto acc = llvm::dyn_cast<AccumulateOp>(op);
-          acc && captured.offsets.lookup(result) == captured.offsets.lookup(acc.getAccumulator()))
-        continue;
-      slot(result);
-    }
+  host[kInputsTerm] = inputs;
+  double hostHeld = inputs;
+  for (Value v : captured.liveHostAtCapture) {
+    double aligned = double(alignUp(std::max<uint64_t>(bytesAt(v), 1), kHostAlignment));
+    host[hostKindOf(v)] += aligned;
+    hostHeld += aligned;
+  }
   for (auto &[name, amount] : host)
     memory.hostTerms.push_back({name.str(), amount});
+  memory.hostTerms.push_back(
+      {"free ranges between them (fragmentation)", memory.hostPoolBytes - hostHeld});
+  memory.hostPeak = describe(layout.hostPeakOp);
   return memory;
 }
 

@@ -147,20 +147,30 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     return (state->scheduled[key] = std::move(entry)).get();
   }
 
-  /// The memory of one scheduled step at sub-batch size b.
-  sl::StepMemory memoryAt(const Scheduled &step, int64_t b, bool terms) {
+  /// The memory of one scheduled step at sub-batch size b (with `growthOver`, the step's number
+  /// of sub-batches, the lines of its live host bytes too: StepFootprint::at).
+  sl::StepMemory memoryAt(const Scheduled &step, int64_t b, bool terms, int64_t growthOver) {
     if (step.footprint)
-      return step.footprint->at(b, terms);
+      return step.footprint->at(b, terms, growthOver);
     // Folding made the probes' steps differ: a line through the two probes' layouts.
     int64_t b1 = state->probes[0].second, b2 = state->probes[1].second;
-    sl::StepMemory m1 = step.perProbe[0].at(b1, false), m2 = step.perProbe[1].at(b2, false);
+    sl::StepMemory m1 = step.perProbe[0].at(b1, false, growthOver);
+    sl::StepMemory m2 = step.perProbe[1].at(b2, false, growthOver);
     auto line = [&](double y1, double y2) {
       return std::max({y1, y2, y1 + (y2 - y1) / double(b2 - b1) * double(b - b1)});
     };
     sl::StepMemory memory;
     memory.deviceArenaBytes = line(m1.deviceArenaBytes, m2.deviceArenaBytes);
     memory.hostPoolBytes = line(m1.hostPoolBytes, m2.hostPoolBytes);
+    memory.hostInputBytes = line(m1.hostInputBytes, m2.hostInputBytes);
+    memory.hostLivePeak = line(m1.hostLivePeak, m2.hostLivePeak);
+    memory.hostLargestSlot = line(m1.hostLargestSlot, m2.hostLargestSlot);
+    for (const sl::Linear &l1 : m1.hostLiveLines.lines)
+      for (const sl::Linear &l2 : m2.hostLiveLines.lines)
+        memory.hostLiveLines.add(
+            sl::Linear{line(l1.fixed, l2.fixed), line(l1.perSequence, l2.perSequence)});
     memory.devicePeak = "extrapolated from the steps at the two probe sizes";
+    memory.hostPeak = memory.devicePeak;
     return memory;
   }
 
@@ -168,54 +178,84 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                             sl::MemoryQuery query) {
     sl::StepMemory memory;
     int64_t b = config.subBatchSize, n = config.numSubBatches;
-    auto laidOut = [&](int64_t count, bool terms) -> std::optional<sl::StepMemory> {
+    auto laidOut = [&](int64_t count, bool terms,
+                       int64_t growthOver) -> std::optional<sl::StepMemory> {
       Scheduled *step = schedule(config.mode, config.liveBlocks, count);
       if (!step)
         return std::nullopt;
-      return memoryAt(*step, b, terms);
+      return memoryAt(*step, b, terms, growthOver);
     };
+    // Up to kHostLaidOutSubBatches, the step laid out at N is what sl-allocate lays out: exact,
+    // and one scheduling serves the arena and the pool.
+    constexpr int64_t most = sl::kHostLaidOutSubBatches;
+    static_assert(most == sl::kDeviceLaidOutSubBatches);
+    int64_t count = std::min(n, most);
+    std::optional<sl::StepMemory> step =
+        laidOut(count, query.terms, query.host && n > most ? most : 0);
+    if (!step)
+      return unschedulable();
     if (query.device) {
-      std::optional<sl::StepMemory> step =
-          laidOut(std::min(n, sl::kDeviceLaidOutSubBatches), query.terms);
-      if (!step)
-        return unschedulable();
       memory.deviceArenaBytes = step->deviceArenaBytes;
       memory.devicePeak = step->devicePeak;
       memory.deviceTerms = step->deviceTerms;
     }
     if (!query.host)
       return memory;
-    constexpr int64_t most = sl::kHostLaidOutSubBatches;
-    std::optional<sl::StepMemory> atMost = laidOut(std::min(n, most), query.terms);
-    if (!atMost)
-      return unschedulable();
-    memory.hostPoolBytes = atMost->hostPoolBytes;
-    memory.hostTerms = atMost->hostTerms;
+    memory.hostPoolBytes = step->hostPoolBytes;
+    memory.hostPeak = step->hostPeak;
+    memory.hostTerms = step->hostTerms;
     if (n <= most)
       return memory;
-    // Every slot of the pool is one per sub-batch or one per step but the inputs, one slot of
-    // the whole batch each: extrapolate the others from the steps at most - 1 and most
-    // sub-batches.
-    std::optional<sl::StepMemory> before = laidOut(most - 1, query.terms);
-    if (!before)
-      return unschedulable();
-    auto inputs = [&](int64_t count) {
-      double total = 0;
-      for (const sl::BoundaryValue &value : costs.boundary)
-        if (value.producer < 0)
-          total += double(sl::alignUp(uint64_t(std::llround(value.bytes.at(b))) * count,
-                                      sl::kHostAlignment));
-      return total;
-    };
-    auto extrapolate = [&](double atMostBytes, double beforeBytes) {
-      return atMostBytes + double(n - most) * (atMostBytes - beforeBytes);
-    };
-    memory.hostPoolBytes = extrapolate(atMost->hostPoolBytes - inputs(most),
-                                       before->hostPoolBytes - inputs(most - 1)) +
-                           inputs(n);
-    for (auto [term, old] : llvm::zip(memory.hostTerms, before->hostTerms))
-      term.bytes = term.name == sl::kInputsTerm ? inputs(n) : extrapolate(term.bytes, old.bytes);
+    memory.hostPoolBytes = poolBound(costs, config, *step);
+    memory.hostPeak = llvm::formatv("bounded from the step laid out at {0} sub-batches, whose "
+                                    "pool peaks at {1}",
+                                    most, step->hostPeak)
+                          .str();
+    if (!memory.hostTerms.empty()) {
+      // The terms of the step laid out, the inputs for n, and what the bound adds.
+      double sum = 0;
+      for (sl::MemoryTerm &term : memory.hostTerms) {
+        if (term.name == sl::kInputsTerm)
+          term.bytes = inputBytes(costs, b, n);
+        sum += term.bytes;
+      }
+      memory.hostTerms.push_back(
+          {llvm::formatv("growth beyond {0} sub-batches (bound)", most).str(),
+           memory.hostPoolBytes - sum});
+    }
     return memory;
+  }
+
+  /// The inputs' slots for `count` sub-batches of b: one slot of the whole batch per input.
+  static double inputBytes(const sl::ModelCosts &costs, int64_t b, int64_t count) {
+    double total = 0;
+    for (const sl::BoundaryValue &value : costs.boundary)
+      if (value.producer < 0)
+        total += double(sl::alignUp(
+            std::max<uint64_t>(1, uint64_t(std::llround(value.bytes.at(b))) * uint64_t(count)),
+            sl::kHostAlignment));
+    return total;
+  }
+
+  /// The pool of a step of n sub-batches, bounded from the step laid out at
+  /// kHostLaidOutSubBatches < n (`step`, with its live-byte lines). The inputs lie first and are
+  /// computed for n exactly. Above them, the live bytes after each op grow at most in proportion
+  /// to the offloaded boundary values held then (SpeedLoader holds every sub-batch's boundaries
+  /// from the forward to the backward; canonical, whose step is one sub-batch's step n times,
+  /// holds one sub-batch's at a time: nothing grows); best fit's free ranges take no more than
+  /// they took at 16, plus the largest slot that may find no free range. A rule checked on the
+  /// test models, not a theorem about best fit (docs/user-guide.md, "Plan a training step").
+  static double poolBound(const sl::ModelCosts &costs, const sl::PlanConfig &config,
+                          const sl::StepMemory &step) {
+    int64_t b = config.subBatchSize, n = config.numSubBatches;
+    double above = step.hostPoolBytes - step.hostInputBytes;
+    double fragmentation = above - step.hostLivePeak;
+    double live = step.hostLivePeak;
+    if (config.mode == sl::ScheduleMode::SpeedLoader)
+      live = step.hostLiveLines.at(n);
+    double bound = std::max(above, std::ceil(live) + fragmentation + step.hostLargestSlot);
+    return inputBytes(costs, b, n) +
+           double(sl::alignUp(uint64_t(bound), sl::kHostAlignment));
   }
 
   /// What a configuration that could not be scheduled needs: more than any budget.
@@ -353,7 +393,8 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     for (const sl::MemoryTerm &term : prediction.deviceTerms)
       os << llvm::formatv("  {0,-62}{1}\n", term.name, bytes(term.bytes));
     os << "host memory:                " << bytes(prediction.hostBytes) << "\n";
-    os << llvm::formatv("  {0,-62}{1}\n", "host pool", bytes(prediction.hostPoolBytes));
+    os << llvm::formatv("  {0,-62}{1} at its peak, {2}\n", "host pool",
+                        bytes(prediction.hostPoolBytes), prediction.hostPeak);
     for (const sl::MemoryTerm &term : prediction.hostTerms)
       os << llvm::formatv("    {0,-60}{1}\n", term.name, bytes(term.bytes));
     os << llvm::formatv("  {0,-62}{1}\n", "optimizer state (fp32 master weights, 2 moments)",

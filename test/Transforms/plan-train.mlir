@@ -45,13 +45,18 @@
 // DEV64: func.func @train_step(%{{.+}}: tensor<126x3xi64>
 
 // The number of sub-batches grows with the host budget. AdamW's state (4608 bytes) and the
-// pool: parameters, their gradient slots, constants and the loss (3328), per sub-batch of 2
-// seven 192-byte boundary and gradient slots (1344), and the ids and labels of the whole batch
-// (48 bytes a sub-batch each, in slots rounded up to 64). 5 sub-batches take 15168 bytes of
-// 16384, where 6 take 16640.
-// HOST16: num_sub_batches = 5 : i64, {{.*}}predicted_host_bytes = 15168 : i64, predicted_host_pool_bytes = 10560 : i64, {{.*}}sub_batch_size = 2 : i64
-// HOST32: num_sub_batches = 17 : i64, {{.*}}predicted_host_bytes = 32448 : i64
-// HOST64: num_sub_batches = 40 : i64, {{.*}}predicted_host_bytes = 65536 : i64
+// pool, laid out like the arena (plan.mlir works one through): at its peak, in the epilogue's
+// pass, parameters, constants, loss and head gradient, and per sub-batch of 2 four 192-byte
+// boundary and gradient slots (768) and 48 bytes in each of the ids and labels slots of the
+// whole batch (rounded up to 64). Each sub-batch from the fourth adds 896 bytes: 10 take 15616
+// bytes of 16384, where 11 take 16512. Past 16 sub-batches the pool is bounded from the step at
+// 16 (plan.mlir): 29 take 32576 of 32768 (sl-allocate lays them out in 27392 + 4608 = 32000),
+// where 30 take 33472; 66 take 64768 of 65536, where 67 take 65664.
+// HOST16: num_sub_batches = 10 : i64, {{.*}}predicted_host_bytes = 15616 : i64, predicted_host_pool_bytes = 11008 : i64, {{.*}}sub_batch_size = 2 : i64
+// HOST16: sl.host_pool_bytes = 11008
+// HOST32: num_sub_batches = 29 : i64, {{.*}}predicted_host_bytes = 32576 : i64
+// HOST32: sl.host_pool_bytes = 27392
+// HOST64: num_sub_batches = 66 : i64, {{.*}}predicted_host_bytes = 64768 : i64
 
 // With a batch, the sub-batch is the largest divisor of it that fits, at the number of
 // sub-batches it makes: 12 (one sub-batch) and 6 (two) need 7680 bytes, 4 (three) 6656.

@@ -3,8 +3,10 @@
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 mode=canonical link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=CANONICAL
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 live-blocks=2 report" -o /dev/null | FileCheck %s --check-prefix=LIVE2
 // RUN: sl-opt %s --sl-plan="batch=6" | FileCheck %s --check-prefix=BATCH
-// RUN: sl-opt %s --sl-plan="host-memory=11776" | FileCheck %s --check-prefix=HOST3
-// RUN: sl-opt %s --sl-plan="host-memory=11775" | FileCheck %s --check-prefix=HOST2
+// RUN: sl-opt %s --sl-plan="host-memory=9599" | FileCheck %s --check-prefix=HOST3
+// RUN: sl-opt %s --sl-plan="host-memory=9023" | FileCheck %s --check-prefix=HOST2
+// RUN: sl-opt %s --sl-plan="num-sub-batches=20" | FileCheck %s --check-prefix=BOUND
+// RUN: sl-opt %s --sl-plan="num-sub-batches=20" --sl-schedule-subbatches --cse --sl-allocate | FileCheck %s --check-prefix=ALLOCATED
 // RUN: sl-opt %s --sl-plan="device-memory=2816B host-memory=1GiB num-sub-batches=1" | FileCheck %s --check-prefix=EXACT
 
 // A model bound at sub-batch size 2 (3 tokens, width 8, vocabulary 16) whose every figure is
@@ -53,19 +55,27 @@
 // REPORT-NEXT: prefetched boundary values and gradients 512 B (512 bytes)
 // REPORT-NEXT: free ranges between them (fragmentation) 512 B (512 bytes)
 //
-// The host pool: ids and labels of the whole batch (144 B each: 192), three host constants (two
-// reshape shapes and 1/N, 64 each), the parameters (1536), per sub-batch the offloaded outputs
-// of the prologue and both blocks and the input gradients of both blocks and the epilogue
-// (6 x 192 x 3 = 3456), the loss (64) and one gradient slot per parameter (1536): 7168. AdamW's
-// fp32 master weights and moments (3 x 1536) are kept beside the pool.
-// REPORT-NEXT: host memory: 11.50 KiB (11776 bytes)
-// REPORT-NEXT: host pool 7.00 KiB (7168 bytes)
+// The host pool is laid out like the arena (best fit, 64-byte slots; inputs, parameters and
+// constants keep theirs all step, every other slot is free after its last reader) and peaks in
+// the epilogue's pass, at op 94, when it offloads the head's gradient: the ids and labels of the
+// whole batch (144 B each: 192 + 192 at 0), the three host constants (two reshape shapes and
+// 1/N, 64 each, at 384), the parameters (512 + 256 + 256 + 512 = 1536, at 576, up to 2112),
+// per sub-batch the outputs of the prologue and of block 0, still to be prefetched in the
+// backward, and the epilogue's input gradients (3 x 3 x 192 = 1728: the epilogue's three took
+// the slots of block 1's outputs, free after the epilogue prefetched them), the loss (64) and
+// the head's gradient (512): 4416, nothing free between them. The backward never goes higher:
+// each block's input gradients take the slots of the outputs it has just prefetched, and each
+// gradient fits in a free range. AdamW's fp32 master weights and moments (3 x 1536) are kept
+// beside the pool.
+// REPORT-NEXT: host memory: 8.81 KiB (9024 bytes)
+// REPORT-NEXT: host pool 4.31 KiB (4416 bytes) at its peak, op 94 of the step (sl.offload)
 // REPORT-NEXT: inputs (the whole batch) 384 B (384 bytes)
 // REPORT-NEXT: constants 192 B (192 bytes)
 // REPORT-NEXT: parameters 1.50 KiB (1536 bytes)
-// REPORT-NEXT: offloaded boundaries and gradients (per group, sub-batch) 3.38 KiB (3456 bytes)
+// REPORT-NEXT: offloaded boundaries and gradients (per group, sub-batch) 1.69 KiB (1728 bytes)
 // REPORT-NEXT: loss 64 B (64 bytes)
-// REPORT-NEXT: parameter gradients (one slot per offload) 1.50 KiB (1536 bytes)
+// REPORT-NEXT: parameter gradients 512 B (512 bytes)
+// REPORT-NEXT: free ranges between them (fragmentation) 0 B (0 bytes)
 // REPORT-NEXT: optimizer state (fp32 master weights, 2 moments) 4.50 KiB (4608 bytes)
 //
 // Host to device, SpeedLoader: forward 512+3*48, 256+3*192 (twice); epilogue 512+3*240;
@@ -82,36 +92,59 @@
 // 3 x (48 + 2 x 816 + 1537 + 4704 + 2 x 1584 + 128) = 33651.
 // REPORT-NEXT: step time: 3.6035e+01 s predicted (3.3651e+01 s of compute)
 
-// CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 5120 : i64, predicted_host_bytes = 11776 : i64, predicted_host_pool_bytes = 7168 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
+// CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 5120 : i64, predicted_host_bytes = 9024 : i64, predicted_host_pool_bytes = 4416 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
 
 // Canonical runs one sub-batch at a time through the whole model, so no sub-batch's values
 // overlap another's: the arena peaks in the epilogue at the constant, the same parameters
 // (768), one sub-batch's hidden state and labels (512) and five computed buffers (1280), with a
-// 256-byte hole: 3072. Its pool has a gradient slot per parameter per sub-batch (3 x 1536).
+// 256-byte hole: 3072. Its pool peaks at op 101, in sub-batch 1's epilogue, when it offloads
+// that sub-batch's head gradient: above the inputs, constants and parameters (2112), sub-batch
+// 1's prologue and block 0 outputs and its epilogue input gradient (3 x 192), sub-batch 0's
+// gradients summed on the host (head 512, block 1 256, block 0 256, embedding 512) and the new
+// head gradient (512) that is about to be added to them: 4736, and the 128 bytes left of the
+// 192-byte slot sub-batch 0's block-1 input gradient left, after block 0's 256-byte gradient
+// (which did not fit in it) took its place and more: 4864.
 // CANONICAL: sl-plan: canonical, 3 sub-batches of 2 (batch 6)
 // CANONICAL: device arena: 3.00 KiB (3072 bytes) at its peak
-// CANONICAL: host pool 10.00 KiB (10240 bytes)
-// CANONICAL: parameter gradients (one slot per offload) 4.50 KiB (4608 bytes)
+// CANONICAL: host pool 4.75 KiB (4864 bytes) at its peak, op 101 of the step (sl.offload)
+// CANONICAL: parameter gradients 2.00 KiB (2048 bytes)
+// CANONICAL: offloaded boundaries and gradients (per group, sub-batch) 576 B (576 bytes)
+// CANONICAL: free ranges between them (fragmentation) 128 B (128 bytes)
 
 // Two live blocks: the blocks are one group whose parameters (512) are fetched while the
 // epilogue runs, so its peak grows by 256 to 5376; the boundary between the two blocks is never
 // offloaded or prefetched (3 x 192 less to the device in the forward, 3 x 384 less in the
-// backward, 3 x 192 less back), nor pooled on the host (3 x 2 x 192 less).
+// backward, 3 x 192 less back), nor pooled on the host: at the pool's peak (the head gradient's
+// offload again) only the prologue's outputs and the epilogue's input gradients are held
+// (6 x 192), 576 less than with one live block: 3840.
 // LIVE2: sl-plan: speedloader, 3 sub-batches of 2 (batch 6), live-blocks 2, world 1
 // LIVE2: device arena: 5.25 KiB (5376 bytes) at its peak, {{.*}} parameters of epilogue, layers 0-1 on the device
 // LIVE2: parameters (this group's, the next one's) 1.00 KiB (1024 bytes)
-// LIVE2: host memory: 10.38 KiB (10624 bytes)
-// LIVE2: offloaded boundaries and gradients (per group, sub-batch) 2.25 KiB (2304 bytes)
+// LIVE2: host memory: 8.25 KiB (8448 bytes)
+// LIVE2: host pool 3.75 KiB (3840 bytes) at its peak
+// LIVE2: offloaded boundaries and gradients (per group, sub-batch) 1.12 KiB (1152 bytes)
 // LIVE2: speedloader host->device 5.73 KiB (5872 bytes), device->host 3.75 KiB (3840 bytes)
 
 // batch = sub-batch size (the bound 2) x num-sub-batches.
 // BATCH: mode = "speedloader", num_sub_batches = 3 : i64, {{.*}} sub_batch_size = 2 : i64
 
-// Host memory grows by 1280 bytes a sub-batch from 9216 (one sub-batch): its six 192-byte
-// boundary and gradient slots and 64 more bytes for each of ids and labels. 3 fit in 11776, 2
-// in one byte less.
+// Host memory, pool and optimizer state (4608), for N sub-batches: the pool's peak holds three
+// 192-byte boundary slots per sub-batch (576) and the inputs (ids and labels, 48 bytes a
+// sub-batch each, one slot each rounded up to 64): 8384 for 1, 8832 for 2, 9024 for 3 (the
+// inputs of three fill their slots: 2 x 144 in 2 x 192), 9600 for 4. 3 fit in 9024 bytes (or
+// 9599), 2 in one byte less.
 // HOST3: num_sub_batches = 3 : i64
 // HOST2: num_sub_batches = 2 : i64
+
+// Past 16 sub-batches the pool is bounded, not laid out: from the step laid out at 16, whose
+// pool peaks at the same offload, the constants, parameters and head gradient (2240) stay and
+// the slots held then that prefetches read back, the boundaries and the loss (16 x 580), grow
+// with N: 2240 + 20 x 580 = 13840; best fit left nothing free at 16, and the largest slot that
+// may find no free range when the step grows (a 512-byte gradient) is added: 14352, rounded up
+// to 64: 14400; plus the inputs of 20 sub-batches (2 x 960): 16320. sl-allocate lays the step
+// out in 15744.
+// BOUND: predicted_host_pool_bytes = 16320 : i64
+// ALLOCATED: sl.host_pool_bytes = 15744 : i64
 
 // A device budget of exactly the prediction fits: one sub-batch needs 2816 bytes.
 // EXACT: predicted_device_bytes = 2816 : i64, {{.*}} sub_batch_size = 2 : i64

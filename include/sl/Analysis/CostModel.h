@@ -140,15 +140,27 @@ struct StepMemory {
   /// Where in the step the arena reaches its size, and what is in it then.
   std::string devicePeak;
   llvm::SmallVector<MemoryTerm> deviceTerms;
+  /// Where in the step the pool reaches its size, and what is in it then.
+  std::string hostPeak;
   llvm::SmallVector<MemoryTerm> hostTerms;
+  /// The inputs' slots (the whole batch; they lie first in the pool).
+  double hostInputBytes = 0;
+  /// When asked for: the most host bytes but the inputs live at once, and the live host bytes
+  /// but the inputs after each op of a step of n sub-batches as lines in n: the offloaded
+  /// boundary values live then, counted as growing in proportion to n, and the rest.
+  double hostLivePeak = 0;
+  Envelope hostLiveLines;
+  /// The largest host slot that is freed during the step but no offloaded boundary value (a
+  /// parameter gradient): what may find no free range when the step grows.
+  double hostLargestSlot = 0;
 };
 
-/// How StepMemoryFn lays out a step of N sub-batches: for the device at min(N, 16) sub-batches
-/// (the arena stops growing after a few: one sub-batch arrives while one computes and one
-/// leaves, and best fit settles), for the host at min(N, 4), the pool beyond that extrapolated
-/// linearly (every slot but the inputs is one per sub-batch or one per step).
+/// How StepMemoryFn lays out a step of N sub-batches: at min(N, 16) sub-batches. The arena stops
+/// growing after a few (one sub-batch arrives while one computes and one leaves, and best fit
+/// settles); the pool up to 16 is exact, beyond it bounded from the step at 16 (Plan.cpp,
+/// poolBound; docs/user-guide.md, "Plan a training step").
 inline constexpr int64_t kDeviceLaidOutSubBatches = 16;
-inline constexpr int64_t kHostLaidOutSubBatches = 4;
+inline constexpr int64_t kHostLaidOutSubBatches = 16;
 
 /// What to predict: the arena, the pool, and what each holds by kind (for reports).
 struct MemoryQuery {
@@ -165,7 +177,9 @@ struct Prediction {
   std::string devicePeak;
   llvm::SmallVector<MemoryTerm> deviceTerms;
   double deviceBytes = 0;
-  /// The host pool term by term, and the host in all: the pool and the optimizer state.
+  /// The host pool: its size, where it peaks and what it holds then; the host in all: the pool
+  /// and the optimizer state.
+  std::string hostPeak;
   llvm::SmallVector<MemoryTerm> hostTerms;
   double hostPoolBytes = 0;
   double optimizerStateBytes = 0;
