@@ -33,16 +33,16 @@
 
 // The largest sub-batch that fits grows with the device budget. With no number of sub-batches
 // and no host budget to choose one, the step has one sub-batch, and the arena (the step laid out
-// as sl-allocate lays it out, buffers in 256-byte units) is 5 sequences: 4096 bytes in 4096,
-// where 6 need 4864; 13 (8192) in 8192, where 14 need 8960; 29 (16128) in 16384, where 30 need
-// 16896; 126 (65280) in 65536, where 127 need 65792.
-// DEV4: predicted_device_bytes = 4096 : i64, {{.*}}sub_batch_size = 5 : i64
-// SUB3: predicted_device_bytes = 3584 : i64
-// DEV8: predicted_device_bytes = 8192 : i64, {{.*}}sub_batch_size = 13 : i64
-// SUB7: predicted_device_bytes = 5376 : i64
-// DEV16: predicted_device_bytes = 16128 : i64, {{.*}}sub_batch_size = 29 : i64
-// DEV64: predicted_device_bytes = 65280 : i64, {{.*}}sub_batch_size = 126 : i64
-// DEV64: func.func @train_step(%{{.+}}: tensor<126x3xi64>
+// as sl-allocate lays it out, buffers in 256-byte units) is 2 sequences: 3072 bytes in 4096,
+// where 3 need 4352; 9 (7936) in 8192, where 10 need 8448; 21 (15872) in 16384, where 22 need
+// 17408; 92 (65536) in 65536, where 93 need 66048.
+// DEV4: predicted_device_bytes = 3072 : i64, {{.*}}sub_batch_size = 2 : i64
+// SUB3: predicted_device_bytes = 4352 : i64
+// DEV8: predicted_device_bytes = 7936 : i64, {{.*}}sub_batch_size = 9 : i64
+// SUB7: predicted_device_bytes = 6912 : i64
+// DEV16: predicted_device_bytes = 15872 : i64, {{.*}}sub_batch_size = 21 : i64
+// DEV64: predicted_device_bytes = 65536 : i64, {{.*}}sub_batch_size = 92 : i64
+// DEV64: func.func @train_step(%{{.+}}: tensor<92x3xi64>
 
 // The number of sub-batches grows with the host budget. AdamW's state (4608 bytes) and the
 // pool, laid out like the arena (plan.mlir works one through): at its peak, in the epilogue's
@@ -59,8 +59,8 @@
 // HOST64: num_sub_batches = 66 : i64, {{.*}}predicted_host_bytes = 64768 : i64
 
 // With a batch, the sub-batch is the largest divisor of it that fits, at the number of
-// sub-batches it makes: 12 (one sub-batch) and 6 (two) need 7680 bytes, 4 (three) 6656.
-// DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6656 : i64, {{.*}}sub_batch_size = 4 : i64
+// sub-batches it makes: 12 (one sub-batch) needs 9984 bytes, 6 (two) 7936, 4 (three) 6912.
+// DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6912 : i64, {{.*}}sub_batch_size = 4 : i64
 
 // expected-error @+1 {{sl-plan: nothing sets the sub-batch size: give batch=, sub-batch-size= or a device-memory= budget to choose it from}}
 module {

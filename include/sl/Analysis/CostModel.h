@@ -155,11 +155,15 @@ struct StepMemory {
   double hostLargestSlot = 0;
 };
 
-/// How StepMemoryFn lays out a step of N sub-batches: at min(N, 16) sub-batches. The arena stops
-/// growing after a few (one sub-batch arrives while one computes and one leaves, and best fit
-/// settles); the pool up to 16 is exact, beyond it bounded from the step at 16 (Plan.cpp,
-/// poolBound; docs/user-guide.md, "Plan a training step").
+/// How StepMemoryFn lays out a step of N sub-batches: at min(N, 16) sub-batches. The arena nearly
+/// stops growing after a few (one sub-batch arrives while one computes and one leaves, and best
+/// fit settles): beyond 16 it is bounded with kArenaGrowthSlack; the pool up to 16 is exact,
+/// beyond it bounded from the step at 16 (Plan.cpp, poolBound; docs/user-guide.md, "Plan a
+/// training step").
 inline constexpr int64_t kDeviceLaidOutSubBatches = 16;
+/// The arena of a step of more than kDeviceLaidOutSubBatches sub-batches is bounded by the one
+/// laid out at kDeviceLaidOutSubBatches times (1 + this).
+inline constexpr double kArenaGrowthSlack = 0.03;
 inline constexpr int64_t kHostLaidOutSubBatches = 16;
 
 /// What to predict: the arena, the pool, and what each holds by kind (for reports).
