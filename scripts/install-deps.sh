@@ -15,6 +15,8 @@ PACKAGES=(
   googletest libgtest-dev libonnx-testdata
   # python: model builders, ONNX export, reference implementations
   python3 python3-torch python3-onnx python3-numpy python3-pytest
+  # trace timelines (python/speedloader/plot_trace.py, docs/images)
+  python3-matplotlib
 )
 
 missing=()
