@@ -761,7 +761,6 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
     if (failed(src) || failed(dst))
       return failure();
     pb::Kernel *copy = addKernel(pb::COPY, op);
-    copy->set_name(out->buffers(*src).name());
     copy->add_operands(*src);
     copy->add_results(*dst);
   } else if (auto step = llvm::dyn_cast<OptimizerStepOp>(op)) {

@@ -109,6 +109,12 @@ private:
   void prefetchConstants();
   void removeDeadCode();
   DictionaryAttr planAttribute();
+  // A location that names a transfer or accumulation in traces and errors.
+  Location named(const llvm::Twine &name) {
+    return NameLoc::get(builder.getStringAttr(name), forward.getLoc());
+  }
+  // What a @forward value is, for those names: an input's name, or the output of a stage.
+  std::string describe(Value v);
 
   ModuleOp module;
   func::FuncOp forward, step;
@@ -266,6 +272,18 @@ SmallVector<GroupPass> StepBuilder::passOrder() const {
   return passes;
 }
 
+std::string StepBuilder::describe(Value v) {
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+    if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "sl.name"))
+      return name.str();
+    return "input " + std::to_string(arg.getArgNumber());
+  }
+  LayerOp layer = stages[stageOf.lookup(v)].layer;
+  if (layer.getStage() == "block")
+    return "layer " + std::to_string(layer.getIndex()) + " output";
+  return layer.getStage().str() + " output";
+}
+
 Value StepBuilder::hostConstant(RankedTensorType type, Attribute value) {
   auto key = std::make_pair(Type(type), value);
   if (Value v = constants.lookup(key))
@@ -317,8 +335,8 @@ void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRM
   SmallVector<Value> hostParams;
   for (Value p : params)
     hostParams.push_back(stepParams.lookup(p));
-  auto fetch = builder.create<FetchParamsOp>(loc, ValueRange(hostParams).getTypes(), hostParams,
-                                             group);
+  auto fetch = builder.create<FetchParamsOp>(named("fetch " + group),
+                                             ValueRange(hostParams).getTypes(), hostParams, group);
   for (auto [p, d] : llvm::zip(params, fetch.getResults()))
     into.map(p, d);
 }
@@ -379,7 +397,10 @@ void StepBuilder::emitForwardPass(const GroupPass &pass, const IRMapping &params
   auto prefetch = [&](int64_t j) {
     device[j] = IRMapping();
     for (Value v : group.inputs)
-      device[j].map(v, builder.create<PrefetchOp>(loc, hostValue[j].lookup(v)));
+      device[j].map(v, builder.create<PrefetchOp>(
+                           named(group.name + " sub-batch " + llvm::Twine(j) + ": prefetch " +
+                                 describe(v)),
+                           hostValue[j].lookup(v)));
   };
   auto compute = [&](int64_t j) {
     for (unsigned s : group.stages) {
@@ -395,7 +416,9 @@ void StepBuilder::emitForwardPass(const GroupPass &pass, const IRMapping &params
   };
   auto offload = [&](int64_t j) {
     for (Value v : group.outputs)
-      hostValue[j][v] = builder.create<OffloadOp>(loc, device[j].lookup(v));
+      hostValue[j][v] = builder.create<OffloadOp>(
+          named(group.name + " sub-batch " + llvm::Twine(j) + ": offload " + describe(v)),
+          device[j].lookup(v));
   };
   pipelined(pass.subBatches, prefetch, compute, offload);
 }
@@ -409,11 +432,14 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
 
   auto prefetch = [&](int64_t j) {
     device[j] = IRMapping();
+    std::string where = (group.name + " backward sub-batch " + llvm::Twine(j) + ": prefetch ").str();
     for (Value v : group.inputs)
-      device[j].map(v, builder.create<PrefetchOp>(loc, hostValue[j].lookup(v)));
+      device[j].map(v, builder.create<PrefetchOp>(named(where + describe(v)),
+                                                  hostValue[j].lookup(v)));
     for (Value v : group.outputs)
       for (Value contribution : hostGrads[j].lookup(v))
-        outputGrads[j][v].push_back(builder.create<PrefetchOp>(loc, contribution));
+        outputGrads[j][v].push_back(builder.create<PrefetchOp>(
+            named(where + "gradient of " + describe(v)), contribution));
   };
   auto compute = [&](int64_t j) {
     // Recompute the group's stages (CSE merges this with each backward function's own
@@ -473,19 +499,26 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
   auto offload = [&](int64_t j) {
     for (Value v : group.inputs)
       if (Value g = inputGrads[j].lookup(v))
-        hostGrads[j][v].push_back(builder.create<OffloadOp>(loc, g));
+        hostGrads[j][v].push_back(builder.create<OffloadOp>(
+            named(group.name + " backward sub-batch " + llvm::Twine(j) +
+                  ": offload gradient of " + describe(v)),
+            g));
   };
   pipelined(pass.subBatches, prefetch, compute, offload);
 
   // The loss is final once the last group's last pass is done.
   if (computesLoss && pass.subBatches.back() == n - 1)
-    lossHost = builder.create<OffloadOp>(loc, lossAccumulator);
+    lossHost = builder.create<OffloadOp>(named("offload loss"), lossAccumulator);
   // The group's gradients leave the device once per pass.
   SmallVector<Value> finished;
   for (auto &[p, acc] : accumulated) {
-    Value host = builder.create<OffloadOp>(loc, acc);
+    llvm::StringRef name = p.getDefiningOp<ParamOp>().getName();
+    Value host = builder.create<OffloadOp>(named(group.name + ": offload gradient of " + name),
+                                           acc);
     Value &total = hostParamGrad[p];
-    total = total ? builder.create<AccumulateOp>(loc, total, host) : host;
+    total = total ? builder.create<AccumulateOp>(named("accumulate gradient of " + name), total,
+                                                 host)
+                  : host;
     if (mode == Mode::SpeedLoader && --groupsLeft[p] == 0)
       finished.push_back(p);
   }
@@ -499,7 +532,10 @@ void StepBuilder::emitOptimizerSteps(ArrayRef<Value> params) {
     grads.push_back(hostParamGrad.lookup(p));
     hostParams.push_back(stepParams.lookup(p));
   }
-  builder.create<OptimizerStepOp>(loc, lossHost, grads, hostParams);
+  std::string names;
+  for (Value p : params)
+    names += (names.empty() ? "" : ", ") + p.getDefiningOp<ParamOp>().getName().str();
+  builder.create<OptimizerStepOp>(named("optimizer step: " + names), lossHost, grads, hostParams);
 }
 
 void StepBuilder::removeDeadCode() {
@@ -554,7 +590,7 @@ void StepBuilder::prefetchConstants() {
       if (!copy) {
         OpBuilder::InsertionGuard guard(builder);
         builder.setInsertionPoint(&body, afterConstants);
-        copy = builder.create<PrefetchOp>(v.getLoc(), v);
+        copy = builder.create<PrefetchOp>(named("prefetch constant"), v);
       }
       op.setOperand(index, copy);
     }
