@@ -135,17 +135,26 @@ std::string attributesName(Kernel::AttributesCase attributes) {
 }
 
 // Allowed dtypes; empty means any dtype a buffer can have (the buffer checks refuse unknown ones).
+// Every floating-point op takes f64 as well as f32: the CPU backend runs whole f64 schedules so
+// that gradients can be checked against finite differences in double precision. f64 comes last
+// in these lists, and messages name it apart ("f32 or i64 (or f64)"): f32 is the working dtype.
 const std::vector<DType> kAnyDType = {};
 const std::vector<DType> kF32 = {F32};
-const std::vector<DType> kF32OrI64 = {F32, I64};
+const std::vector<DType> kFloat = {F32, F64};
+const std::vector<DType> kFloatOrI64 = {F32, I64, F64};
 const std::vector<DType> kCastable = {F32, F64, I64, I32, BOOL};
 
 std::string dtypeList(const std::vector<DType> &dtypes) {
+  bool f64Apart = dtypes.size() > 1 && dtypes.back() == F64 &&
+                  std::find(dtypes.begin(), dtypes.end(), F32) != dtypes.end();
+  size_t count = f64Apart ? dtypes.size() - 1 : dtypes.size();
   std::string text;
-  for (size_t i = 0; i < dtypes.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == dtypes.size() ? " or " : ", ") + dtypeName(dtypes[i]);
-  return text;
+  for (size_t i = 0; i < count; ++i)
+    text += (i == 0 ? "" : i + 1 == count ? " or " : ", ") + dtypeName(dtypes[i]);
+  return f64Apart ? text + " (or f64)" : text;
 }
+
+bool isFloat(DType dtype) { return dtype == F32 || dtype == F64; }
 
 Shape dropFront(const Shape &shape, size_t count) {
   return Shape(shape.begin() + static_cast<std::ptrdiff_t>(std::min(count, shape.size())),
@@ -203,6 +212,10 @@ private:
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
         throw error(role(r), " is ", dtypeName(dtype), "; ", opName_, " takes ",
                     dtypeList(allowed));
+      // f32 and f64 buffers mixed in one float kernel: say which precision the kernel runs in.
+      if (dtype != first && isFloat(dtype) && isFloat(first))
+        throw error(role(r), " is ", dtypeName(dtype), "; ", opName_, " takes ", dtypeName(first),
+                    " here, like ", role(roles[0]), " (one dtype for ", who, ")");
       if (dtype != first)
         throw error(role(r), " is ", dtypeName(dtype), " but ", role(roles[0]), " is ",
                     dtypeName(first), "; ", opName_, " needs one dtype for ", who);
@@ -234,10 +247,10 @@ private:
     case MUL:
     case DIV:
     case NEG:
-      return sameDType(allRoles(), kF32OrI64, all);
+      return sameDType(allRoles(), kFloatOrI64, all);
     case EQUAL:
     case LESS:
-      sameDType({0, 1}, kF32OrI64, "both operands");
+      sameDType({0, 1}, kFloatOrI64, "both operands");
       return dtypeIn(-1, {BOOL}, " results");
     case WHERE:
       dtypeIn(0, {BOOL}, " conditions");
@@ -249,9 +262,10 @@ private:
       dtypeIn(1, {I64, I32}, " indices");
       return sameDType({0, -1}, kAnyDType, "data and the result");
     case CROSS_ENTROPY:
-      dtypeIn(0, {F32}, " logits");
+      dtypeIn(0, kFloat, " logits");
       dtypeIn(1, {I64}, " labels");
-      return dtypeIn(-1, {F32}, " results");
+      dtypeIn(-1, kFloat, " results");
+      return sameDType({0, -1}, kFloat, "the logits and the result");
     case CONCAT:
     case SLICE:
     case EXPAND:
@@ -259,12 +273,18 @@ private:
       return sameDType(allRoles(), kAnyDType, all);
     case CROSS_ENTROPY_GRAD:
       dtypeIn(0, {I64}, " labels");
-      return sameDType({1, 2, -1}, kF32, "dloss, logits and the result");
+      // The logits set the precision; dloss and dlogits follow them.
+      return sameDType({2, 1, -1}, kFloat, "dloss, logits and the result");
     case GATHER_GRAD:
       dtypeIn(0, {I64, I32}, " indices");
-      return sameDType({1, -1}, kF32, "dy and the result");
-    default:
+      return sameDType({1, -1}, kFloat, "dy and the result");
+    case OPTIMIZER_STEP:
+      // The host AdamW keeps fp32 master weights: its loss and gradients are f32 only.
       return sameDType(allRoles(), kF32, all);
+    default:
+      // The float ops (MATMUL, GEMM, TRANSPOSE, the unary ops, POW, SWIGLU, ACCUMULATE, the
+      // reductions, norms, softmax, rotary, attention and their gradients) compute f32 or f64.
+      return sameDType(allRoles(), kFloat, all);
     }
   }
 

@@ -1027,5 +1027,46 @@ const OpCase kOpCases[] = {
 INSTANTIATE_TEST_SUITE_P(Ops, OpRuleTest, ::testing::ValuesIn(kOpCases),
                          [](const auto &info) { return std::string(info.param.name); });
 
+// Every floating-point op takes f64 as well as f32 (the CPU backend runs f64 schedules for
+// float64 gradient checks), one precision per kernel.
+const OpCase kF64OpCases[] = {
+    {"MatmulF64", MATMUL, "f64[2,3] f64[3,4]", "f64[2,4]", kNone, kValid},
+    {"AddF64Broadcast", ADD, "f64[2,3] f64[3]", "f64[2,3]", kNone, kValid},
+    {"PowF64", POW, "f64[2] f64[2]", "f64[2]", kNone, kValid},
+    {"ErfF64", ERF, "f64[2]", "f64[2]", kNone, kValid},
+    {"LessF64", LESS, "f64[2] f64[2]", "bool[2]", kNone, kValid},
+    {"TransposeF64", TRANSPOSE, "f64[2,3]", "f64[3,2]",
+     [](Kernel &k) {
+       k.mutable_transpose()->add_perm(1);
+       k.mutable_transpose()->add_perm(0);
+     },
+     kValid},
+    {"ReduceSumF64", REDUCE_SUM, "f64[2,3]", "f64[2]", reduceAxes({1}, false), kValid},
+    {"SoftmaxF64", SOFTMAX, "f64[2,3]", "f64[2,3]", axis(1), kValid},
+    {"LayerNormGradF64", LAYER_NORM_GRAD, "f64[2,4] f64[4] f64[2,4]", "f64[2,4] f64[4] f64[4]",
+     norm(1), kValid},
+    {"AttentionGradF64", ATTENTION_GRAD, "f64[1,2,3,4] f64[1,1,3,4] f64[1,1,3,4] f64[1,2,3,4]",
+     "f64[1,2,3,4] f64[1,1,3,4] f64[1,1,3,4]", attention(true), kValid},
+    {"CrossEntropyF64", CROSS_ENTROPY, "f64[2,7] i64[2]", "f64[]", kCrossEntropy, kValid},
+    {"CrossEntropyGradF64", CROSS_ENTROPY_GRAD, "i64[2] f64[] f64[2,7]", "f64[2,7]",
+     kCrossEntropy, kValid},
+    {"GatherGradF64", GATHER_GRAD, "i64[2] f64[2,3]", "f64[4,3]", axis(0), kValid},
+    {"SliceGradF64", SLICE_GRAD, "f64[2]", "f64[4]", sliceBy({0}, {2}), kValid},
+    {"AccumulateF64", ACCUMULATE, "f64[3] f64[3]", "f64[3]", kNone, kValid},
+    {"MulMixedPrecision", MUL, "f32[2] f64[2]", "f32[2]", kNone,
+     "operand 1 (buffer 1 'in1') is f64; MUL takes f32 here, like operand 0 (buffer 0 'in0') (one "
+     "dtype for its operands and result)"},
+    {"SoftmaxI64", SOFTMAX, "i64[2,3]", "i64[2,3]", axis(1),
+     "operand 0 (buffer 0 'in0') is i64; SOFTMAX takes f32 (or f64)"},
+    {"SubI32", SUB, "i32[2] i32[2]", "i32[2]", kNone,
+     "operand 0 (buffer 0 'in0') is i32; SUB takes f32 or i64 (or f64)"},
+    {"CrossEntropyResultF32", CROSS_ENTROPY, "f64[2,7] i64[2]", "f32[]", kCrossEntropy,
+     "result (buffer 2 'out') is f32; CROSS_ENTROPY takes f64 here, like operand 0 (buffer 0 "
+     "'in0') (one dtype for the logits and the result)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(F64Ops, OpRuleTest, ::testing::ValuesIn(kF64OpCases),
+                         [](const auto &info) { return std::string(info.param.name); });
+
 } // namespace
 } // namespace slrt::test

@@ -70,7 +70,8 @@ public:
   virtual void synchronize() = 0;
 };
 
-// The reference backend: fp32 on the host, OpenBLAS for the GEMMs, both memory spaces in RAM.
+// The reference backend: fp32 on the host (f64 too, for checking), OpenBLAS for the GEMMs, both
+// memory spaces in RAM.
 std::unique_ptr<Backend> createCpuBackend();
 
 // The backend sl-run's --backend names. Throws Error for an unknown name, and for "cuda", which

@@ -2,7 +2,8 @@
 // kernel runs synchronously on the calling thread (the executor calls from one thread per stream:
 // kernels keep their scratch memory on their own stack or heap, and share no mutable state) and
 // computes in fp32 (sums, norms and softmax denominators accumulate in double; i64 where the op
-// allows it), GEMMs go through OpenBLAS, and the other kernels split large tensors across OpenMP
+// allows it) or, for float64 schedules (gradient checks), every float op in double from the same
+// kernel templates, GEMMs go through OpenBLAS, and the other kernels split large tensors across OpenMP
 // threads without letting the thread count change any result. The kernels themselves are in
 // cpu_kernels.h.
 #pragma once

@@ -1,5 +1,7 @@
 // The CPU backend's kernels, one function per op family. Each takes a verified kernel (so shapes,
-// dtypes and attributes are trusted), its operands and its result. Errors that depend on the data
+// dtypes and attributes are trusted), its operands and its result. Floating-point kernels compute
+// in the dtype of their buffers: F32 (the reference) or F64 (for float64 gradient checks), one
+// template for both. Errors that depend on the data
 // (an index out of range, an integer division by zero) are thrown before anything is written, and
 // do not name the kernel: the executor does.
 #pragma once
@@ -41,13 +43,23 @@ template <typename F> void withElementBits(uint64_t size, F f) {
   }
 }
 
+// Calls f(T{}) with the C++ type of a floating-point kernel's dtype: double for F64, float for
+// everything else (the verifier has admitted only F32 and F64). The float kernels are the
+// reference numerics; the double instantiations of the same templates exist so that gradients can
+// be checked against finite differences in float64.
+template <typename F> void withFloatType(sl::schedule::DType dtype, F f) {
+  if (dtype == sl::schedule::F64)
+    return f(double{});
+  return f(float{});
+}
+
 // Written so that exp never overflows: for x < 0 use e^x / (1 + e^x). SIGMOID, SILU, SWIGLU and
 // SWIGLU_GRAD share it.
-inline float sigmoid(float x) {
+template <typename T> T sigmoid(T x) {
   if (x >= 0)
-    return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
+    return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
 }
 
 // elementwise.cc: ADD, SUB, MUL, DIV, POW, the unary ops, EQUAL, LESS, WHERE, CAST, GELU, SWIGLU.
@@ -76,10 +88,23 @@ void trilu(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
 // linear_algebra.cc: MATMUL, GEMM (OpenBLAS).
 // Row-major C = alpha * op(A) op(B) + beta * C through OpenBLAS (which threads it), for the
-// kernels built on GEMMs.
+// kernels built on GEMMs: cblas_sgemm for float, cblas_dgemm for double.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc);
+void dgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
+           const double *a, int64_t lda, const double *b, int64_t ldb, double beta, double *c,
+           int64_t ldc);
+inline void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                     float *c, int64_t ldc) {
+  sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
+                     double *c, int64_t ldc) {
+  dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 void matmul(const Operands &operands, const TensorRef *y);
 void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 

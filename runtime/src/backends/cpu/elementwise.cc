@@ -40,13 +40,72 @@ template <typename T, typename Op> void map(const TensorRef *x, const TensorRef 
   });
 }
 
-float gelu(float x, bool tanhApproximation) {
+// The constants are written once as doubles; rounded to float they are exactly the float literals
+// the f32 kernel has always used.
+static_assert(float(0.7978845608028654) == 0.7978845608028654f &&
+              float(0.044715) == 0.044715f && float(0.7071067811865476) == 0.7071067811865476f);
+
+template <typename T> T gelu(T x, bool tanhApproximation) {
   if (tanhApproximation) {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    constexpr T kSqrt2OverPi = T(0.7978845608028654);
+    return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi * (x + T(0.044715) * x * x * x)));
   }
-  constexpr float kSqrtHalf = 0.7071067811865476f;
-  return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
+  constexpr T kSqrtHalf = T(0.7071067811865476);
+  return T(0.5) * x * (T(1) + std::erf(x * kSqrtHalf));
+}
+
+// The unary float ops on element type T.
+template <typename T> void unaryFloat(const Kernel &kernel, const TensorRef *x, const TensorRef *y) {
+  switch (kernel.op()) {
+  case RELU:
+    return map<T>(x, y, [](T v) { return v > T(0) ? v : T(0); });
+  case SIGMOID:
+    return map<T>(x, y, sigmoid<T>);
+  case SILU:
+    return map<T>(x, y, [](T v) { return v * sigmoid(v); });
+  case SQRT:
+    return map<T>(x, y, [](T v) { return std::sqrt(v); });
+  case RECIPROCAL:
+    return map<T>(x, y, [](T v) { return T(1) / v; });
+  case NEG:
+    return map<T>(x, y, [](T v) { return -v; });
+  case EXP:
+    return map<T>(x, y, [](T v) { return std::exp(v); });
+  case ERF:
+    return map<T>(x, y, [](T v) { return std::erf(v); });
+  case TANH:
+    return map<T>(x, y, [](T v) { return std::tanh(v); });
+  case GELU: {
+    bool tanhApproximation = kernel.gelu().tanh();
+    return map<T>(x, y, [=](T v) { return gelu(v, tanhApproximation); });
+  }
+  default:
+    throw makeError(OpKind_Name(kernel.op()), " is not a unary op");
+  }
+}
+
+// ADD, SUB, MUL, DIV and POW on float element type T; false for another op.
+template <typename T>
+bool binaryFloat(OpKind op, const TensorRef *a, const TensorRef *b, const TensorRef *y) {
+  switch (op) {
+  case ADD:
+    broadcastBinary<T, T>(a, b, y, [](T p, T q) { return p + q; });
+    return true;
+  case SUB:
+    broadcastBinary<T, T>(a, b, y, [](T p, T q) { return p - q; });
+    return true;
+  case MUL:
+    broadcastBinary<T, T>(a, b, y, [](T p, T q) { return p * q; });
+    return true;
+  case DIV:
+    broadcastBinary<T, T>(a, b, y, [](T p, T q) { return p / q; });
+    return true;
+  case POW:
+    broadcastBinary<T, T>(a, b, y, [](T p, T q) { return std::pow(p, q); });
+    return true;
+  default:
+    return false;
+  }
 }
 
 // i64 arithmetic wraps around like the hardware (and numpy) instead of being undefined.
@@ -137,21 +196,11 @@ void binary(const Kernel &kernel, const Operands &operands, const TensorRef *y) 
       break;
     }
   } else if (y->dtype == F32) {
-    switch (op) {
-    case ADD:
-      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p + q; });
-    case SUB:
-      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p - q; });
-    case MUL:
-      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p * q; });
-    case DIV:
-      return broadcastBinary<float, float>(a, b, y, [](float p, float q) { return p / q; });
-    case POW:
-      return broadcastBinary<float, float>(a, b, y,
-                                           [](float p, float q) { return std::pow(p, q); });
-    default:
-      break;
-    }
+    if (binaryFloat<float>(op, a, b, y))
+      return;
+  } else if (y->dtype == F64) {
+    if (binaryFloat<double>(op, a, b, y))
+      return;
   }
   throw makeError(OpKind_Name(op), " does not compute ", dtypeName(y->dtype));
 }
@@ -160,34 +209,11 @@ void unary(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *x = operands[0];
   if (y->dtype == I64 && kernel.op() == NEG)
     return map<int64_t>(x, y, [](int64_t v) { return wrap(0 - static_cast<uint64_t>(v)); });
-  if (y->dtype != F32)
-    throw makeError(OpKind_Name(kernel.op()), " does not compute ", dtypeName(y->dtype));
-  switch (kernel.op()) {
-  case RELU:
-    return map<float>(x, y, [](float v) { return v > 0.0f ? v : 0.0f; });
-  case SIGMOID:
-    return map<float>(x, y, sigmoid);
-  case SILU:
-    return map<float>(x, y, [](float v) { return v * sigmoid(v); });
-  case SQRT:
-    return map<float>(x, y, [](float v) { return std::sqrt(v); });
-  case RECIPROCAL:
-    return map<float>(x, y, [](float v) { return 1.0f / v; });
-  case NEG:
-    return map<float>(x, y, [](float v) { return -v; });
-  case EXP:
-    return map<float>(x, y, [](float v) { return std::exp(v); });
-  case ERF:
-    return map<float>(x, y, [](float v) { return std::erf(v); });
-  case TANH:
-    return map<float>(x, y, [](float v) { return std::tanh(v); });
-  case GELU: {
-    bool tanhApproximation = kernel.gelu().tanh();
-    return map<float>(x, y, [=](float v) { return gelu(v, tanhApproximation); });
-  }
-  default:
-    throw makeError(OpKind_Name(kernel.op()), " is not a unary op");
-  }
+  if (y->dtype == F32)
+    return unaryFloat<float>(kernel, x, y);
+  if (y->dtype == F64)
+    return unaryFloat<double>(kernel, x, y);
+  throw makeError(OpKind_Name(kernel.op()), " does not compute ", dtypeName(y->dtype));
 }
 
 void compare(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
@@ -200,6 +226,8 @@ void compare(const Kernel &kernel, const Operands &operands, const TensorRef *y)
   };
   if (operands[0]->dtype == F32)
     return run(float{});
+  if (operands[0]->dtype == F64)
+    return run(double{});
   if (operands[0]->dtype == I64)
     return run(int64_t{});
   throw makeError(OpKind_Name(kernel.op()), " does not compare ", dtypeName(operands[0]->dtype));
@@ -240,23 +268,29 @@ void cast(const Operands &operands, const TensorRef *y) {
 }
 
 void swiglu(const Operands &operands, const TensorRef *y) {
-  const float *gate = in<float>(operands[0]), *up = in<float>(operands[1]);
-  float *py = out<float>(y);
-  parallelFor(elementCount(y->shape), 4, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      py[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  withFloatType(y->dtype, [&](auto type) {
+    using T = decltype(type);
+    const T *gate = in<T>(operands[0]), *up = in<T>(operands[1]);
+    T *py = out<T>(y);
+    parallelFor(elementCount(y->shape), 4, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        py[i] = gate[i] * sigmoid(gate[i]) * up[i];
+    });
   });
 }
 
 void accumulate(const Operands &operands, const TensorRef *y) {
-  const float *a = in<float>(operands[0]), *b = in<float>(operands[1]);
-  float *py = out<float>(y);
-  // Element i reads only a[i] and b[i], so SIMD is safe even exactly in place (py == a), where
-  // the compiler alone would not vectorise for fear of aliasing.
-  parallelFor(elementCount(y->shape), 1, [&](int64_t begin, int64_t end) {
+  withFloatType(y->dtype, [&](auto type) {
+    using T = decltype(type);
+    const T *a = in<T>(operands[0]), *b = in<T>(operands[1]);
+    T *py = out<T>(y);
+    // Element i reads only a[i] and b[i], so SIMD is safe even exactly in place (py == a), where
+    // the compiler alone would not vectorise for fear of aliasing.
+    parallelFor(elementCount(y->shape), 1, [&](int64_t begin, int64_t end) {
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i)
-      py[i] = a[i] + b[i];
+      for (int64_t i = begin; i < end; ++i)
+        py[i] = a[i] + b[i];
+    });
   });
 }
 

@@ -1,5 +1,5 @@
-// The backward kernels. Each computes, in fp32 with double accumulators, the transpose of its
-// forward's derivative applied to the incoming gradient dy.
+// The backward kernels. Each computes, in its dtype (fp32, or fp64 for gradient checks) with double
+// accumulators, the transpose of its forward's derivative applied to the incoming gradient dy.
 //
 // Threads split the work over items that own what they write: rows for the row-local ops, columns
 // for the parameter gradients of the norms (each sums its rows in row order), data rows for
@@ -19,7 +19,11 @@ namespace {
 
 using namespace sl::schedule;
 
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+// The constants of GELU_GRAD are written once as doubles; rounded to float they are exactly the
+// float literals the f32 kernel has always used.
+static_assert(float(0.7978845608028654) == 0.7978845608028654f &&
+              float(0.044715) == 0.044715f && float(0.7071067811865476) == 0.7071067811865476f &&
+              float(0.3989422804014327) == 0.3989422804014327f);
 
 int64_t product(const Shape &shape, size_t begin, size_t end) {
   int64_t p = 1;
@@ -31,36 +35,28 @@ int64_t product(const Shape &shape, size_t begin, size_t end) {
 // Where the norms are a [rows, n] matrix of x: sums `term(r, j)` over the rows for every column j
 // into out[j], in row order. Threads take disjoint runs of columns and walk the rows with them, so
 // every read stays within a row's contiguous run.
-template <typename Term> void sumColumns(int64_t rows, int64_t n, float *out, Term term) {
+template <typename T, typename Term> void sumColumns(int64_t rows, int64_t n, T *out, Term term) {
   parallelFor(n, 2 * rows, [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(end - begin), 0.0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = begin; j < end; ++j)
         acc[static_cast<size_t>(j - begin)] += term(r, j);
     for (int64_t j = begin; j < end; ++j)
-      out[j] = static_cast<float>(acc[static_cast<size_t>(j - begin)]);
+      out[j] = static_cast<T>(acc[static_cast<size_t>(j - begin)]);
   });
 }
 
-float dot(const float *a, const float *b, int64_t n) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < n; ++c)
-    sum += a[c] * b[c];
-  return sum;
-}
-
-} // namespace
 
 // dlogits = (softmax(row) - onehot(label)) * dloss / count for each counted row, zeros for ignored
 // rows; with every label ignored (a NaN loss) the gradient is all zeros, as PyTorch's.
-void crossEntropyGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void crossEntropyGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *labelsRef = operands[0], *logitsRef = operands[2];
   const int64_t vocab = logitsRef->shape.back();
   const int64_t rows = elementCount(labelsRef->shape);
   const int64_t *labels = in<int64_t>(labelsRef);
-  const float *logits = in<float>(logitsRef);
-  float *dlogits = out<float>(results[0]);
+  const T *logits = in<T>(logitsRef);
+  T *dlogits = out<T>(results[0]);
   const int64_t ignore = kernel.cross_entropy().ignore_index();
 
   int64_t counted = 0;
@@ -73,14 +69,14 @@ void crossEntropyGrad(const Kernel &kernel, const Operands &operands, const Resu
     ++counted;
   }
   // Read before anything is written: dlogits may be exactly dloss when the logits are one element.
-  double factor = counted == 0 ? 0.0 : double(*in<float>(operands[1])) / double(counted);
+  double factor = counted == 0 ? 0.0 : double(*in<T>(operands[1])) / double(counted);
 
   parallelFor(rows, 4 * vocab, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *row = logits + r * vocab;
-      float *grad = dlogits + r * vocab;
+      const T *row = logits + r * vocab;
+      T *grad = dlogits + r * vocab;
       if (labels[r] == ignore) {
-        std::fill(grad, grad + vocab, 0.0f);
+        std::fill(grad, grad + vocab, T(0));
         continue;
       }
       double max = -std::numeric_limits<double>::infinity();
@@ -92,29 +88,30 @@ void crossEntropyGrad(const Kernel &kernel, const Operands &operands, const Resu
       // Each logit is read before its own slot is written, so this runs in place.
       for (int64_t v = 0; v < vocab; ++v) {
         double p = std::exp(double(row[v]) - max) / sum;
-        grad[v] = static_cast<float>((p - (v == labels[r] ? 1.0 : 0.0)) * factor);
+        grad[v] = static_cast<T>((p - (v == labels[r] ? 1.0 : 0.0)) * factor);
       }
     }
   });
 }
 
 // dx = y * (dy - sum(dy * y)) along the axis. A fully masked row (y all zeros) gets zeros.
-void softmaxGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void softmaxGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *yRef = operands[0];
   Rows rows = rowsAround(yRef->shape, static_cast<size_t>(kernel.axis().axis()));
-  const float *py = in<float>(yRef), *pdy = in<float>(operands[1]);
-  float *pdx = out<float>(results[0]);
+  const T *py = in<T>(yRef), *pdy = in<T>(operands[1]);
+  T *pdx = out<T>(results[0]);
   int64_t extent = rows.extent, inner = rows.inner;
   parallelFor(rows.outer * inner, 4 * extent, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t start = (row / inner) * extent * inner + row % inner;
-      const float *yr = py + start, *dyr = pdy + start;
-      float *dxr = pdx + start;
+      const T *yr = py + start, *dyr = pdy + start;
+      T *dxr = pdx + start;
       double sum = 0;
       for (int64_t j = 0; j < extent; ++j)
         sum += double(dyr[j * inner]) * yr[j * inner];
       for (int64_t j = 0; j < extent; ++j)
-        dxr[j * inner] = static_cast<float>(yr[j * inner] * (dyr[j * inner] - sum));
+        dxr[j * inner] = static_cast<T>(yr[j * inner] * (dyr[j * inner] - sum));
     }
   });
 }
@@ -122,19 +119,20 @@ void softmaxGrad(const Kernel &kernel, const Operands &operands, const Results &
 // y = x * r * g with r = 1 / sqrt(mean(x^2) + epsilon) per row:
 //   dx = r * g * dy - x * r^3 / n * sum(dy * g * x),  dscale = sum over rows of dy * x * r.
 // dscale is summed before dx is written, so dx may be exactly x or dy.
-void rmsNormGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void rmsNormGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *x = operands[0];
   int64_t n = x->shape.back(), rows = n == 0 ? 0 : elementCount(x->shape) / n;
-  const float *px = in<float>(x), *pdy = in<float>(operands[2]);
+  const T *px = in<T>(x), *pdy = in<T>(operands[2]);
   // A copy: dx may be exactly scale when there is one row.
-  std::vector<float> scale(in<float>(operands[1]), in<float>(operands[1]) + n);
-  float *pdx = out<float>(results[0]), *pdscale = out<float>(results[1]);
+  std::vector<T> scale(in<T>(operands[1]), in<T>(operands[1]) + n);
+  T *pdx = out<T>(results[0]), *pdscale = out<T>(results[1]);
   double epsilon = kernel.norm().epsilon();
 
   std::vector<double> rstd(static_cast<size_t>(rows));
   parallelFor(rows, 2 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = px + r * n;
+      const T *xr = px + r * n;
       double squares = 0;
       for (int64_t j = 0; j < n; ++j)
         squares += double(xr[j]) * xr[j];
@@ -146,15 +144,15 @@ void rmsNormGrad(const Kernel &kernel, const Operands &operands, const Results &
   });
   parallelFor(rows, 5 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = px + r * n, *dyr = pdy + r * n;
-      float *dxr = pdx + r * n;
+      const T *xr = px + r * n, *dyr = pdy + r * n;
+      T *dxr = pdx + r * n;
       double rs = rstd[static_cast<size_t>(r)];
       double projection = 0;
       for (int64_t j = 0; j < n; ++j)
         projection += double(dyr[j]) * scale[static_cast<size_t>(j)] * xr[j];
       double c = rs * rs * rs * projection / static_cast<double>(n);
       for (int64_t j = 0; j < n; ++j)
-        dxr[j] = static_cast<float>(rs * scale[static_cast<size_t>(j)] * dyr[j] - xr[j] * c);
+        dxr[j] = static_cast<T>(rs * scale[static_cast<size_t>(j)] * dyr[j] - xr[j] * c);
     }
   });
 }
@@ -163,21 +161,22 @@ void rmsNormGrad(const Kernel &kernel, const Operands &operands, const Results &
 //   dx = rstd * (a - mean(a) - xhat * mean(a * xhat)),
 //   dscale = sum over rows of dy * xhat, dbias = sum over rows of dy,
 // the parameter gradients of the normalised dimensions' shape (whatever scale broadcast from).
-void layerNormGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void layerNormGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *x = operands[0];
   size_t axis = static_cast<size_t>(kernel.norm().axis());
   Shape normalized(x->shape.begin() + static_cast<std::ptrdiff_t>(axis), x->shape.end());
   int64_t n = elementCount(normalized), rows = n == 0 ? 0 : elementCount(x->shape) / n;
-  std::vector<float> scale = expandTo(operands[1], normalized);
-  const float *px = in<float>(x), *pdy = in<float>(operands[2]);
-  float *pdx = out<float>(results[0]), *pdscale = out<float>(results[1]);
-  float *pdbias = out<float>(results[2]);
+  std::vector<T> scale = expandTo<T>(operands[1], normalized);
+  const T *px = in<T>(x), *pdy = in<T>(operands[2]);
+  T *pdx = out<T>(results[0]), *pdscale = out<T>(results[1]);
+  T *pdbias = out<T>(results[2]);
   double epsilon = kernel.norm().epsilon();
 
   std::vector<double> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
   parallelFor(rows, 3 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = px + r * n;
+      const T *xr = px + r * n;
       // Two passes, as the forward: no cancellation in E[x^2] - E[x]^2.
       double sum = 0;
       for (int64_t j = 0; j < n; ++j)
@@ -197,8 +196,8 @@ void layerNormGrad(const Kernel &kernel, const Operands &operands, const Results
   sumColumns(rows, n, pdbias, [&](int64_t r, int64_t j) { return double(pdy[r * n + j]); });
   parallelFor(rows, 8 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = px + r * n, *dyr = pdy + r * n;
-      float *dxr = pdx + r * n;
+      const T *xr = px + r * n, *dyr = pdy + r * n;
+      T *dxr = pdx + r * n;
       double m = mean[static_cast<size_t>(r)], rs = rstd[static_cast<size_t>(r)];
       double sumA = 0, sumAXhat = 0;
       for (int64_t j = 0; j < n; ++j) {
@@ -209,7 +208,7 @@ void layerNormGrad(const Kernel &kernel, const Operands &operands, const Results
       double meanA = sumA / static_cast<double>(n), meanAXhat = sumAXhat / static_cast<double>(n);
       for (int64_t j = 0; j < n; ++j) {
         double a = double(scale[static_cast<size_t>(j)]) * dyr[j];
-        dxr[j] = static_cast<float>(rs * (a - meanA - (xr[j] - m) * rs * meanAXhat));
+        dxr[j] = static_cast<T>(rs * (a - meanA - (xr[j] - m) * rs * meanAXhat));
       }
     }
   });
@@ -217,7 +216,8 @@ void layerNormGrad(const Kernel &kernel, const Operands &operands, const Results
 
 // The forward maps each pair (a, b) to (a c0 - b s0, b c1 + a s1); its transpose maps (d0, d1) to
 // (d0 c0 + d1 s1, d1 c1 - d0 s0). Pair-local, so it runs exactly in place on dy.
-void rotaryGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void rotaryGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *dy = operands[0], *cosRef = operands[1], *sinRef = operands[2];
   int64_t dim = dy->shape.back(), half = dim / 2;
   if (dim == 0)
@@ -228,20 +228,20 @@ void rotaryGrad(const Kernel &kernel, const Operands &operands, const Results &r
   int64_t cosStep = cosStrides.back(), sinStep = sinStrides.back();
   cosStrides.pop_back();
   sinStrides.pop_back();
-  const float *pdy = in<float>(dy), *pc = in<float>(cosRef), *ps = in<float>(sinRef);
-  float *pdx = out<float>(results[0]);
+  const T *pdy = in<T>(dy), *pc = in<T>(cosRef), *ps = in<T>(sinRef);
+  T *pdx = out<T>(results[0]);
   bool interleaved = kernel.rotary().interleaved();
   parallelForEachElement<2>(rowShape, {cosStrides, sinStrides}, 3 * dim,
                             [&](int64_t row, const std::array<int64_t, 2> &at) {
-                              const float *dyr = pdy + row * dim, *cr = pc + at[0],
+                              const T *dyr = pdy + row * dim, *cr = pc + at[0],
                                           *sr = ps + at[1];
-                              float *dxr = pdx + row * dim;
+                              T *dxr = pdx + row * dim;
                               for (int64_t j = 0; j < half; ++j) {
                                 int64_t first = interleaved ? 2 * j : j,
                                         second = interleaved ? 2 * j + 1 : j + half;
-                                float d0 = dyr[first], d1 = dyr[second];
-                                float c0 = cr[first * cosStep], c1 = cr[second * cosStep];
-                                float s0 = sr[first * sinStep], s1 = sr[second * sinStep];
+                                T d0 = dyr[first], d1 = dyr[second];
+                                T c0 = cr[first * cosStep], c1 = cr[second * cosStep];
+                                T s0 = sr[first * sinStep], s1 = sr[second * sinStep];
                                 dxr[first] = d0 * c0 + d1 * s1;
                                 dxr[second] = d1 * c1 - d0 * s0;
                               }
@@ -266,82 +266,84 @@ void rotaryGrad(const Kernel &kernel, const Operands &operands, const Results &r
 // are GEMMs too. Only a [block, T] score tile is ever stored. The pairs and blocks go in a fixed
 // order and OpenBLAS threads each GEMM by output tiles, so the sums do not depend on the thread
 // count.
-void attentionGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void attentionGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2], *dy = operands[3];
   const TensorRef *mask = operands.size() > 4 ? operands[4] : nullptr;
   const int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
   const int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
   const int64_t group = heads / kvHeads;
-  const float scale = kernel.attention().scale();
+  const T scale = kernel.attention().scale();
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const bool causal = kernel.attention().causal();
   std::vector<int64_t> maskStrides =
       mask ? broadcastStrides(mask->shape, {batch, heads, s, t}) : std::vector<int64_t>(4, 0);
-  const float *pq = in<float>(q), *pk = in<float>(k), *pv = in<float>(v), *pdy = in<float>(dy);
-  const float *pm = mask ? in<float>(mask) : nullptr;
-  float *pdq = out<float>(results[0]), *pdk = out<float>(results[1]);
-  float *pdv = out<float>(results[2]);
+  const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v), *pdy = in<T>(dy);
+  const T *pm = mask ? in<T>(mask) : nullptr;
+  T *pdq = out<T>(results[0]), *pdk = out<T>(results[1]);
+  T *pdv = out<T>(results[2]);
   constexpr int64_t kQueryBlock = 64;
 
-  std::vector<float> p(static_cast<size_t>(kQueryBlock * t));
-  std::vector<float> dp(static_cast<size_t>(kQueryBlock * t));
+  std::vector<T> p(static_cast<size_t>(kQueryBlock * t));
+  std::vector<T> dp(static_cast<size_t>(kQueryBlock * t));
   {
     for (int64_t item = 0; item < batch * kvHeads; ++item) {
       const int64_t b = item / kvHeads, kvHead = item % kvHeads;
-      const float *kHead = pk + item * t * d, *vHead = pv + item * t * dv;
-      float *dkHead = pdk + item * t * d, *dvHead = pdv + item * t * dv;
-      std::fill(dkHead, dkHead + t * d, 0.0f);
-      std::fill(dvHead, dvHead + t * dv, 0.0f);
+      const T *kHead = pk + item * t * d, *vHead = pv + item * t * dv;
+      T *dkHead = pdk + item * t * d, *dvHead = pdv + item * t * dv;
+      std::fill(dkHead, dkHead + t * d, T(0));
+      std::fill(dvHead, dvHead + t * dv, T(0));
       for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
         const int64_t bh = b * heads + h;
-        const float *qHead = pq + bh * s * d, *dyHead = pdy + bh * s * dv;
-        float *dqHead = pdq + bh * s * d;
+        const T *qHead = pq + bh * s * d, *dyHead = pdy + bh * s * dv;
+        T *dqHead = pdq + bh * s * d;
         for (int64_t i0 = 0; i0 < s; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, s - i0);
           // Scores of the block: P = Q K^T * scale (+ mask), then each row's softmax.
-          cpu::sgemm(false, true, rows, t, d, scale, qHead + i0 * d, d, kHead, d, 0.0f,
+          blasGemm(false, true, rows, t, d, scale, qHead + i0 * d, d, kHead, d, T(0),
                            p.data(), t);
           for (int64_t r = 0; r < rows; ++r) {
             const int64_t i = i0 + r;
-            float *row = p.data() + r * t;
+            T *row = p.data() + r * t;
             const int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
-            const float *mRow =
+            const T *mRow =
                 pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
-            float max = kMinusInf;
+            T max = kMinusInf;
             for (int64_t j = 0; j < visible; ++j) {
               if (mRow)
                 row[j] += mRow[j * maskStrides[3]];
               max = std::max(max, row[j]);
             }
             if (max == kMinusInf) { // sees no key: no gradient
-              std::fill(row, row + t, 0.0f);
+              std::fill(row, row + t, T(0));
               continue;
             }
             double sum = 0;
             for (int64_t j = 0; j < visible; ++j)
               sum += (row[j] = std::exp(row[j] - max));
-            const float inv = static_cast<float>(1.0 / sum);
+            const T inv = static_cast<T>(1.0 / sum);
             for (int64_t j = 0; j < visible; ++j)
               row[j] *= inv;
-            std::fill(row + visible, row + t, 0.0f);
+            std::fill(row + visible, row + t, T(0));
           }
           // dP = dY V^T; then dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
-          cpu::sgemm(false, true, rows, t, dv, 1.0f, dyHead + i0 * dv, dv, vHead, dv, 0.0f,
+          blasGemm(false, true, rows, t, dv, T(1), dyHead + i0 * dv, dv, vHead, dv, T(0),
                            dp.data(), t);
           for (int64_t r = 0; r < rows; ++r) {
-            const float *pRow = p.data() + r * t;
-            float *dRow = dp.data() + r * t;
+            const T *pRow = p.data() + r * t;
+            T *dRow = dp.data() + r * t;
             double delta = 0;
             for (int64_t j = 0; j < t; ++j)
               delta += double(pRow[j]) * dRow[j];
             for (int64_t j = 0; j < t; ++j)
-              dRow[j] = pRow[j] * (dRow[j] - static_cast<float>(delta)) * scale;
+              dRow[j] = pRow[j] * (dRow[j] - static_cast<T>(delta)) * scale;
           }
-          cpu::sgemm(false, false, rows, d, t, 1.0f, dp.data(), t, kHead, d, 0.0f,
+          blasGemm(false, false, rows, d, t, T(1), dp.data(), t, kHead, d, T(0),
                            dqHead + i0 * d, d);
-          cpu::sgemm(true, false, t, d, rows, 1.0f, dp.data(), t, qHead + i0 * d, d, 1.0f,
+          blasGemm(true, false, t, d, rows, T(1), dp.data(), t, qHead + i0 * d, d, T(1),
                            dkHead, d);
-          cpu::sgemm(true, false, t, dv, rows, 1.0f, p.data(), t, dyHead + i0 * dv, dv,
-                           1.0f, dvHead, dv);
+          blasGemm(true, false, t, dv, rows, T(1), p.data(), t, dyHead + i0 * dv, dv,
+                           T(1), dvHead, dv);
         }
       }
     }
@@ -352,22 +354,24 @@ void attentionGrad(const Kernel &kernel, const Operands &operands, const Results
 // for negative x. Tanh form, with u = sqrt(2/pi) (x + 0.044715 x^3): 0.5 (1 + tanh u) = s(2u)
 // and 1 - tanh^2 u = 4 s(2u) s(-2u) for the sigmoid s, so the derivative
 // s(2u) + 2 x s(2u) s(-2u) sqrt(2/pi) (1 + 3 * 0.044715 x^2) never subtracts nearly equal terms.
-void geluGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
-  const float *px = in<float>(operands[0]), *pdy = in<float>(operands[1]);
-  float *pdx = out<float>(results[0]);
+template <typename T>
+void geluGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
+  const T *px = in<T>(operands[0]), *pdy = in<T>(operands[1]);
+  T *pdx = out<T>(results[0]);
   bool tanhApproximation = kernel.gelu().tanh();
   parallelFor(elementCount(operands[0]->shape), 8, [&](int64_t begin, int64_t end) {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
-    constexpr float kSqrtHalf = 0.7071067811865476f, kInvSqrt2Pi = 0.3989422804014327f;
+    constexpr T kSqrt2OverPi = T(0.7978845608028654), kCubic = T(0.044715);
+    constexpr T kSqrtHalf = T(0.7071067811865476), kInvSqrt2Pi = T(0.3989422804014327);
     for (int64_t i = begin; i < end; ++i) {
-      float x = px[i], derivative;
+      T x = px[i], derivative;
       if (tanhApproximation) {
-        float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-        float s = sigmoid(2.0f * u);
-        derivative = s * (1.0f + 2.0f * x * sigmoid(-2.0f * u) * kSqrt2OverPi *
-                                     (1.0f + 3.0f * kCubic * x * x));
+        T u = kSqrt2OverPi * (x + kCubic * x * x * x);
+        T s = sigmoid(T(2) * u);
+        derivative = s * (T(1) + T(2) * x * sigmoid(T(-2) * u) * kSqrt2OverPi *
+                                     (T(1) + T(3) * kCubic * x * x));
       } else {
-        derivative = 0.5f * std::erfc(-x * kSqrtHalf) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+        derivative =
+            T(0.5) * std::erfc(-x * kSqrtHalf) + x * kInvSqrt2Pi * std::exp(T(-0.5) * x * x);
       }
       pdx[i] = pdy[i] * derivative;
     }
@@ -376,15 +380,16 @@ void geluGrad(const Kernel &kernel, const Operands &operands, const Results &res
 
 // y = silu(gate) * up: dgate = dy * up * sigmoid(gate) (1 + gate (1 - sigmoid(gate))),
 // dup = dy * silu(gate). Each element's operands are read before either result is written.
-void swigluGrad(const Kernel &, const Operands &operands, const Results &results) {
-  const float *gate = in<float>(operands[0]), *up = in<float>(operands[1]);
-  const float *pdy = in<float>(operands[2]);
-  float *dgate = out<float>(results[0]), *dup = out<float>(results[1]);
+template <typename T>
+void swigluGradAs(const Kernel &, const Operands &operands, const Results &results) {
+  const T *gate = in<T>(operands[0]), *up = in<T>(operands[1]);
+  const T *pdy = in<T>(operands[2]);
+  T *dgate = out<T>(results[0]), *dup = out<T>(results[1]);
   parallelFor(elementCount(operands[0]->shape), 8, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      float g = gate[i], u = up[i], d = pdy[i];
-      float sg = sigmoid(g);
-      dgate[i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
+      T g = gate[i], u = up[i], d = pdy[i];
+      T sg = sigmoid(g);
+      dgate[i] = d * u * (sg * (T(1) + g * (T(1) - sg)));
       dup[i] = d * (g * sg);
     }
   });
@@ -393,7 +398,8 @@ void swigluGrad(const Kernel &, const Operands &operands, const Results &results
 // ddata [pre..., A, post...] from dy [pre..., K..., post...]: data row a (for each pre) sums the
 // dy rows of the indices equal to a, in index order. Each data row is one item, so repeated
 // indices accumulate without two threads touching one row.
-void gatherGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void gatherGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *indices = operands[0], *dy = operands[1], *ddata = results[0];
   size_t axis = static_cast<size_t>(kernel.axis().axis());
   int64_t outer = product(ddata->shape, 0, axis), extent = ddata->shape[axis];
@@ -420,35 +426,36 @@ void gatherGrad(const Kernel &kernel, const Operands &operands, const Results &r
   for (int64_t i = 0; i < count; ++i)
     order[static_cast<size_t>(next[static_cast<size_t>(rows[static_cast<size_t>(i)])]++)] = i;
 
-  const float *pdy = in<float>(dy);
-  float *pdata = out<float>(ddata);
+  const T *pdy = in<T>(dy);
+  T *pdata = out<T>(ddata);
   int64_t perRow = extent == 0 ? 0 : count / extent;
   parallelFor(outer * extent, inner * (perRow + 1), [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(inner));
     for (int64_t item = begin; item < end; ++item) {
       int64_t o = item / extent, a = item % extent;
-      float *target = pdata + item * inner;
+      T *target = pdata + item * inner;
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t at = first[static_cast<size_t>(a)]; at < first[static_cast<size_t>(a) + 1];
            ++at) {
-        const float *source = pdy + (o * count + order[static_cast<size_t>(at)]) * inner;
+        const T *source = pdy + (o * count + order[static_cast<size_t>(at)]) * inner;
         for (int64_t c = 0; c < inner; ++c)
           acc[static_cast<size_t>(c)] += source[c];
       }
       for (int64_t c = 0; c < inner; ++c)
-        target[c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+        target[c] = static_cast<T>(acc[static_cast<size_t>(c)]);
     }
   });
 }
 
 // dx is zeros with dy written back where SLICE read it. The slice's positions are distinct (no
 // step is 0), so the scatter needs no accumulation and splits across threads freely.
-void sliceGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+template <typename T>
+void sliceGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *dy = operands[0], *dx = results[0];
-  const float *pdy = in<float>(dy);
-  float *pdx = out<float>(dx);
+  const T *pdy = in<T>(dy);
+  T *pdx = out<T>(dx);
   parallelFor(elementCount(dx->shape), 1,
-              [&](int64_t begin, int64_t end) { std::fill(pdx + begin, pdx + end, 0.0f); });
+              [&](int64_t begin, int64_t end) { std::fill(pdx + begin, pdx + end, T(0)); });
   std::vector<int64_t> dxStrides = denseStrides(dx->shape), strides;
   int64_t base = 0;
   const SliceAttributes &attrs = kernel.slice();
@@ -461,6 +468,58 @@ void sliceGrad(const Kernel &kernel, const Operands &operands, const Results &re
   parallelForEachElement<1>(
       dy->shape, {strides}, 1,
       [&](int64_t i, const std::array<int64_t, 1> &at) { pdx[base + at[0]] = pdy[i]; });
+}
+
+} // namespace
+
+void crossEntropyGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { crossEntropyGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void softmaxGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { softmaxGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void rmsNormGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { rmsNormGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void layerNormGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { layerNormGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void rotaryGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { rotaryGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void attentionGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { attentionGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void geluGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { geluGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void swigluGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { swigluGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void gatherGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { gatherGradAs<decltype(type)>(kernel, operands, results); });
+}
+
+void sliceGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
+  withFloatType(results[0]->dtype,
+                [&](auto type) { sliceGradAs<decltype(type)>(kernel, operands, results); });
 }
 
 } // namespace slrt::cpu

@@ -1,4 +1,4 @@
-// MATMUL and GEMM through OpenBLAS, which threads each GEMM itself.
+// MATMUL and GEMM through OpenBLAS, which threads each GEMM itself: sgemm for f32, dgemm for f64.
 #include <cblas.h>
 
 #include <algorithm>
@@ -27,62 +27,84 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
               blasDim(ldy));
 }
 
+void dgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
+           const double *a, int64_t lda, const double *b, int64_t ldb, double beta, double *y,
+           int64_t ldy) {
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              blasDim(m), blasDim(n), blasDim(k), alpha, a, blasDim(lda), b, blasDim(ldb), beta, y,
+              blasDim(ldy));
+}
+
+namespace {
+
 // numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast.
-void matmul(const Operands &operands, const TensorRef *yRef) {
+template <typename T> void matmulAs(const Operands &operands, const TensorRef *yRef) {
   const TensorRef *aRef = operands[0], *bRef = operands[1];
   Shape a = aRef->shape.size() == 1 ? Shape{1, aRef->shape[0]} : aRef->shape;
   Shape b = bRef->shape.size() == 1 ? Shape{bRef->shape[0], 1} : bRef->shape;
   int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
   Shape aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
-  const float *aData = in<float>(aRef), *bData = in<float>(bRef);
-  float *y = out<float>(yRef);
+  const T *aData = in<T>(aRef), *bData = in<T>(bRef);
+  T *y = out<T>(yRef);
   int64_t total = elementCount(yRef->shape);
   if (total == 0)
     return;
   if (k == 0) {
     // An empty sum; BLAS implementations disagree on whether k == 0 writes C at all.
-    std::fill(y, y + total, 0.0f);
+    std::fill(y, y + total, T(0));
     return;
   }
   if (elementCount(bBatch) == 1) {
     // The common case (activations times a weight): every batch of A shares B, and A's batches
     // are contiguous, so one GEMM of (batch * m) rows does it.
-    sgemm(false, false, elementCount(aBatch) * m, n, k, 1.0f, aData, k, bData, n, 0.0f, y, n);
+    blasGemm(false, false, elementCount(aBatch) * m, n, k, T(1), aData, k, bData, n, T(0), y, n);
     return;
   }
   Shape batch = *broadcastShapes(aBatch, bBatch);
   forEachElement<2>(batch, {broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch)},
                     [&](int64_t i, const std::array<int64_t, 2> &matrix) {
-                      sgemm(false, false, m, n, k, 1.0f, aData + matrix[0] * m * k, k,
-                            bData + matrix[1] * k * n, n, 0.0f, y + i * m * n, n);
+                      blasGemm(false, false, m, n, k, T(1), aData + matrix[0] * m * k, k,
+                               bData + matrix[1] * k * n, n, T(0), y + i * m * n, n);
                     });
 }
 
-// ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to Y.
-void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *yRef) {
+// ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to Y. alpha and
+// beta are float attributes whatever the dtype.
+template <typename T>
+void gemmAs(const Kernel &kernel, const Operands &operands, const TensorRef *yRef) {
   const sl::schedule::GemmAttributes &attrs = kernel.gemm();
   const TensorRef *aRef = operands[0], *bRef = operands[1];
   int64_t m = yRef->shape[0], n = yRef->shape[1];
   int64_t k = attrs.trans_a() ? aRef->shape[0] : aRef->shape[1];
-  float *y = out<float>(yRef);
+  T *y = out<T>(yRef);
   if (m == 0 || n == 0)
     return;
   // Y starts as C broadcast, so that BLAS adds beta * Y in place. Without C, or with beta 0, BLAS
   // overwrites Y and C is never read.
-  float beta = 0.0f;
+  T beta = T(0);
   if (operands.size() == 3 && attrs.beta() != 0.0f) {
-    const float *c = in<float>(operands[2]);
+    const T *c = in<T>(operands[2]);
     forEachElement<1>(yRef->shape, {broadcastStrides(operands[2]->shape, yRef->shape)},
                       [&](int64_t i, const std::array<int64_t, 1> &at) { y[i] = c[at[0]]; });
     beta = attrs.beta();
   }
   if (k == 0) {
     for (int64_t i = 0; i < m * n; ++i)
-      y[i] = beta == 0.0f ? 0.0f : beta * y[i];
+      y[i] = beta == T(0) ? T(0) : beta * y[i];
     return;
   }
-  sgemm(attrs.trans_a(), attrs.trans_b(), m, n, k, attrs.alpha(), in<float>(aRef), aRef->shape[1],
-        in<float>(bRef), bRef->shape[1], beta, y, n);
+  blasGemm(attrs.trans_a(), attrs.trans_b(), m, n, k, T(attrs.alpha()), in<T>(aRef),
+           aRef->shape[1], in<T>(bRef), bRef->shape[1], beta, y, n);
+}
+
+} // namespace
+
+void matmul(const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { matmulAs<decltype(type)>(operands, y); });
+}
+
+void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { gemmAs<decltype(type)>(kernel, operands, y); });
 }
 
 } // namespace slrt::cpu

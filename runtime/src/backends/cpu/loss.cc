@@ -7,12 +7,14 @@
 #include "slrt/error.h"
 
 namespace slrt::cpu {
+namespace {
 
-void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+template <typename T>
+void crossEntropyAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *logitsRef = operands[0], *labelsRef = operands[1];
   const int64_t vocab = logitsRef->shape.back();
   const int64_t rows = elementCount(labelsRef->shape);
-  const float *logits = in<float>(logitsRef);
+  const T *logits = in<T>(logitsRef);
   const int64_t *labels = in<int64_t>(labelsRef);
   const int64_t ignore = kernel.cross_entropy().ignore_index();
 
@@ -29,7 +31,7 @@ void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRe
     for (int64_t r = begin; r < end; ++r) {
       if (labels[r] == ignore)
         continue;
-      const float *row = logits + r * vocab;
+      const T *row = logits + r * vocab;
       double max = -std::numeric_limits<double>::infinity();
       for (int64_t v = 0; v < vocab; ++v)
         max = std::max(max, double(row[v]));
@@ -46,8 +48,14 @@ void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRe
       total += rowLoss[size_t(r)];
       ++counted;
     }
-  *out<float>(y) = counted == 0 ? std::numeric_limits<float>::quiet_NaN()
-                                : static_cast<float>(total / double(counted));
+  *out<T>(y) = counted == 0 ? std::numeric_limits<T>::quiet_NaN()
+                            : static_cast<T>(total / double(counted));
+}
+
+} // namespace
+
+void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { crossEntropyAs<decltype(type)>(kernel, operands, y); });
 }
 
 } // namespace slrt::cpu

@@ -153,11 +153,11 @@ inline Rows rowsAround(const Shape &shape, size_t axis) {
   return rows;
 }
 
-// `values` (f32, broadcastable to `shape`) laid out densely as `shape`: scale and bias of a norm,
-// expanded once so that the row loops index them directly.
-inline std::vector<float> expandTo(const TensorRef *values, const Shape &shape) {
-  std::vector<float> dense(static_cast<size_t>(elementCount(shape)));
-  const float *source = in<float>(values);
+// `values` (of element type T, broadcastable to `shape`) laid out densely as `shape`: scale and
+// bias of a norm, expanded once so that the row loops index them directly.
+template <typename T> std::vector<T> expandTo(const TensorRef *values, const Shape &shape) {
+  std::vector<T> dense(static_cast<size_t>(elementCount(shape)));
+  const T *source = in<T>(values);
   forEachElementIn<1>(
       shape, {broadcastStrides(values->shape, shape)}, 0, static_cast<int64_t>(dense.size()),
       [&](int64_t i, const std::array<int64_t, 1> &at) { dense[i] = source[at[0]]; });

@@ -16,7 +16,10 @@ constexpr int64_t kReduceChunk = int64_t{1} << 14;
 
 } // namespace
 
-void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+namespace {
+
+template <typename T>
+void reduceAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *x = operands[0];
   const auto &axes = kernel.reduce().axes();
   std::vector<bool> reduced(x->shape.size(), axes.empty());
@@ -32,13 +35,13 @@ void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) 
   }
   int64_t outputs = elementCount(keptShape), count = elementCount(reducedShape);
   int64_t chunks = (count + kReduceChunk - 1) / kReduceChunk;
-  const float *px = in<float>(x);
-  float *py = out<float>(y);
+  const T *px = in<T>(x);
+  T *py = out<T>(y);
   bool mean = kernel.op() == sl::schedule::REDUCE_MEAN;
   if (chunks == 0) {
     // An empty sum is 0, and the mean of nothing is 0 / 0 = NaN, as in numpy.
     for (int64_t o = 0; o < outputs; ++o)
-      py[o] = mean ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      py[o] = mean ? std::numeric_limits<T>::quiet_NaN() : T(0);
     return;
   }
   // Sums the reduced elements [begin, end) around the kept element at offset `base`.
@@ -72,61 +75,63 @@ void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) 
     double sum = 0;
     for (int64_t c = 0; c < chunks; ++c)
       sum += partial[static_cast<size_t>(o * chunks + c)];
-    py[o] = static_cast<float>(mean ? sum / static_cast<double>(count) : sum);
+    py[o] = static_cast<T>(mean ? sum / static_cast<double>(count) : sum);
   }
 }
 
 // Subtracts the row maximum before exponentiating, so no exp overflows. A row whose every element
 // is -inf (fully masked) becomes zeros rather than 0 / 0.
-void softmax(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+template <typename T>
+void softmaxAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *x = operands[0];
   Rows rows = rowsAround(x->shape, static_cast<size_t>(kernel.axis().axis()));
-  const float *px = in<float>(x);
-  float *py = out<float>(y);
+  const T *px = in<T>(x);
+  T *py = out<T>(y);
   int64_t extent = rows.extent, inner = rows.inner;
   parallelFor(rows.outer * inner, 4 * extent, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t start = (row / inner) * extent * inner + row % inner;
-      const float *xr = px + start;
-      float *yr = py + start;
-      float max = -std::numeric_limits<float>::infinity();
+      const T *xr = px + start;
+      T *yr = py + start;
+      T max = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < extent; ++j)
         max = std::max(max, xr[j * inner]);
-      if (max == -std::numeric_limits<float>::infinity()) {
+      if (max == -std::numeric_limits<T>::infinity()) {
         // Only -inf and NaN elements: NaN stays NaN, -inf gets no weight.
         for (int64_t j = 0; j < extent; ++j)
-          yr[j * inner] = std::isnan(xr[j * inner]) ? xr[j * inner] : 0.0f;
+          yr[j * inner] = std::isnan(xr[j * inner]) ? xr[j * inner] : T(0);
         continue;
       }
       // Each element is read before its own slot is written, so this runs in place.
       double sum = 0;
       for (int64_t j = 0; j < extent; ++j) {
-        float e = std::exp(xr[j * inner] - max);
+        T e = std::exp(xr[j * inner] - max);
         yr[j * inner] = e;
         sum += e;
       }
       double scale = 1.0 / sum;
       for (int64_t j = 0; j < extent; ++j)
-        yr[j * inner] = static_cast<float>(yr[j * inner] * scale);
+        yr[j * inner] = static_cast<T>(yr[j * inner] * scale);
     }
   });
 }
 
-void layerNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+template <typename T>
+void layerNormAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *x = operands[0];
   size_t axis = static_cast<size_t>(kernel.norm().axis());
   Shape normalized(x->shape.begin() + static_cast<std::ptrdiff_t>(axis), x->shape.end());
   int64_t n = elementCount(normalized), rows = n == 0 ? 0 : elementCount(x->shape) / n;
-  std::vector<float> scale = expandTo(operands[1], normalized);
-  std::vector<float> bias =
-      operands.size() > 2 ? expandTo(operands[2], normalized) : std::vector<float>(scale.size());
+  std::vector<T> scale = expandTo<T>(operands[1], normalized);
+  std::vector<T> bias =
+      operands.size() > 2 ? expandTo<T>(operands[2], normalized) : std::vector<T>(scale.size());
   double epsilon = kernel.norm().epsilon();
-  const float *px = in<float>(x);
-  float *py = out<float>(y);
+  const T *px = in<T>(x);
+  T *py = out<T>(y);
   parallelFor(rows, 6 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = px + r * n;
-      float *yr = py + r * n;
+      const T *xr = px + r * n;
+      T *yr = py + r * n;
       // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
       double sum = 0;
       for (int64_t j = 0; j < n; ++j)
@@ -137,29 +142,48 @@ void layerNorm(const Kernel &kernel, const Operands &operands, const TensorRef *
         squares += (xr[j] - mean) * (xr[j] - mean);
       double rstd = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
       for (int64_t j = 0; j < n; ++j)
-        yr[j] = static_cast<float>((xr[j] - mean) * rstd * scale[j] + bias[j]);
+        yr[j] = static_cast<T>((xr[j] - mean) * rstd * scale[j] + bias[j]);
     }
   });
 }
 
-void rmsNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+template <typename T>
+void rmsNormAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *x = operands[0];
   int64_t n = x->shape.back(), rows = n == 0 ? 0 : elementCount(x->shape) / n;
-  const float *px = in<float>(x), *scale = in<float>(operands[1]);
-  float *py = out<float>(y);
+  const T *px = in<T>(x), *scale = in<T>(operands[1]);
+  T *py = out<T>(y);
   double epsilon = kernel.norm().epsilon();
   parallelFor(rows, 4 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = px + r * n;
-      float *yr = py + r * n;
+      const T *xr = px + r * n;
+      T *yr = py + r * n;
       double squares = 0;
       for (int64_t j = 0; j < n; ++j)
         squares += double(xr[j]) * xr[j];
       double rms = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
       for (int64_t j = 0; j < n; ++j)
-        yr[j] = static_cast<float>(xr[j] * rms * scale[j]);
+        yr[j] = static_cast<T>(xr[j] * rms * scale[j]);
     }
   });
+}
+
+} // namespace
+
+void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { reduceAs<decltype(type)>(kernel, operands, y); });
+}
+
+void softmax(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { softmaxAs<decltype(type)>(kernel, operands, y); });
+}
+
+void layerNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { layerNormAs<decltype(type)>(kernel, operands, y); });
+}
+
+void rmsNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { rmsNormAs<decltype(type)>(kernel, operands, y); });
 }
 
 } // namespace slrt::cpu
