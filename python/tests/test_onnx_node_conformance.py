@@ -166,7 +166,6 @@ def _runtime(operand: str) -> Unsupported:
 
 
 _HALF = Unsupported("sl-run", r"\bb?f16\b", "float16/bfloat16 data: imported, not run yet")
-_DOUBLE = Unsupported("sl-run", r"\bf64\b", "float64 compute is not claimed")
 _INT32_COMPUTE = Unsupported("sl-run", r"\bi32\b",
                              "int32 compute: int32 is claimed for indices and shapes only")
 _UNSIGNED_WIDE = Unsupported("sl-opt", r"unsupported element type UINT(32|64)",
@@ -210,10 +209,6 @@ EXPECTED: Dict[str, Union[Unsupported, Bug]] = {
     "test_cast_FLOAT_to_FLOAT16": _HALF,
     "test_max_float16": _HALF,
     "test_min_float16": _HALF,
-
-    # float64 compute (Cast to and from double runs; arithmetic on double does not).
-    "test_max_float64": _DOUBLE,
-    "test_min_float64": _DOUBLE,
 
     # int32 arithmetic and comparison: int32 is claimed for indices and shapes, not compute.
     "test_equal": _INT32_COMPUTE,
