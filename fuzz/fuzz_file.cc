@@ -10,7 +10,13 @@ namespace {
 
 struct ScratchDir {
   ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "sl-fuzz-XXXXXX").string();
+    // tmpfs where there is one: a disk-backed /tmp slows every input down and, on a busy machine,
+    // stalls some past libFuzzer's -timeout.
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::is_directory("/dev/shm", ec)
+                                     ? std::filesystem::path("/dev/shm")
+                                     : std::filesystem::temp_directory_path();
+    std::string pattern = (base / "sl-fuzz-XXXXXX").string();
     if (!mkdtemp(pattern.data())) {
       std::perror("sl-fuzz: mkdtemp");
       std::abort();

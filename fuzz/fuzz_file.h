@@ -8,8 +8,8 @@
 namespace sl::fuzz {
 
 // Writes `bytes` to `name` in this process's scratch directory (created on first use under
-// $TMPDIR, removed at exit) and returns its path. Aborts if it cannot: that is the harness's
-// failure, not the reader's.
+// /dev/shm, else $TMPDIR; removed at exit) and returns its path. Aborts if it cannot: that is the
+// harness's failure, not the reader's.
 std::string writeInput(const std::string &name, std::string_view bytes);
 
 } // namespace sl::fuzz

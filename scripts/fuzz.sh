@@ -24,6 +24,7 @@ if [ ! -d "$seeds" ]; then
   exit 2
 fi
 mkdir -p "$work/corpus"
-# -timeout: an input that takes 10 s is a hang. -rss_limit_mb: one input may not take 2 GiB.
-exec "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+# -timeout: an input that takes 25 s is a hang (generous: CI machines are busy).
+# -rss_limit_mb: one input may not take 2 GiB.
+exec "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$work/" "$@" "$work/corpus" "$seeds"
