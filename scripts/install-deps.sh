@@ -11,8 +11,8 @@ PACKAGES=(
   libonnx-dev protobuf-compiler libprotobuf-dev
   # runtime: BLAS for the CPU backend, MPI for multi-rank runs
   libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev
-  # tests
-  googletest libgtest-dev libonnx-testdata
+  # tests; clang and its runtime libraries (libFuzzer, the sanitizers) for the fuzz targets
+  googletest libgtest-dev libonnx-testdata clang libclang-rt-dev
   # python: model builders, ONNX export, reference implementations
   python3 python3-torch python3-onnx python3-numpy python3-pytest
   # trace timelines (python/speedloader/plot_trace.py, docs/images)

@@ -282,7 +282,8 @@ std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &
   for (const sl::schedule::Binding &binding : schedule_.schedule.outputs()) {
     const TensorRef &ref = refs_[binding.buffer()];
     NamedTensor out{binding.name(), HostTensor::zeros(ref.dtype, ref.shape)};
-    std::memcpy(out.tensor.data.data(), ref.data, ref.bytes);
+    if (ref.bytes != 0) // an empty output may have no storage; memcpy may not get null
+      std::memcpy(out.tensor.data.data(), ref.data, ref.bytes);
     outputs.push_back(std::move(out));
   }
   stats_.wallSeconds += secondsSince(start);

@@ -202,7 +202,8 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
                     " array needs ", needed, " bytes of data but the file has ", present,
                     present < needed ? " (truncated)" : "");
   HostTensor tensor = HostTensor::zeros(entry->dtype, header.shape);
-  std::memcpy(tensor.data.data(), bytes.data() + dataStart, tensor.data.size());
+  if (!tensor.data.empty()) // an empty vector's data() may be null, which memcpy may not get
+    std::memcpy(tensor.data.data(), bytes.data() + dataStart, tensor.data.size());
   return tensor;
 }
 

@@ -1,5 +1,6 @@
 #include "slrt/schedule_loader.h"
 
+#include <climits>
 #include <filesystem>
 #include <system_error>
 
@@ -32,26 +33,32 @@ std::vector<std::string> resolveParameterFiles(const sl::schedule::Schedule &sch
   return paths;
 }
 
+sl::schedule::Schedule parseSchedule(std::string_view bytes) {
+  // Field 1 (fixed32 magic) is serialized first: its tag byte 0x0D, then 'SLSC' little-endian.
+  static constexpr unsigned char kHead[5] = {0x0D, kScheduleMagic & 0xff,
+                                             (kScheduleMagic >> 8) & 0xff,
+                                             (kScheduleMagic >> 16) & 0xff, kScheduleMagic >> 24};
+  if (bytes.size() < sizeof kHead ||
+      bytes.compare(0, sizeof kHead, reinterpret_cast<const char *>(kHead), sizeof kHead) != 0)
+    throw Error("not a SpeedLoader schedule (bad magic)");
+  sl::schedule::Schedule schedule;
+  if (bytes.size() > size_t(INT_MAX) || !schedule.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw Error("truncated or corrupt schedule (protobuf parse failed)");
+  if (schedule.version() != kScheduleVersion)
+    throw makeError("schedule version ", schedule.version(),
+                    " is not supported (this runtime supports version ", kScheduleVersion, ")");
+  if (schedule.end_magic() != kScheduleMagic)
+    throw Error("truncated schedule (the end marker is missing)");
+  verifySchedule(schedule);
+  return schedule;
+}
+
 LoadedSchedule loadSchedule(const std::string &path) {
   LoadedSchedule loaded;
   loaded.path = path;
   std::string bytes = readFile(path); // its errors already name the path
   try {
-    // Field 1 (fixed32 magic) is serialized first: its tag byte 0x0D, then 'SLSC' little-endian.
-    static constexpr unsigned char kHead[5] = {0x0D, kScheduleMagic & 0xff,
-                                               (kScheduleMagic >> 8) & 0xff,
-                                               (kScheduleMagic >> 16) & 0xff, kScheduleMagic >> 24};
-    if (bytes.size() < sizeof kHead ||
-        bytes.compare(0, sizeof kHead, reinterpret_cast<const char *>(kHead), sizeof kHead) != 0)
-      throw Error("not a SpeedLoader schedule (bad magic)");
-    if (!loaded.schedule.ParseFromString(bytes))
-      throw Error("truncated or corrupt schedule (protobuf parse failed)");
-    if (loaded.schedule.version() != kScheduleVersion)
-      throw makeError("schedule version ", loaded.schedule.version(),
-                      " is not supported (this runtime supports version ", kScheduleVersion, ")");
-    if (loaded.schedule.end_magic() != kScheduleMagic)
-      throw Error("truncated schedule (the end marker is missing)");
-    verifySchedule(loaded.schedule);
+    loaded.schedule = parseSchedule(bytes);
     std::string dir = std::filesystem::path(path).parent_path().string();
     loaded.parameterFiles = resolveParameterFiles(loaded.schedule, dir.empty() ? "." : dir);
   } catch (const Error &e) {

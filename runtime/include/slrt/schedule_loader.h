@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedule/schedule.pb.h"
@@ -15,6 +16,11 @@ struct LoadedSchedule {
   // parameterFiles[i] is schedule.parameters(i).file resolved against the schedule's directory.
   std::vector<std::string> parameterFiles;
 };
+
+// Parses and verifies a schedule file's bytes: the magic bytes (0x0D then 'SLSC'), the protobuf, the
+// version, the end marker and verifySchedule. Throws Error (without a path: loadSchedule adds it).
+// Does not look at parameter files.
+sl::schedule::Schedule parseSchedule(std::string_view bytes);
 
 // Reads, parses and verifies a schedule file: the magic bytes (0x0D then 'SLSC'), the protobuf, the
 // version, verifySchedule, and every parameter file. Throws Error whose message starts with `path`.

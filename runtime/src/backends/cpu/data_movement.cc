@@ -113,8 +113,11 @@ void concat(const Kernel &kernel, const Operands &operands, const TensorRef *y) 
                 for (int64_t item = begin; item < end; ++item) {
                   uint64_t o = static_cast<uint64_t>(item / pieces);
                   size_t p = static_cast<size_t>(item % pieces);
-                  std::memcpy(y->data + o * rowBytes + pieceOffset[p],
-                              operands[p]->data + o * pieceBytes[p], pieceBytes[p]);
+                  // An empty operand may have no storage at all; memcpy wants a pointer even
+                  // for zero bytes.
+                  if (pieceBytes[p] != 0)
+                    std::memcpy(y->data + o * rowBytes + pieceOffset[p],
+                                operands[p]->data + o * pieceBytes[p], pieceBytes[p]);
                 }
               });
 }
