@@ -9,6 +9,7 @@
 
 #include "sl/Target/ScheduleEmitter.h"
 
+#include "sl/Analysis/StepMemory.h"
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
@@ -35,18 +36,11 @@ namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
 constexpr uint32_t kVersion = 3;
-// Device buffers start on 256-byte boundaries (what cuBLAS and vector loads like); host buffers
-// on 64-byte ones (a cache line).
-constexpr uint64_t kDeviceAlignment = 256;
-constexpr uint64_t kHostAlignment = 64;
-
+// Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
 constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kHostToDeviceStream = 1;
 constexpr uint32_t kDeviceToHostStream = 2;
 
-uint64_t alignTo(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
 
 FailureOr<pb::DType> dtypeOf(Location loc, Type type) {
   if (type.isF32())
@@ -165,7 +159,7 @@ FailureOr<uint32_t> Emitter::addBuffer(Location loc, Value value, pb::MemorySpac
   uint64_t bytes = uint64_t(type.getNumElements()) * std::max<uint64_t>(
                                                           1, type.getElementTypeBitWidth() / 8);
   uint64_t &top = space == pb::DEVICE ? deviceBytes : hostBytes;
-  uint64_t offset = alignTo(top, space == pb::DEVICE ? kDeviceAlignment : kHostAlignment);
+  uint64_t offset = alignUp(top, space == pb::DEVICE ? kDeviceAlignment : kHostAlignment);
   top = offset + bytes;
 
   pb::Buffer *buffer = out->add_buffers();
@@ -657,8 +651,8 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
   }
 
   schedule.set_end_magic(kMagic);
-  schedule.set_device_arena_bytes(alignTo(deviceBytes, kDeviceAlignment));
-  schedule.set_host_pool_bytes(alignTo(hostBytes, kHostAlignment));
+  schedule.set_device_arena_bytes(alignUp(deviceBytes, kDeviceAlignment));
+  schedule.set_host_pool_bytes(alignUp(hostBytes, kHostAlignment));
   return success();
 }
 
