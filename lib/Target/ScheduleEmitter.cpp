@@ -340,7 +340,7 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
   KernelPlan plan;
   auto simple = [&](pb::OpKind kind) -> KernelPlan & {
     plan.kind = kind;
-    plan.operands.assign(op->operand_begin(), op->operand_end());
+    plan.operands = dataOperands(op);
     return plan;
   };
   auto constantOf = [&](Value v, llvm::StringRef what) -> FailureOr<SmallVector<int64_t>> {
@@ -407,25 +407,25 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       })
       .Case<ExpandOp>([&](ExpandOp expand) -> Result {
         plan.kind = pb::EXPAND;
-        plan.operands = {expand.getInput()};
+        plan.operands = dataOperands(op);
         return plan;
       })
       .Case<SliceOp>([&](SliceOp slice) -> Result {
         plan.kind = pb::SLICE;
-        plan.operands = {slice.getData()};
+        plan.operands = dataOperands(op);
         return sliceAttributes(plan, op, typeOf(slice.getData()), slice.getStarts(),
                                slice.getEnds(), slice.getAxes(), slice.getSteps());
       })
       .Case<SliceGradOp>([&](SliceGradOp grad) -> Result {
         // Operands (dy, starts, ends, axes, steps); the result has the sliced data's shape.
         plan.kind = pb::SLICE_GRAD;
-        plan.operands = {grad.getOperands()[0]};
+        plan.operands = dataOperands(op);
         return sliceAttributes(plan, op, typeOf(grad.getResult(0)), grad.getOperands()[1],
                                grad.getOperands()[2], grad.getOperands()[3], grad.getOperands()[4]);
       })
       .Case<TriluOp>([&](TriluOp trilu) -> Result {
         plan.kind = pb::TRILU;
-        plan.operands = {trilu.getInput()};
+        plan.operands = dataOperands(op);
         int64_t k = 0;
         if (trilu.getK()) {
           auto v = constantOf(trilu.getK(), "trilu k");
@@ -441,7 +441,7 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       })
       .Case<ReduceMeanOp, ReduceSumOp>([&](auto reduce) -> Result {
         plan.kind = llvm::isa<ReduceMeanOp>(op) ? pb::REDUCE_MEAN : pb::REDUCE_SUM;
-        plan.operands = {reduce.getInput()};
+        plan.operands = dataOperands(op);
         int64_t rank = llvm::cast<RankedTensorType>(reduce.getInput().getType()).getRank();
         SmallVector<int64_t> axes;
         if (reduce.getAxes()) {
