@@ -35,7 +35,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 // Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
 constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kHostToDeviceStream = 1;

@@ -110,11 +110,11 @@ TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
 }
 
 TEST_F(ScheduleLoaderTest, RejectsWrongVersion) {
-  // Only the current version is accepted: 2 lacks what sub-batched schedules need.
-  for (uint32_t version : {0u, 1u, 2u, 4u}) {
+  // Only the current version is accepted: 3 lacks the programs generation needs.
+  for (uint32_t version : {0u, 1u, 2u, 3u, 5u}) {
     mlp.schedule.set_version(version);
     EXPECT_THAT(loadError(), HasSubstr("schedule version " + std::to_string(version) +
-                                       " is not supported (this runtime supports version 3)"));
+                                       " is not supported (this runtime supports version 4)"));
   }
 }
 

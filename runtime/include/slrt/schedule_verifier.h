@@ -6,7 +6,7 @@
 namespace slrt {
 
 // The schedule version this runtime executes (and the only one it accepts).
-inline constexpr uint32_t kScheduleVersion = 3;
+inline constexpr uint32_t kScheduleVersion = 4;
 // 'SLSC' as a little-endian uint32 (Schedule.magic).
 inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 
