@@ -61,6 +61,32 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
                           llvm::cl::init(false)};
 };
 
+struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipelineOptions> {
+  Option<int64_t> batch{*this, "batch",
+                        llvm::cl::desc("Prompts per batch: sub-batch-size x num-sub-batches"),
+                        llvm::cl::init(0)};
+  Option<int64_t> subBatchSize{*this, "sub-batch-size",
+                               llvm::cl::desc("Sequences per sub-batch (0: batch / "
+                                              "num-sub-batches)"),
+                               llvm::cl::init(0)};
+  Option<int64_t> numSubBatches{*this, "num-sub-batches",
+                                llvm::cl::desc("Sub-batches per batch (0: batch / "
+                                               "sub-batch-size, or 1)"),
+                                llvm::cl::init(0)};
+  Option<int64_t> maxPromptLen{*this, "max-prompt-len",
+                               llvm::cl::desc("Longest prompt, in tokens"), llvm::cl::init(0)};
+  Option<int64_t> maxNewTokens{*this, "max-new-tokens",
+                               llvm::cl::desc("Most tokens generated per prompt"),
+                               llvm::cl::init(0)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse transformer blocks (generation needs fused attention)"),
+                    llvm::cl::init(true)};
+};
+
+/// `--sl-generate`: an imported language model to an explicit generation step of two programs
+/// (prefill, decode) over N sub-batches with host KV caches.
+void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOptions &options);
+
 /// `--sl-train`: an imported language model to an explicit training step (sub-batch loops,
 /// transfers, streams, events, a static memory plan) that computes the loss and every
 /// parameter's gradient, ready to be written as a training schedule; planned by sl-plan
