@@ -469,7 +469,7 @@ void SplitGenerationPass::runOnOperation() {
   if (maxPromptLen < 1 || maxNewTokens < 1)
     return (void)(module.emitError("sl-split-generation: max-prompt-len and max-new-tokens must "
                                    "be at least 1, got ")
-                      << maxPromptLen << " and " << maxNewTokens,
+                      << int64_t(maxPromptLen) << " and " << int64_t(maxNewTokens),
                   signalPassFailure());
   if (batch < 0 || subBatchSize < 0 || numSubBatches < 0)
     return (void)(module.emitError("sl-split-generation: batch, sub-batch-size and "
@@ -484,8 +484,8 @@ void SplitGenerationPass::runOnOperation() {
     count = batch > 0 && batch % b == 0 ? batch / b : (batch > 0 ? 0 : 1);
   if (b < 1 || count < 1 || (batch > 0 && b * count != batch))
     return (void)(module.emitError("sl-split-generation: batch=")
-                      << batch << " sub-batch-size=" << subBatchSize
-                      << " num-sub-batches=" << numSubBatches
+                      << int64_t(batch) << " sub-batch-size=" << int64_t(subBatchSize)
+                      << " num-sub-batches=" << int64_t(numSubBatches)
                       << " do not give a batch of N sub-batches of b sequences (batch = b x N); "
                          "give batch, or two of them",
                   signalPassFailure());
