@@ -298,8 +298,14 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
       learned position embeddings read each sequence's `position`.
 
     `P` is `max-prompt-len`. `batch`, `sub-batch-size` and `num-sub-batches` give the batch of
-    prompts as N sub-batches of b (any two, or one with N = 1). The module attribute
-    `sl.generation` records the sizes for `sl-schedule-generation`. Attention must be fused, causal and unmasked (prompts are
+    prompts as N sub-batches of b (any two, or one with N = 1). With `device-memory`, the pass
+    plans: it compiles the whole step on copies of the module (through sl-schedule-generation
+    and sl-allocate, so the figures are the real arena and pool) and takes the largest
+    sub-batch size that fits (a divisor of `batch` when given), keeping the weights on the device
+    when they fit too; with `host-memory`, the most sub-batches whose host pool (weights, KV
+    caches, activations) fits. A budget nothing fits is an error giving the bytes needed and
+    available. The module attribute `sl.generation` records the sizes (and, when planned, the
+    predicted arena and pool) for `sl-schedule-generation`. Attention must be fused, causal and unmasked (prompts are
     right-padded, so padding is never attended by a real token).
   }];
   let options = [
@@ -313,6 +319,13 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
            "Longest prompt, in tokens">,
     Option<"maxNewTokens", "max-new-tokens", "int64_t", /*default=*/"0",
            "Most tokens generated per prompt">,
+    Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
+           "Device memory budget, e.g. 80GB (none: unlimited); chooses the sub-batch size">,
+    Option<"hostMemory", "host-memory", "std::string", /*default=*/"\"\"",
+           "Host memory budget, e.g. 512GiB (none: unlimited); chooses the sub-batch count">,
+    Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
+           "Keep the parameters on the device between prefill and decode (device-memory "
+           "chooses it when they fit)">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
@@ -329,11 +342,17 @@ def ScheduleGenerationPass : Pass<"sl-schedule-generation", "mlir::ModuleOp"> {
     decode prefetches it, and only the new keys and values go back (offloaded, then written in
     place on the host by `sl.kv_write` at each sequence's position). Prefill offloads the hidden
     states between stages; decode keeps its one-token states on the device. The logits of the
-    sub-batches are joined on the device and offloaded once.
+    sub-batches are joined on the device and offloaded once. With `weights-on-device` (chosen by
+    sl-split-generation when they fit the device budget), the parameters prefill fetched stay on
+    the device and decode fetches none: they move once per batch of prompts instead of once per
+    new token.
   }];
   let options = [
     Option<"numSubBatches", "num-sub-batches", "int64_t", /*default=*/"0",
            "Sub-batches per batch of prompts (0: sl.generation's, else 1)">,
+    Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
+           "Keep the parameters prefill fetched on the device for decode (also when "
+           "sl.generation says so)">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

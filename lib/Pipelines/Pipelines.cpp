@@ -66,6 +66,8 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   split.numSubBatches = options.numSubBatches;
   split.maxPromptLen = options.maxPromptLen;
   split.maxNewTokens = options.maxNewTokens;
+  split.deviceMemory = options.deviceMemory;
+  split.hostMemory = options.hostMemory;
   bool fuse = options.fuse;
   pm.addPass(createSplitGenerationPass(
       split, [fuse](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
@@ -93,7 +95,8 @@ void registerPipelines() {
       "each stage's weights fetched once per program run for every sub-batch, each "
       "(sub-batch, layer) KV cache chunk prefetched from the host pool and only the new keys and "
       "values written back (sl-schedule-generation), with its streams, events and static memory "
-      "plan. Needs max-prompt-len= and max-new-tokens=. With `-o FILE.slsched` sl-opt writes "
+      "plan. Needs max-prompt-len= and max-new-tokens=; device-memory= and host-memory= choose "
+      "the sub-batch size and count. With `-o FILE.slsched` sl-opt writes "
       "the schedule that `sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",
       buildGeneratePipeline);
 

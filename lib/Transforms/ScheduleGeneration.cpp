@@ -53,9 +53,10 @@ RankedTensorType batched(Type type, int64_t n) {
 
 class GenerationStepBuilder {
 public:
-  GenerationStepBuilder(ModuleOp module, func::FuncOp prefill, func::FuncOp decode, int64_t n)
-      : module(module), prefill(prefill), decode(decode), n(n), builder(module.getContext()),
-        loc(decode.getLoc()) {}
+  GenerationStepBuilder(ModuleOp module, func::FuncOp prefill, func::FuncOp decode, int64_t n,
+                        bool weightsOnDevice)
+      : module(module), prefill(prefill), decode(decode), n(n),
+        weightsOnDevice(weightsOnDevice), builder(module.getContext()), loc(decode.getLoc()) {}
 
   LogicalResult build();
 
@@ -79,6 +80,9 @@ private:
   ModuleOp module;
   func::FuncOp prefill, decode, step;
   int64_t n;
+  // Parameters fetched by prefill stay on the device for decode (they fit beside the rest).
+  bool weightsOnDevice;
+  DenseMap<Value, Value> resident; // host parameter -> its device copy from prefill
   OpBuilder builder;
   Location loc;
   llvm::StringMap<Value> params;                           // by name, in the step
@@ -205,13 +209,20 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
       hostParams.push_back(params.lookup(p.getDefiningOp<ParamOp>().getName()));
     if (hostParams.empty())
       return fetched;
+    if (weightsOnDevice && program == 1) {
+      for (auto [p, h] : llvm::zip(layer.getParams(), hostParams))
+        fetched.map(p, resident.lookup(h));
+      return fetched;
+    }
     std::string group = layer.getStage() == "block"
                             ? ("layer " + llvm::Twine(layer.getIndex())).str()
                             : layer.getStage().str();
     auto op = builder.create<FetchParamsOp>(named("fetch " + group),
                                             ValueRange(hostParams).getTypes(), hostParams, group);
-    for (auto [p, d] : llvm::zip(layer.getParams(), op.getResults()))
+    for (auto [p, h, d] : llvm::zip(layer.getParams(), hostParams, op.getResults())) {
       fetched.map(p, d);
+      resident.try_emplace(h, d);
+    }
     return fetched;
   };
 
@@ -342,6 +353,7 @@ DictionaryAttr GenerationStepBuilder::planAttribute() {
     for (Value cache : caches)
       cacheBytes += storageBytes(cache.getType());
   attrs.set("mode", builder.getStringAttr("generate"));
+  attrs.set("weights_on_device", builder.getBoolAttr(weightsOnDevice));
   attrs.set("batch", builder.getI64IntegerAttr(n * b));
   attrs.set("num_sub_batches", builder.getI64IntegerAttr(n));
   attrs.set("sub_batch_size", builder.getI64IntegerAttr(b));
@@ -421,7 +433,11 @@ struct ScheduleGenerationPass
           << count;
       return signalPassFailure();
     }
-    if (failed(GenerationStepBuilder(module, prefill, decode, count).build()))
+    bool resident = weightsOnDevice;
+    if (auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation"))
+      if (auto attr = generation.getAs<BoolAttr>("weights_on_device"))
+        resident = resident || attr.getValue();
+    if (failed(GenerationStepBuilder(module, prefill, decode, count, resident).build()))
       return signalPassFailure();
     // The stage functions were inlined into the step: only it remains to schedule.
     for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))

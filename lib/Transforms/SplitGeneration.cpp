@@ -21,6 +21,7 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Analysis/CostModel.h"
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
@@ -31,6 +32,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 namespace sl {
 #define GEN_PASS_DEF_SPLITGENERATIONPASS
@@ -51,6 +53,13 @@ struct SplitGenerationPass : public sl::impl::SplitGenerationPassBase<SplitGener
 
 private:
   FailureOr<OwningOpRef<ModuleOp>> compile(int64_t batch, int64_t seq, bool partition);
+  struct Footprint {
+    uint64_t device = 0, host = 0;
+  };
+  /// The arena and pool of the whole generation step at sub-batch size b, N sub-batches.
+  FailureOr<Footprint> measure(int64_t b, int64_t count, bool resident);
+  /// Chooses b, N and whether the weights stay on the device from the budgets.
+  LogicalResult plan(int64_t &b, int64_t &count, bool &resident, Footprint &predicted);
   LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
   LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
 
@@ -173,6 +182,136 @@ FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int
     return failure();
   }
   return copy;
+}
+
+FailureOr<SplitGenerationPass::Footprint>
+SplitGenerationPass::measure(int64_t b, int64_t count, bool resident) {
+  ModuleOp module = getOperation();
+  OwningOpRef<ModuleOp> copy = module.clone();
+  sl::SplitGenerationPassOptions options;
+  options.subBatchSize = b;
+  options.numSubBatches = count;
+  options.maxPromptLen = maxPromptLen;
+  options.maxNewTokens = maxNewTokens;
+  options.weightsOnDevice = resident;
+  PassManager pm(module.getContext());
+  pm.addPass(sl::createSplitGenerationPass(options, buildStages));
+  pm.addPass(sl::createScheduleGenerationPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addNestedPass<func::FuncOp>(sl::createAssignStreamsPass());
+  pm.addNestedPass<func::FuncOp>(sl::createAllocatePass());
+  if (failed(pm.run(*copy)))
+    return failure();
+  auto step = (*copy).lookupSymbol<func::FuncOp>("generate");
+  auto arena = step->getAttrOfType<IntegerAttr>("sl.device_arena_bytes");
+  auto pool = step->getAttrOfType<IntegerAttr>("sl.host_pool_bytes");
+  if (!arena || !pool)
+    return failure();
+  return Footprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
+}
+
+LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &resident,
+                                        Footprint &predicted) {
+  ModuleOp module = getOperation();
+  auto budget = [&](llvm::StringRef text, llvm::StringRef what) -> FailureOr<double> {
+    if (text.empty())
+      return -1.0;
+    std::optional<double> bytes = sl::parseByteSize(text);
+    if (!bytes || *bytes <= 0)
+      return module.emitError("sl-split-generation: ")
+             << what << "=" << text << " is not a byte count (e.g. 80GB, 16GiB, 1073741824)";
+    return *bytes;
+  };
+  FailureOr<double> device = budget(deviceMemory, "device-memory");
+  FailureOr<double> host = budget(hostMemory, "host-memory");
+  if (failed(device) || failed(host))
+    return failure();
+  bool deviceLimited = *device >= 0, hostLimited = *host >= 0;
+  if (!deviceLimited && !hostLimited)
+    return success();
+
+  // Sub-batch sizes to try, largest first.
+  SmallVector<int64_t> sizes;
+  if (subBatchSize > 0)
+    sizes.push_back(subBatchSize);
+  else if (batch > 0 && numSubBatches > 0)
+    sizes.push_back(batch / numSubBatches);
+  else if (batch > 0)
+    for (int64_t d = batch; d >= 1; --d)
+      if (batch % d == 0)
+        sizes.push_back(d);
+  if (sizes.empty())
+    for (int64_t d = 256; d >= 1; d /= 2)
+      sizes.push_back(d);
+  auto countFor = [&](int64_t size) -> int64_t {
+    if (batch > 0)
+      return batch / size;
+    return numSubBatches > 0 ? int64_t(numSubBatches) : 1;
+  };
+
+  std::optional<Footprint> smallest;
+  bool chosen = false;
+  for (int64_t size : sizes) {
+    for (bool keep : {true, false}) {
+      if (keep && !deviceLimited)
+        continue; // without a device budget, the SpeedLoader flow: weights stream per step
+      FailureOr<Footprint> f = measure(size, countFor(size), keep);
+      if (failed(f))
+        return module.emitError("sl-split-generation: compiling a copy of the step at sub-batch "
+                                "size ")
+               << size << " to measure it failed (see the errors above)";
+      if (!smallest || f->device < smallest->device)
+        smallest = *f;
+      if (deviceLimited && double(f->device) > *device)
+        continue;
+      b = size;
+      resident = keep;
+      predicted = *f;
+      chosen = true;
+      break;
+    }
+    if (chosen)
+      break;
+  }
+  if (!chosen)
+    return module.emitError("sl-split-generation: device-memory=")
+           << deviceMemory << " (" << sl::formatBytes(*device)
+           << ") is too small: the smallest generation step (of sub-batch sizes "
+           << sizes.back() << " to " << sizes.front() << ") needs " << smallest->device
+           << " bytes (" << sl::formatBytes(double(smallest->device)) << ") of device memory";
+
+  count = countFor(b);
+  if (hostLimited && batch <= 0 && numSubBatches <= 0) {
+    // The pool grows linearly with the sub-batches (KV caches, activations): the most that fit.
+    FailureOr<Footprint> two = measure(b, 2, resident);
+    if (failed(two))
+      return failure();
+    double perSubBatch = double(two->host) - double(predicted.host);
+    if (perSubBatch > 0 && double(predicted.host) <= *host)
+      count = std::max<int64_t>(1, 1 + int64_t((*host - double(predicted.host)) / perSubBatch));
+    count = std::min<int64_t>(count, 4096);
+    for (;;) {
+      FailureOr<Footprint> f = measure(b, count, resident);
+      if (failed(f))
+        return failure();
+      predicted = *f;
+      if (double(f->host) <= *host || count == 1)
+        break;
+      count = std::max<int64_t>(1, count * 9 / 10);
+    }
+  }
+  if (hostLimited && double(predicted.host) > *host)
+    return module.emitError("sl-split-generation: host-memory=")
+           << hostMemory << " (" << sl::formatBytes(*host) << ") is too small: " << count
+           << " sub-batches of " << b << " need " << predicted.host << " bytes ("
+           << sl::formatBytes(double(predicted.host))
+           << ") of host pool (weights, KV caches and activations)";
+  if (deviceLimited && double(predicted.device) > *device)
+    return module.emitError("sl-split-generation: device-memory=")
+           << deviceMemory << " (" << sl::formatBytes(*device) << ") is too small: " << count
+           << " sub-batches of " << b << " need " << predicted.device << " bytes ("
+           << sl::formatBytes(double(predicted.device)) << ") of device memory";
+  return success();
 }
 
 /// Positions feed a decode step in two ways once it is bound at one position: rotary cos/sin
@@ -490,6 +629,11 @@ void SplitGenerationPass::runOnOperation() {
                          "give batch, or two of them",
                   signalPassFailure());
 
+  bool resident = weightsOnDevice;
+  Footprint predicted;
+  if (failed(plan(b, count, resident, predicted)))
+    return signalPassFailure();
+
   int64_t cacheLen = maxPromptLen + maxNewTokens;
   auto prefill = compile(b, maxPromptLen, /*partition=*/true);
   auto decode = compile(b, 1, /*partition=*/true);
@@ -518,6 +662,11 @@ void SplitGenerationPass::runOnOperation() {
                       builder.getNamedAttr("max_new_tokens", builder.getI64IntegerAttr(maxNewTokens)),
                       builder.getNamedAttr("cache_len", builder.getI64IntegerAttr(cacheLen)),
                       builder.getNamedAttr("vocab", builder.getI64IntegerAttr(logits.getDimSize(2))),
+                      builder.getNamedAttr("weights_on_device", builder.getBoolAttr(resident)),
+                      builder.getNamedAttr("predicted_device_bytes",
+                                           builder.getI64IntegerAttr(int64_t(predicted.device))),
+                      builder.getNamedAttr("predicted_host_bytes",
+                                           builder.getI64IntegerAttr(int64_t(predicted.host))),
                   }));
 }
 

@@ -81,6 +81,16 @@ struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipeli
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse transformer blocks (generation needs fused attention)"),
                     llvm::cl::init(true)};
+  Option<std::string> deviceMemory{
+      *this, "device-memory",
+      llvm::cl::desc("Device memory budget, e.g. 80GB (none: unlimited): chooses the sub-batch "
+                     "size, and keeps the weights on the device when they fit"),
+      llvm::cl::init("")};
+  Option<std::string> hostMemory{
+      *this, "host-memory",
+      llvm::cl::desc("Host memory budget, e.g. 512GiB (none: unlimited): chooses the number of "
+                     "sub-batches when batch= does not"),
+      llvm::cl::init("")};
 };
 
 /// `--sl-generate`: an imported language model to an explicit generation step of two programs
