@@ -349,8 +349,10 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
     sinTable = sin.getValueAttr();
   });
   if (conflicting)
-    return forward.emitError("sl-split-generation: the rotary embeddings do not read one "
-                             "cos/sin table computed at compile time; generation needs that");
+    return forward.emitError("sl-split-generation: bound at all ")
+           << c << " positions (max-prompt-len + max-new-tokens), the rotary embeddings do not "
+                   "read one cos/sin table computed at compile time; does the model support "
+                   "that many positions?";
 
   // Rows `position` of a table constant [1.., C, rest..] shaped as `like` [1.., 1, rest..] with
   // dimension 0 the sub-batch.
@@ -413,7 +415,9 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
       if (failed(cos) || failed(sin))
         return rotary.emitError("sl-split-generation: the rotary cos/sin ")
                << rotary.getCos().getType() << " do not match the table " << cosTable.getType()
-               << " position by position";
+               << " of positions 0 to " << c - 1
+               << " (max-prompt-len + max-new-tokens) position by position; does the model "
+                  "support that many positions?";
       rotary.getCosMutable().assign(*cos);
       rotary.getSinMutable().assign(*sin);
     }
