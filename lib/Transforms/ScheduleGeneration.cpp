@@ -20,6 +20,7 @@
 
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/ExplicitStep.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -67,11 +68,8 @@ private:
   /// to the step's; `keepOnDevice` keeps activations between stages on the device.
   void emitProgram(func::FuncOp func, const IRMapping &args, bool keepOnDevice,
                    unsigned program);
-  SmallVector<Value> inlineStage(func::FuncOp callee, ValueRange operands);
   Value hostConstant(ConstantOp constant);
   Value view(Value batch, int64_t j);
-  void removeDeadCode();
-  void prefetchConstants();
   DictionaryAttr planAttribute();
   Location named(const llvm::Twine &name) {
     return NameLoc::get(builder.getStringAttr(name), decode.getLoc());
@@ -173,22 +171,6 @@ Value GenerationStepBuilder::hostConstant(ConstantOp constant) {
   return v;
 }
 
-SmallVector<Value> GenerationStepBuilder::inlineStage(func::FuncOp callee, ValueRange operands) {
-  IRMapping mapping;
-  for (auto [arg, operand] : llvm::zip(callee.getArguments(), operands))
-    mapping.map(arg, operand);
-  for (Operation &op : callee.getBody().front().without_terminator()) {
-    if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
-      mapping.map(constant.getResult(), hostConstant(constant));
-      continue;
-    }
-    builder.clone(op, mapping);
-  }
-  SmallVector<Value> results;
-  for (Value v : callee.getBody().front().getTerminator()->getOperands())
-    results.push_back(mapping.lookup(v));
-  return results;
-}
 
 void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args,
                                         bool keepOnDevice, unsigned program) {
@@ -259,8 +241,8 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
       for (Value p : layer.getParams())
         operands.push_back(current.lookup(p));
       results[j] = inlineStage(
-          func->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>(layer.getCallee()),
-          operands);
+          builder, module.lookupSymbol<func::FuncOp>(layer.getCallee()), operands,
+          [&](ConstantOp constant) { return hostConstant(constant); });
       for (auto [from, to] : llvm::zip(layer.getResults(), results[j]))
         onDevice[j].map(from, to);
     };
@@ -303,42 +285,7 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
   programLogits.push_back(builder.create<OffloadOp>(named("offload logits"), joined));
 }
 
-void GenerationStepBuilder::removeDeadCode() {
-  Block &body = step.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (isOpTriviallyDead(&op) || (llvm::isa<PrefetchOp, OffloadOp>(op) && op.use_empty()))
-      op.erase();
-}
 
-void GenerationStepBuilder::prefetchConstants() {
-  // A kernel reads a constant from the device: one copy per constant and program, at the start
-  // of the program (programs run separately, so they do not share device buffers).
-  Block &body = step.getBody().front();
-  DenseMap<Value, Value> onDevice;
-  Operation *programStart = nullptr;
-  for (Operation &op : llvm::make_early_inc_range(body)) {
-    if (llvm::isa<ProgramOp>(op)) {
-      programStart = &op;
-      onDevice.clear();
-      continue;
-    }
-    if (llvm::isa<ConstantOp, ParamOp, SubBatchOp, ReshapeOp, FetchParamsOp, PrefetchOp,
-                  OffloadOp, KvWriteOp, func::ReturnOp>(op))
-      continue;
-    for (unsigned index : dataOperandIndices(&op)) {
-      Value v = op.getOperand(index);
-      if (!v.getDefiningOp<ConstantOp>())
-        continue;
-      Value &copy = onDevice[v];
-      if (!copy) {
-        OpBuilder::InsertionGuard guard(builder);
-        builder.setInsertionPointAfter(programStart);
-        copy = builder.create<PrefetchOp>(named("prefetch constant"), v);
-      }
-      op.setOperand(index, copy);
-    }
-  }
-}
 
 DictionaryAttr GenerationStepBuilder::planAttribute() {
   auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation");
@@ -404,8 +351,8 @@ LogicalResult GenerationStepBuilder::build() {
   builder.create<ProgramOp>(loc, "decode");
   emitProgram(decode, decodeArgs, /*keepOnDevice=*/true, 1);
   builder.create<func::ReturnOp>(loc, programLogits);
-  removeDeadCode();
-  prefetchConstants();
+  eraseUnusedOps(step.getBody().front());
+  prefetchConstants(step.getBody().front(), builder, named("prefetch constant"));
   step->setAttr(kPlanAttr, planAttribute());
   return success();
 }
