@@ -652,6 +652,18 @@ TEST_F(SlRunGenerateTest, OptionsOfOtherKindsAreRefusedAndViceVersa) {
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: --prompts, --temperature: only a generate "
                                   "schedule takes these options (" +
                                   inference + " is of kind 'infer')"));
+  // Programs without kind "generate": nothing tells sl-run how to drive them.
+  TinyGenerate programs = model;
+  programs.schedule.set_kind("infer");
+  programs.schedule.clear_generation();
+  std::string twoPrograms = programs.write(dir.path(), "two_programs");
+  r = slRun(twoPrograms + " --input input_ids=" + dir.file("ids.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: " + twoPrograms +
+                                  " has 2 programs; sl-run runs a schedule of several programs "
+                                  "only when it is a generate schedule, and this one is of kind "
+                                  "'infer'"));
+
   TinyTrain train = TinyTrain::build(23);
   std::string trainSchedule = train.write(dir.path());
   r = slRun(trainSchedule + " --data x.bin --steps 1 --seed 4");

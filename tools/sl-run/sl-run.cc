@@ -143,6 +143,11 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   const sl::schedule::Schedule &schedule = loaded.schedule;
   refuseFlags(options.trainFlagsGiven, "train", loaded);
   refuseFlags(options.generateFlagsGiven, "generate", loaded);
+  if (schedule.programs_size() > 1)
+    throw makeError(loaded.path, " has ", schedule.programs_size(),
+                    " programs; sl-run runs a schedule of several programs only when it is a "
+                    "generate schedule, and this one is of kind '",
+                    schedule.kind(), "'");
 
   // Everything the user gave is checked before parameters are loaded or anything runs.
   std::map<std::string, std::string> inputFiles =
