@@ -86,6 +86,8 @@ const BadPrompts kBadPrompts[] = {
     {"TwoObjectsOnALine", "{\"tokens\": [1]} {\"tokens\": [2]}",
      "p.jsonl:1: malformed JSON (parse error at line 1, column 17: syntax error while parsing "
      "value - unexpected '{'; expected end of input)"},
+    {"NumberTooLarge", "{\"tokens\": [1], \"id\": 1e999}",
+     "p.jsonl:1: malformed JSON (number overflow parsing '1e999')"},
     {"NotAnObject", "[1, 2]",
      "p.jsonl:1: a prompt is a JSON object with \"tokens\" or \"text\", not an array"},
     {"Null", "null", "p.jsonl:1: a prompt is a JSON object with \"tokens\" or \"text\", not null"},

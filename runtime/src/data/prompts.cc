@@ -42,7 +42,8 @@ public:
     Json object;
     try {
       object = Json::parse(line.begin(), line.end());
-    } catch (const Json::parse_error &e) {
+    } catch (const Json::exception &e) {
+      // parse_error, and out_of_range for a number too large for a double.
       throw error("malformed JSON (", jsonMessage(e), ")");
     }
     if (!object.is_object())
