@@ -365,7 +365,8 @@ int main(int argc, char **argv) {
                      "Where to write an output, as NAME=FILE.npy, or FILE.npy when the schedule "
                      "has one output; repeatable. Files are written atomically. Outputs not "
                      "named are not written (inference). For a generate schedule: the JSON Lines "
-                     "file of generated tokens, written atomically")
+                     "file of generated tokens, written atomically (without --output, the lines "
+                     "go to standard output)")
           ->expected(1)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));
