@@ -119,6 +119,11 @@ std::optional<OpRule> opRule(OpKind op) {
   // Operand 0 is the loss, one gradient operand follows per parameter named; no results.
   case OPTIMIZER_STEP:
     return OpRule{1, kAny, Kernel::kOptimizerStep, true, false, OpRule::Placement::kHostCompute, 0};
+  // One shard in, the whole out (or the other way round): never in place. Their sizes depend on
+  // Schedule.world, which the schedule verifier checks.
+  case ALL_GATHER:
+  case REDUCE_SCATTER:
+    return OpRule{1, 1, kNone, false, false, OpRule::Placement::kCollective};
   default:
     return std::nullopt;
   }
@@ -281,6 +286,10 @@ private:
     case OPTIMIZER_STEP:
       // The host AdamW keeps fp32 master weights: its loss and gradients are f32 only.
       return sameDType(allRoles(), kF32, all);
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      // They move the f32 weights and gradients of the sharded groups.
+      return sameDType(allRoles(), kF32, all);
     default:
       // The float ops (MATMUL, GEMM, TRANSPOSE, the unary ops, POW, SWIGLU, ACCUMULATE, the
       // reductions, norms, softmax, rotary, attention and their gradients) compute f32 or f64.
@@ -310,6 +319,9 @@ private:
 
   void verifyShapes() const {
     switch (k_.op()) {
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      return; // against Schedule.world, in the schedule verifier
     case MATMUL:
       return verifyMatmul();
     case GEMM:
