@@ -324,7 +324,8 @@ StepRecord Trainer::step() {
       partlyApplied_ = "step " + std::to_string(record.step) + " was partly applied (" +
                        std::to_string(parametersUpdated_) + " of " +
                        std::to_string(optimizer_.parameterCount()) +
-                       " parameters were updated before it failed), so the weights in memory mix "
+                       (world_ > 1 ? " of this rank's shards" : " parameters") +
+                       " were updated before it failed), so the weights in memory mix "
                        "two steps; the last saved checkpoint is intact: resume from it";
       throw makeError(e.what(), "; ", partlyApplied_);
     }
