@@ -69,7 +69,8 @@ int launchedWorldSize();
 // Loads the backend's plugin (Error naming the paths tried when it is missing: sl-run was built
 // without SL_ENABLE_MPI, or the CUDA build without NCCL), which initialises MPI. From then on
 // SIGTERM (what mpirun sends the other ranks when one dies) prints "rank R of W: terminated
-// during <the collective in progress>" before the process exits.
+// during <the collective in progress>" (or "while computing, after <the last one>") before the
+// process exits.
 std::unique_ptr<Communicator> openCommunicator(const CommOptions &options);
 
 // The names of the plugins, and the C entry point each exports:

@@ -19,13 +19,15 @@ namespace slrt {
 namespace {
 
 // The SIGTERM report. A collective's name is copied into one of two buffers before it starts and
-// `current` then points at it; the handler only reads them and calls write(), which is
-// async-signal-safe. Collectives never run concurrently (the executor's collective stream during
-// a run, the trainer's host collectives between runs), so one writer alternates the buffers.
+// `current` then points at it, `inside` says whether it is still running; the handler only reads
+// them and calls write(), which is async-signal-safe. Collectives never run concurrently (the
+// executor's collective stream during a run, the trainer's host collectives between runs), so one
+// writer alternates the buffers.
 char prefix[96];
 size_t prefixLength = 0;
 char operations[2][320];
 std::atomic<int> current{-1};
+std::atomic<bool> inside{false};
 int nextBuffer = 0;
 
 void writeAll(const char *text, size_t length) {
@@ -43,11 +45,12 @@ void writeText(const char *text) { writeAll(text, std::strlen(text)); }
 extern "C" void reportTermination(int signal) {
   writeAll(prefix, prefixLength);
   int op = current.load();
-  if (op >= 0) {
-    writeText("terminated during ");
-    writeText(operations[op]);
+  if (op < 0) {
+    writeText("terminated before its first collective");
   } else {
-    writeText("terminated outside any collective");
+    // Outside a collective a rank computes or copies until its next one.
+    writeText(inside.load() ? "terminated during " : "terminated while computing, after ");
+    writeText(operations[op]);
   }
   writeText(signal == SIGTERM ? " (SIGTERM: mpirun is ending the job, most likely because another "
                                 "rank failed or died; see its message)\n"
@@ -86,7 +89,10 @@ public:
     Scope scope(what);
     inner_->barrier(what);
   }
-  [[noreturn]] void abort(int code) override { inner_->abort(code); }
+  [[noreturn]] void abort(int code) override {
+    inner_->abort(code);
+    std::_Exit(code); // not reached: the plugin ends the job
+  }
 
 private:
   struct Scope {
@@ -96,9 +102,10 @@ private:
       std::memcpy(buffer, what.data(), n);
       buffer[n] = '\0';
       current.store(nextBuffer);
+      inside.store(true);
       nextBuffer ^= 1;
     }
-    ~Scope() { current.store(-1); }
+    ~Scope() { inside.store(false); }
   };
 
   std::unique_ptr<Communicator> inner_;
