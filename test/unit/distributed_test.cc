@@ -554,6 +554,30 @@ TEST(LaunchedWorldSize, ComesFromTheLaunchersEnvironment) {
     }
   }
   {
+    // Several ranks and no plugin: the message says what is missing.
+    TempDir empty;
+    ScopedEnv set("OMPI_COMM_WORLD_SIZE", "2");
+    ScopedEnv dir("SL_COMM_PLUGIN_DIR", empty.path().c_str());
+    try {
+      openCommunicator({});
+      FAIL() << "opened a communicator without a plugin";
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr("launched as one of 2 ranks, but the MPI plugin "
+                                      "libslrt_mpi.so is not there (tried " +
+                                      empty.path() + "/libslrt_mpi.so): this sl-run was built "
+                                                     "without SL_ENABLE_MPI"));
+    }
+    // A file that is no plugin is named too.
+    writeBytes(empty.path() + "/libslrt_mpi.so", "not a shared library");
+    try {
+      openCommunicator({});
+      FAIL() << "loaded a file that is no plugin";
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr("cannot load the communicator plugin " + empty.path() +
+                                      "/libslrt_mpi.so"));
+    }
+  }
+  {
     // Checked before any plugin is loaded.
     ScopedEnv set("OMPI_COMM_WORLD_SIZE", "2");
     CommOptions options;

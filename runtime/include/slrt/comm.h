@@ -66,12 +66,19 @@ public:
 int launchedWorldSize();
 
 // The communicator of a job of launchedWorldSize() > 1 ranks, or null for a run of one rank.
-// Loads the backend's plugin (Error naming the paths tried when it is missing: sl-run was built
-// without SL_ENABLE_MPI, or the CUDA build without NCCL), which initialises MPI. From then on
+// Loads the backend's plugin from the directory $SL_COMM_PLUGIN_DIR when it is set, else from the
+// library directory beside the executable's (Error naming the paths tried when it is missing:
+// sl-run was built without SL_ENABLE_MPI, or the CUDA build without NCCL); the plugin initialises
+// MPI. From then on
 // SIGTERM (what mpirun sends the other ranks when one dies) prints "rank R of W: terminated
 // during <the collective in progress>" (or "while computing, after <the last one>") before the
 // process exits.
 std::unique_ptr<Communicator> openCommunicator(const CommOptions &options);
+
+// Loads the communicator plugin at `path` and creates its communicator (openCommunicator does this
+// with the plugin beside sl-run; tests load one by path). Error when it cannot be loaded or fails.
+std::unique_ptr<Communicator> loadCommunicatorPlugin(const std::string &path,
+                                                     const CommOptions &options);
 
 // The names of the plugins, and the C entry point each exports:
 //   extern "C" slrt::Communicator *slrt_create_communicator(const slrt::CommOptions *options,

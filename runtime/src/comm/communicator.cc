@@ -147,42 +147,29 @@ std::unique_ptr<Communicator> openCommunicator(const CommOptions &options) {
     throw makeError("the collective timeout must be positive, got ", options.timeoutSeconds, " s");
   const char *plugin = options.backend == "cuda" ? kNcclPlugin : kMpiPlugin;
   std::vector<std::string> tried;
-  if (const char *dir = std::getenv("SL_COMM_PLUGIN_DIR"))
+  if (const char *dir = std::getenv("SL_COMM_PLUGIN_DIR")) {
     tried.push_back(std::string(dir) + "/" + plugin);
-  std::string exeDir = executableDirectory();
-  tried.push_back(exeDir + "/" SLRT_PLUGIN_RELATIVE_DIR "/" + plugin);
-  tried.push_back(exeDir + "/../lib/" + plugin);
-  void *handle = nullptr;
-  std::string errors;
-  for (const std::string &path : tried) {
-    if (::access(path.c_str(), F_OK) != 0)
-      continue;
-    // RTLD_GLOBAL: Open MPI loads components of its own that expect libmpi's symbols to be
-    // global. The plugin stays loaded until the process exits (MPI must outlive every call).
-    handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (handle)
-      break;
-    errors += std::string("; ") + ::dlerror();
+  } else {
+    std::string exeDir = executableDirectory();
+    tried.push_back(exeDir + "/" SLRT_PLUGIN_RELATIVE_DIR "/" + plugin);
+    tried.push_back(exeDir + "/../lib/" + plugin);
   }
-  if (!handle) {
+  std::string path;
+  for (const std::string &candidate : tried)
+    if (::access(candidate.c_str(), F_OK) == 0) {
+      path = candidate;
+      break;
+    }
+  if (path.empty()) {
     std::string paths;
-    for (const std::string &path : tried)
-      paths += (paths.empty() ? "" : ", ") + path;
+    for (const std::string &candidate : tried)
+      paths += (paths.empty() ? "" : ", ") + candidate;
     throw makeError("launched as one of ", world, " ranks, but the ",
                     options.backend == "cuda" ? "NCCL" : "MPI", " plugin ", plugin,
-                    " cannot be loaded (tried ", paths, errors,
-                    "): this sl-run was built without ",
-                    options.backend == "cuda" ? "SL_ENABLE_MPI and NCCL" : "SL_ENABLE_MPI",
-                    ", or the plugin was not installed beside it");
+                    " is not there (tried ", paths, "): this sl-run was built without ",
+                    options.backend == "cuda" ? "SL_ENABLE_MPI and NCCL" : "SL_ENABLE_MPI");
   }
-  auto entry = reinterpret_cast<CommPluginEntry>(::dlsym(handle, kCommPluginEntry));
-  if (!entry)
-    throw makeError(plugin, " has no entry point ", kCommPluginEntry);
-  char error[1024] = {};
-  Communicator *created = entry(&options, error, sizeof error);
-  if (!created)
-    throw makeError(error[0] ? error : "the communicator plugin failed without a message");
-  auto communicator = std::make_unique<TrackedCommunicator>(std::unique_ptr<Communicator>(created));
+  std::unique_ptr<Communicator> communicator = loadCommunicatorPlugin(path, options);
   if (communicator->size() != world)
     throw makeError("the launcher's environment says ", world, " ranks, but ",
                     communicator->name(), " says ", communicator->size());
@@ -194,6 +181,23 @@ std::unique_ptr<Communicator> openCommunicator(const CommOptions &options) {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGTERM, &action, nullptr);
   return communicator;
+}
+
+std::unique_ptr<Communicator> loadCommunicatorPlugin(const std::string &path,
+                                                     const CommOptions &options) {
+  // RTLD_GLOBAL: Open MPI loads components of its own that expect libmpi's symbols to be global.
+  // The plugin stays loaded until the process exits (MPI must outlive every call into it).
+  void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    throw makeError("cannot load the communicator plugin ", path, ": ", ::dlerror());
+  auto entry = reinterpret_cast<CommPluginEntry>(::dlsym(handle, kCommPluginEntry));
+  if (!entry)
+    throw makeError(path, " has no entry point ", kCommPluginEntry);
+  char error[1024] = {};
+  Communicator *created = entry(&options, error, sizeof error);
+  if (!created)
+    throw makeError(error[0] ? error : "the communicator plugin failed without a message");
+  return std::make_unique<TrackedCommunicator>(std::unique_ptr<Communicator>(created));
 }
 
 } // namespace slrt
