@@ -157,6 +157,28 @@ def test_ranks_train_as_one_rank_with_w_times_the_batch(job, world, mode):
     assert_same_training(got, job.reference(world))
 
 
+def test_clipping_uses_the_norm_over_every_rank(job):
+    """With --max-grad-norm the optimizer steps after the run, scaled by the global norm, which
+    the ranks sum from their shards' parts."""
+    tmp, tools = job.tmp, job.tools
+    clip = ["--steps", STEPS, "--lr", LR, "--max-grad-norm", 0.3]
+    check_ok(run(mpirun(2) + [tools.sl_run, job.schedule(2), "--data", tmp / "tokens.bin", *clip,
+                              "--report", tmp / "clip2.json", "--save", tmp / "clip2.ckpt"]))
+    check_ok(run([tools.sl_run, job.schedule(2), "--consolidate", tmp / "clip2.ckpt", "--save",
+                  tmp / "clip2.safetensors"]))
+    check_ok(run([tools.sl_run, job.reference_schedule(2), "--data", tmp / "tokens.bin", *clip,
+                  "--report", tmp / "clip1.json", "--save", tmp / "clip1.safetensors"]))
+    reports = []
+    for name in ["clip2", "clip1"]:
+        with open(tmp / f"{name}.json") as f:
+            reports.append(json.load(f)["train"])
+    assert not reports[0]["optimizer_overlapped"]
+    np.testing.assert_allclose(reports[0]["grad_norms"], reports[1]["grad_norms"], rtol=1e-6)
+    assert max(reports[1]["grad_norms"]) > 0.3  # the clipping bites
+    assert_same_training((reports[0]["losses"], read_safetensors(tmp / "clip2.safetensors"), None),
+                         (reports[1]["losses"], read_safetensors(tmp / "clip1.safetensors"), None))
+
+
 def test_collective_bytes_per_step(job):
     """SpeedLoader gathers each group once per pass and reduce-scatters it once per step (~3P);
     canonical does both per sub-batch (~3NP). Each collective counts the whole vector it gathers

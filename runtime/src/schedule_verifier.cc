@@ -201,7 +201,9 @@ private:
       std::string who = "parameter '" + p.name() + "'";
       Shape shape = toShape(p.shape());
       std::optional<uint64_t> count = numel(shape);
-      if (p.dtype() != F32 || !count || p.bytes() != *count * sizeof(float))
+      uint64_t bytes = 0;
+      if (p.dtype() != F32 || !count || __builtin_mul_overflow(*count, sizeof(float), &bytes) ||
+          p.bytes() != bytes)
         throw makeError(who, " is ", dtypeName(p.dtype()), " ", formatShape(shape), " (", p.bytes(),
                         " bytes); a sharded parameter is f32 of its shape's size");
       if (p.file().empty())
