@@ -263,6 +263,15 @@ def test_consolidated_onnx_is_the_trained_model(job):
                               "--lr", LR, "--export-onnx", tmp / "direct.onnx"])
     check_ok(direct)
     assert (tmp / "consolidated.onnx").read_bytes() == (tmp / "direct.onnx").read_bytes()
+    # Consolidation writes; it does not train, and needs to be told what to write.
+    wrong = run([tools.sl_run, sched, "--consolidate", tmp / "speedloader-w2.ckpt", "--save",
+                 tmp / "x.safetensors", "--steps", 1])
+    assert wrong.returncode == 1
+    assert "--consolidate takes only --save and --export-onnx (it does not train), not --steps" \
+        in wrong.stderr, describe(wrong)
+    nothing = run([tools.sl_run, sched, "--consolidate", tmp / "speedloader-w2.ckpt"])
+    assert nothing.returncode == 1 and "give --save FILE and/or --export-onnx FILE" in \
+        nothing.stderr, describe(nothing)
     import onnx
     from onnx import numpy_helper
     model = onnx.load(str(tmp / "consolidated.onnx"))

@@ -507,8 +507,14 @@ int main(int argc, char **argv) {
     commOptions.timeoutSeconds = o.collectiveTimeout;
     comm = slrt::openCommunicator(commOptions);
     o.comm = comm.get();
-    if (!o.consolidatePath.empty() && o.steps > 0)
-      throw makeError("--consolidate writes a checkpoint; it does not train (no --steps)");
+    if (!o.consolidatePath.empty() && !o.inferFlagsGiven.empty())
+      throw makeError("--consolidate takes only --save and --export-onnx, not ",
+                      flagList(o.inferFlagsGiven));
+    if (!o.consolidatePath.empty())
+      for (const std::string &flag : o.trainFlagsGiven)
+        if (flag != "--save" && flag != "--export-onnx")
+          throw makeError("--consolidate takes only --save and --export-onnx (it does not train), "
+                          "not ", flag);
     return run(o);
   } catch (const std::exception &e) {
     if (!comm) {
