@@ -129,6 +129,18 @@ private:
 
   void waitForStream(const std::string &what) {
     auto end = deadline();
+    // On a nonblocking communicator the call may return before the collective is on the stream
+    // (ncclInProgress): the stream is not worth asking until NCCL says it is.
+    for (;;) {
+      ncclResult_t state;
+      checkNccl(ncclCommGetAsyncError(comm_, &state), what);
+      if (state == ncclSuccess)
+        break;
+      checkNccl(state, what);
+      if (Clock::now() > end)
+        timedOut(what);
+      std::this_thread::yield();
+    }
     for (;;) {
       cudaError_t rc = cudaStreamQuery(stream_);
       if (rc == cudaSuccess)
