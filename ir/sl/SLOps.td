@@ -966,6 +966,103 @@ def SL_ViewOp : SL_Op<"view", [Pure]> {
 }
 
 //===--------------------------------------------------------------------------------------------===//
+// Generation
+//===--------------------------------------------------------------------------------------------===//
+
+def SL_DecodeAttentionOp : SL_Op<"decode_attention", [Pure]> {
+  let summary = "attention of one new token per sequence over its KV cache and itself";
+  let description = [{
+    `q` [B, Hq, 1, D] is each sequence's newest token's queries, `k` and `v` [B, Hkv, 1, D] its
+    keys and values, `cache` [B, 2, Hkv, C, D] the keys (`cache[:, 0]`) and values (`cache[:, 1]`)
+    of the positions before it, of which sequence `b` has `length[b]`. Query head `h` attends to
+    cache positions `[0, length[b])` of key/value head `h / (Hq / Hkv)` and to its own `k` and
+    `v`: `softmax(scores * scale)`. Cache positions at or past `length[b]` are never read, so
+    sequences of different lengths share one cache shape. Written by `sl-split-generation` in
+    place of a decode step's causal `sl.attention`.
+
+    Example:
+
+    ```mlir
+    %o = sl.decode_attention %q, %k, %v, %cache, %length {scale = 0.25 : f32}
+        : (tensor<2x4x1x16xf32>, tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>,
+           tensor<2x2x2x24x16xf32>, tensor<2xi64>) -> tensor<2x4x1x16xf32>
+    ```
+  }];
+  let arguments = (ins SL_FloatTensor:$q, SL_FloatTensor:$k, SL_FloatTensor:$v,
+                       SL_FloatTensor:$cache, SL_IndexVector:$length, F32Attr:$scale);
+  let results = (outs SL_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $cache `,` $length attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_KvWriteOp : SL_Op<"kv_write", [AllTypesMatch<["cache", "result"]>,
+                                      MemoryEffects<[MemWrite]>]> {
+  let summary = "write new keys and values into a host KV cache, in place";
+  let description = [{
+    `cache` [B, 2, Hkv, C, D] gets `k` at `cache[b, 0, :, s + t]` and `v` at `cache[b, 1, :, s + t]`
+    for `t` < T, where `k` and `v` are [B, Hkv, T, D] and `s` is `start[b]` (0 without `start`).
+    The result is the cache itself: the kernel writes the cache's buffer, on the host, and every
+    other element keeps its value. A prefill writes the prompt's positions from 0; a decoding
+    step writes one position per sequence, at its length.
+
+    Example:
+
+    ```mlir
+    %c1 = sl.kv_write %c0, %k, %v, %start
+        : (tensor<2x2x2x24x16xf32>, tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>, tensor<2xi64>)
+        -> tensor<2x2x2x24x16xf32>
+    ```
+  }];
+  let arguments = (ins SL_FloatTensor:$cache, SL_FloatTensor:$k, SL_FloatTensor:$v,
+                       Optional<SL_IndexVector>:$start);
+  let results = (outs SL_FloatTensor:$result);
+  let assemblyFormat = [{
+    $cache `,` $k `,` $v (`,` $start^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_TakeRowsOp : SL_Op<"take_rows", [Pure]> {
+  let summary = "one row of dimension 1 per sequence: result[b, 0] = input[b, index[b]]";
+  let description = [{
+    Picks, for every sequence `b` of `input` [B, S, ...], the row `index[b]` of dimension 1:
+    the result is [B, 1, ...]. A prefill uses it to take each prompt's last position (prompts
+    of different lengths are right-padded) before the head computes its next-token logits.
+
+    Example:
+
+    ```mlir
+    %last = sl.take_rows %h, %index : (tensor<2x8x64xf32>, tensor<2xi64>) -> tensor<2x1x64xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$input, SL_IndexVector:$index);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = "$input `,` $index attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def SL_ProgramOp : SL_Op<"program"> {
+  let summary = "the start of a program: a part of an explicit step the runtime runs on its own";
+  let description = [{
+    Kernels from here to the next `sl.program` (or the end) form the program `name`. A
+    generation step has two, `prefill` and `decode`; the runtime runs prefill once per batch of
+    prompts and decode once per new token. Every stream is idle between two programs' runs, so
+    no event crosses a program boundary (`sl-insert-events` starts afresh at each), and what one
+    program leaves in the host pool (the KV cache) the next reads.
+
+    Example:
+
+    ```mlir
+    sl.program "decode"
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let assemblyFormat = "$name attr-dict";
+}
+
+//===--------------------------------------------------------------------------------------------===//
 // Stages
 //===--------------------------------------------------------------------------------------------===//
 

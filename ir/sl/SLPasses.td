@@ -296,4 +296,81 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 
+def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
+  let summary = "compile a language model into the prefill and decode stages of generation";
+  let description = [{
+    From an imported model whose `@forward` maps `input_ids` [batch, seq] to logits (shapes not
+    yet bound), writes two partitioned functions at the sub-batch size `b`, compiling copies of
+    the module with the stage pipeline (bind, fold, fuse, partition) that `--sl-generate` gives
+    it:
+
+    - `@prefill(input_ids [b, P], last_index [b]) -> logits [b, 1, V]`: every block also returns
+      the keys and values of each of its attentions (what the KV cache keeps); the epilogue
+      applies the head to each prompt's last position only (`sl.take_rows`).
+    - `@decode(input_ids [b, 1], position [b], one KV cache per block) -> logits [b, 1, V]`:
+      every attention becomes `sl.decode_attention` over its block's cache
+      [b, 2, kv_heads, C, head_dim] and the new token, and blocks return the new keys and values.
+      Rotary cos/sin (taken from a copy bound at all C = P + max-new-tokens positions) and
+      learned position embeddings read each sequence's `position`.
+
+    `P` is `max-prompt-len`. `batch`, `sub-batch-size` and `num-sub-batches` give the batch of
+    prompts as N sub-batches of b (any two, or one with N = 1). With `device-memory`, the pass
+    plans: it compiles the whole step on copies of the module (through sl-schedule-generation
+    and sl-allocate, so the figures are the real arena and pool) and takes the largest
+    sub-batch size that fits (a divisor of `batch` when given), keeping the weights on the device
+    when they fit too; with `host-memory`, the most sub-batches whose host pool (weights, KV
+    caches, activations) fits. A budget nothing fits is an error giving the bytes needed and
+    available. The module attribute `sl.generation` records the sizes (and, when planned, the
+    predicted arena and pool) for `sl-schedule-generation`. Attention must be fused, causal and unmasked (prompts are
+    right-padded, so padding is never attended by a real token).
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "Sequences per batch of prompts, sub-batch-size x num-sub-batches (0: not fixed)">,
+    Option<"subBatchSize", "sub-batch-size", "int64_t", /*default=*/"0",
+           "Sequences per sub-batch (0: batch / num-sub-batches)">,
+    Option<"numSubBatches", "num-sub-batches", "int64_t", /*default=*/"0",
+           "Sub-batches per batch (0: batch / sub-batch-size, or 1)">,
+    Option<"maxPromptLen", "max-prompt-len", "int64_t", /*default=*/"0",
+           "Longest prompt, in tokens">,
+    Option<"maxNewTokens", "max-new-tokens", "int64_t", /*default=*/"0",
+           "Most tokens generated per prompt">,
+    Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
+           "Device memory budget, e.g. 80GB (none: unlimited); chooses the sub-batch size">,
+    Option<"hostMemory", "host-memory", "std::string", /*default=*/"\"\"",
+           "Host memory budget, e.g. 512GiB (none: unlimited); chooses the sub-batch count">,
+    Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
+           "Keep the parameters on the device between prefill and decode (device-memory "
+           "chooses it when they fit)">,
+  ];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
+}
+
+def ScheduleGenerationPass : Pass<"sl-schedule-generation", "mlir::ModuleOp"> {
+  let summary = "the explicit generation step: prefill and decode programs over N sub-batches";
+  let description = [{
+    From `@prefill` and `@decode` (sl-split-generation), writes `@generate`, a step of two
+    programs (`sl.program "prefill"`, `sl.program "decode"`) over a batch of N sub-batches, in
+    the SpeedLoader order: each stage's parameters are fetched once per program run and applied
+    to every sub-batch before the next stage's; sub-batch j+1's inputs are prefetched while j
+    computes. Each block instance has one host KV cache [N * b, 2, kv_heads, C, head_dim]
+    (arguments marked `sl.kv_cache`), so one (sub-batch, layer) chunk is one contiguous copy:
+    decode prefetches it, and only the new keys and values go back (offloaded, then written in
+    place on the host by `sl.kv_write` at each sequence's position). Prefill offloads the hidden
+    states between stages; decode keeps its one-token states on the device. The logits of the
+    sub-batches are joined on the device and offloaded once. With `weights-on-device` (chosen by
+    sl-split-generation when they fit the device budget), the parameters prefill fetched stay on
+    the device and decode fetches none: they move once per batch of prompts instead of once per
+    new token.
+  }];
+  let options = [
+    Option<"numSubBatches", "num-sub-batches", "int64_t", /*default=*/"0",
+           "Sub-batches per batch of prompts (0: sl.generation's, else 1)">,
+    Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
+           "Keep the parameters prefill fetched on the device for decode (also when "
+           "sl.generation says so)">,
+  ];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // SL_PASSES_TD

@@ -98,9 +98,22 @@ StepLayout layoutStep(Block &body, llvm::function_ref<uint64_t(Value)> bytes,
   std::optional<unsigned> captureAt = capture.deviceAt;
   // The index of the last op that reads each buffer, directly or through a view.
   DenseMap<Value, unsigned> lastUse;
+  // Programs (sl.program) run separately, a later one possibly many times: a buffer that a later
+  // program reads stays allocated to the end.
+  DenseMap<Operation *, unsigned> programOf;
+  unsigned program = 0;
+  for (Operation &op : body) {
+    program += llvm::isa<ProgramOp>(op) ? 1 : 0;
+    programOf[&op] = program;
+  }
+  unsigned end = static_cast<unsigned>(body.getOperations().size());
   for (auto [i, op] : llvm::enumerate(body))
-    for (Value operand : op.getOperands())
-      lastUse[rootOf(operand)] = i;
+    for (Value operand : op.getOperands()) {
+      Value root = rootOf(operand);
+      Operation *def = root.getDefiningOp();
+      bool laterProgram = def && programOf.lookup(def) != programOf.lookup(&op);
+      lastUse[root] = laterProgram ? end : std::max<unsigned>(lastUse.lookup(root), i);
+    }
 
   ArenaAllocator arena(kDeviceAlignment), pool(kHostAlignment);
   auto allocatorOf = [&](Value v) -> ArenaAllocator & {

@@ -29,6 +29,9 @@ std::optional<View> viewOf(Value value) {
   Operation *def = value.getDefiningOp();
   if (auto reshape = llvm::dyn_cast_or_null<ReshapeOp>(def))
     return View{reshape.getInput(), 0};
+  // A KV cache written in place: the kernel writes the cache's own bytes.
+  if (auto write = llvm::dyn_cast_or_null<KvWriteOp>(def))
+    return View{write.getCache(), 0};
   if (auto subBatch = llvm::dyn_cast_or_null<SubBatchOp>(def))
     return View{subBatch.getBatch(), static_cast<uint64_t>(subBatch.getIndex()) *
                                          storageBytes(subBatch.getResult().getType())};

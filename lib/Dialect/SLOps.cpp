@@ -202,6 +202,76 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+namespace {
+/// Checks a generation KV cache [B, 2, Hkv, C, D] against keys [B, Hkv, T, D] (and their values).
+LogicalResult verifyKvCache(Operation *op, RankedTensorType cache, RankedTensorType k,
+                            RankedTensorType v) {
+  if (cache.getRank() != 5 || cache.getDimSize(1) != 2)
+    return op->emitOpError("cache must be [batch, 2, kv_heads, cache_len, head_dim], got ")
+           << cache;
+  if (k.getRank() != 4 || k != v)
+    return op->emitOpError("k and v must be one type [batch, kv_heads, tokens, head_dim], got ")
+           << k << " and " << v;
+  if (k.getElementType() != cache.getElementType() || k.getDimSize(0) != cache.getDimSize(0) ||
+      k.getDimSize(1) != cache.getDimSize(2) || k.getDimSize(3) != cache.getDimSize(4) ||
+      k.getDimSize(2) > cache.getDimSize(3))
+    return op->emitOpError("k ") << k << " does not fit the cache " << cache;
+  return success();
+}
+
+LogicalResult verifyPerSequence(Operation *op, Value vector, int64_t batch, llvm::StringRef what) {
+  auto type = rankedType(vector);
+  if (type.getRank() != 1 || type.getDimSize(0) != batch)
+    return op->emitOpError() << what << " must have one element per sequence (" << batch
+                             << "), got " << type;
+  return success();
+}
+} // namespace
+
+LogicalResult DecodeAttentionOp::verify() {
+  auto q = rankedType(getQ()), k = rankedType(getK()), v = rankedType(getV());
+  auto cache = rankedType(getCache());
+  if (failed(verifyKvCache(*this, cache, k, v)))
+    return failure();
+  if (q.getRank() != 4 || q.getDimSize(2) != 1 || k.getDimSize(2) != 1)
+    return emitOpError("q and k must hold one token per sequence ([batch, heads, 1, dim]), got ")
+           << q << " and " << k;
+  if (q.getDimSize(0) != k.getDimSize(0) || q.getDimSize(3) != k.getDimSize(3) ||
+      q.getElementType() != k.getElementType())
+    return emitOpError("q ") << q << " and k " << k << " must share batch, head size and type";
+  int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
+  if (hkv == 0 || hq % hkv != 0)
+    return emitOpError("query heads (") << hq << ") must be a multiple of key/value heads ("
+                                        << hkv << ")";
+  if (getType() != q)
+    return emitOpError("result must be ") << quoted(q) << ", got " << getType();
+  if (getScale().isZero())
+    return emitOpError("scale must not be 0");
+  return verifyPerSequence(*this, getLength(), q.getDimSize(0), "length");
+}
+
+LogicalResult KvWriteOp::verify() {
+  auto cache = rankedType(getCache());
+  if (failed(verifyKvCache(*this, cache, rankedType(getK()), rankedType(getV()))))
+    return failure();
+  if (getStart())
+    return verifyPerSequence(*this, getStart(), cache.getDimSize(0), "start");
+  return success();
+}
+
+LogicalResult TakeRowsOp::verify() {
+  auto input = rankedType(getInput()), result = rankedType(getResult());
+  if (input.getRank() < 2)
+    return emitOpError("input must be [batch, rows, ...], got ") << input;
+  SmallVector<int64_t> expected(input.getShape());
+  expected[1] = 1;
+  if (result.getShape() != ArrayRef<int64_t>(expected) ||
+      result.getElementType() != input.getElementType())
+    return emitOpError("result must be ")
+           << quoted(RankedTensorType::get(expected, input.getElementType())) << ", got " << result;
+  return verifyPerSequence(*this, getIndex(), input.getDimSize(0), "index");
+}
+
 LogicalResult SubBatchOp::verify() {
   auto batch = rankedType(getBatch()), result = rankedType(getResult());
   int64_t index = static_cast<int64_t>(getIndex()), count = static_cast<int64_t>(getCount());

@@ -59,7 +59,47 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   pm.addNestedPass<mlir::func::FuncOp>(createInsertEventsPass());
 }
 
+void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOptions &options) {
+  SplitGenerationPassOptions split;
+  split.batch = options.batch;
+  split.subBatchSize = options.subBatchSize;
+  split.numSubBatches = options.numSubBatches;
+  split.maxPromptLen = options.maxPromptLen;
+  split.maxNewTokens = options.maxNewTokens;
+  split.deviceMemory = options.deviceMemory;
+  split.hostMemory = options.hostMemory;
+  bool fuse = options.fuse;
+  pm.addPass(createSplitGenerationPass(
+      split, [fuse](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
+        InferPipelineOptions infer;
+        infer.batch = batch;
+        infer.seq = seq;
+        infer.fuse = fuse;
+        buildInferPipeline(copy, infer);
+        if (partition)
+          copy.addPass(createPartitionLayersPass());
+      }));
+  pm.addPass(createScheduleGenerationPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
+  pm.addNestedPass<mlir::func::FuncOp>(createAllocatePass());
+  pm.addNestedPass<mlir::func::FuncOp>(createInsertEventsPass());
+}
+
 void registerPipelines() {
+  mlir::PassPipelineRegistration<GeneratePipelineOptions>(
+      "sl-generate",
+      "Compile an imported language model for generation: two copies bound at the prompt "
+      "length and at one token, fused and partitioned into stages (sl-split-generation), then "
+      "the explicit step of a prefill and a decode program over num-sub-batches sub-batches, "
+      "each stage's weights fetched once per program run for every sub-batch, each "
+      "(sub-batch, layer) KV cache chunk prefetched from the host pool and only the new keys and "
+      "values written back (sl-schedule-generation), with its streams, events and static memory "
+      "plan. Needs max-prompt-len= and max-new-tokens=; device-memory= and host-memory= choose "
+      "the sub-batch size and count. With `-o FILE.slsched` sl-opt writes "
+      "the schedule that `sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",
+      buildGeneratePipeline);
+
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "sl-train",
       "Compile an imported language model for training: append the loss, plan sub-batch size, "

@@ -494,6 +494,16 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
             [attrs](pb::Kernel &k) { *k.mutable_attention() = attrs; };
         return plan;
       })
+      .Case<DecodeAttentionOp>([&](DecodeAttentionOp o) -> Result {
+        pb::AttentionAttributes attrs;
+        attrs.set_scale(o.getScale().convertToFloat());
+        simple(pb::DECODE_ATTENTION).attributes = [attrs](pb::Kernel &k) {
+          *k.mutable_attention() = attrs;
+        };
+        return plan;
+      })
+      .Case<TakeRowsOp>([&](auto) -> Result { return simple(pb::TAKE_ROWS); })
+      .Case<KvWriteOp>([&](auto) -> Result { return simple(pb::KV_WRITE); })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) -> Result {
         pb::CrossEntropyAttributes attrs;
         attrs.set_ignore_index(int64_t(o.getIgnoreIndex()));
@@ -672,6 +682,7 @@ private:
   LogicalResult addKernels(Operation &op);
   pb::Kernel *addKernel(pb::OpKind kind, Operation &op);
   void addPlan();
+  void addGeneration();
   LogicalResult placeShards();
 
   func::FuncOp func;
@@ -836,6 +847,9 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
       operandBuffers.push_back(*buffer);
     }
     for (Value v : op.getResults()) {
+      // A KV cache written in place is the very buffer the kernel reads as operand 0.
+      if (llvm::isa<KvWriteOp>(op))
+        buffers[v] = operandBuffers.front();
       FailureOr<uint32_t> buffer = bufferOf(v, op.getLoc());
       if (failed(buffer))
         return failure();
@@ -854,6 +868,30 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
   if (record)
     out->mutable_kernels(out->kernels_size() - 1)->add_record_events(uint32_t(*record));
   return success();
+}
+
+void ExplicitStepEmitter::addGeneration() {
+  auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr);
+  auto integer = [&](llvm::StringRef key) -> int64_t {
+    auto attr = plan.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : 0;
+  };
+  auto flag = [&](llvm::StringRef key) {
+    auto attr = plan.getAs<BoolAttr>(key);
+    return attr && attr.getValue();
+  };
+  pb::Generation *g = out->mutable_generation();
+  g->set_batch(integer("batch"));
+  g->set_max_prompt_len(integer("max_prompt_len"));
+  g->set_max_new_tokens(integer("max_new_tokens"));
+  g->set_vocab(integer("vocab"));
+  g->set_cache_len(integer("cache_len"));
+  g->set_num_sub_batches(uint32_t(integer("num_sub_batches")));
+  g->set_sub_batch_size(integer("sub_batch_size"));
+  g->set_kv_cache_bytes(uint64_t(integer("kv_cache_bytes")));
+  g->set_parameter_bytes(uint64_t(integer("parameter_bytes")));
+  g->set_weights_on_device(flag("weights_on_device"));
+  g->set_kv_cache_on_device(flag("kv_cache_on_device"));
 }
 
 void ExplicitStepEmitter::addPlan() {
@@ -881,9 +919,11 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   out = &schedule;
   schedule.set_magic(kMagic);
   schedule.set_version(kVersion);
-  schedule.set_kind(func.getSymName() == "train_step" ? "train" : "infer");
-  if (auto attr = func->getAttrOfType<DictionaryAttr>(kPlanAttr).getAs<IntegerAttr>("world"))
-    world = attr.getInt();
+  bool generate = func.getSymName() == "generate";
+  schedule.set_kind(func.getSymName() == "train_step" ? "train" : generate ? "generate" : "infer");
+  if (auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr))
+    if (auto attr = plan.getAs<IntegerAttr>("world"))
+      world = attr.getInt();
   if (world < 1)
     return func.emitError("sl.plan has world ") << world << "; it must be at least 1";
   if (failed(placeShards()))
@@ -910,15 +950,34 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   schedule.set_num_events(uint32_t(events.getInt()));
 
   Block &body = func.getBody().front();
+  auto programOf = [&](std::optional<unsigned> arg, std::optional<unsigned> result) -> uint32_t {
+    IntegerAttr attr = arg ? func.getArgAttrOfType<IntegerAttr>(*arg, kProgramAttr)
+                           : func.getResultAttrOfType<IntegerAttr>(*result, kProgramAttr);
+    return attr ? uint32_t(attr.getInt()) : 0;
+  };
   for (BlockArgument arg : body.getArguments()) {
     FailureOr<uint32_t> buffer = bufferOf(arg, func.getLoc());
     if (failed(buffer))
       return failure();
+    // State the step keeps in the host pool (a KV cache) is nobody's input.
+    if (func.getArgAttr(arg.getArgNumber(), kKvCacheAttr))
+      continue;
     pb::Binding *binding = schedule.add_inputs();
     binding->set_name(out->buffers(*buffer).name());
     binding->set_buffer(*buffer);
+    binding->set_program(programOf(arg.getArgNumber(), std::nullopt));
   }
   for (Operation &op : body) {
+    if (auto program = llvm::dyn_cast<ProgramOp>(op)) {
+      if (schedule.programs_size() > 0) {
+        pb::Program &last = *schedule.mutable_programs(schedule.programs_size() - 1);
+        last.set_num_kernels(uint32_t(schedule.kernels_size()) - last.first_kernel());
+      }
+      pb::Program *p = schedule.add_programs();
+      p->set_name(program.getName().str());
+      p->set_first_kernel(uint32_t(schedule.kernels_size()));
+      continue;
+    }
     if (auto param = llvm::dyn_cast<ParamOp>(op)) {
       if (!param.getFile())
         return param.emitError("parameter '")
@@ -988,12 +1047,20 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
         pb::Binding *binding = schedule.add_outputs();
         binding->set_name(name);
         binding->set_buffer(*buffer);
+        binding->set_program(programOf(std::nullopt, unsigned(index)));
       }
     } else if (failed(addKernels(op))) {
       return failure();
     }
   }
-  addPlan();
+  if (schedule.programs_size() > 0) {
+    pb::Program &last = *schedule.mutable_programs(schedule.programs_size() - 1);
+    last.set_num_kernels(uint32_t(schedule.kernels_size()) - last.first_kernel());
+  }
+  if (generate)
+    addGeneration();
+  else
+    addPlan();
   schedule.set_end_magic(kMagic);
   return success();
 }
@@ -1002,10 +1069,13 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
 
 LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
                                const ScheduleEmitOptions &options) {
-  // By default a training step, when the module has one, else the forward function.
+  // By default a generation or training step, when the module has one, else the forward
+  // function.
   std::string entry = options.entryName;
   if (entry.empty())
-    entry = module.lookupSymbol<func::FuncOp>("train_step") ? "train_step" : "forward";
+    entry = module.lookupSymbol<func::FuncOp>("generate")     ? "generate"
+            : module.lookupSymbol<func::FuncOp>("train_step") ? "train_step"
+                                                              : "forward";
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func || func.isExternal())
     return module.emitError("no function '") << entry << "' to schedule";

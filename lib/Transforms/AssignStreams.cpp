@@ -18,8 +18,8 @@ namespace {
 
 /// The stream an op's kernel runs on, or none for ops that are no kernel.
 std::optional<llvm::StringRef> streamOf(Operation *op) {
-  if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, SubBatchOp, ReshapeOp, ViewOp, func::ReturnOp>(
-          op))
+  if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, SubBatchOp, ReshapeOp, ViewOp, ProgramOp,
+                func::ReturnOp>(op))
     return std::nullopt;
   if (llvm::isa<FetchParamsOp, PrefetchOp>(op))
     return llvm::StringRef("h2d");
@@ -27,7 +27,7 @@ std::optional<llvm::StringRef> streamOf(Operation *op) {
     return llvm::StringRef("d2h");
   if (llvm::isa<AllGatherOp, ReduceScatterOp>(op))
     return llvm::StringRef("collective");
-  if (llvm::isa<OptimizerStepOp>(op) ||
+  if (llvm::isa<OptimizerStepOp, KvWriteOp>(op) ||
       (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op->getResult(0)) == MemorySpace::Host))
     return llvm::StringRef("host");
   return llvm::StringRef("compute");

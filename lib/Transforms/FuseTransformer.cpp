@@ -562,6 +562,10 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
           maskIsCausal(where.getCondition(), scoresType, 0, 0, true))
         scaled = where.getX();
     }
+    // One query over one key: causal masking keeps the only score, and binding the shapes at
+    // one token (a decoding step) may have folded the mask away.
+    if (!scaled && s == 1 && t == 1)
+      scaled = scores;
     if (!scaled)
       return failure();
 

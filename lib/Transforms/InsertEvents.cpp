@@ -111,6 +111,12 @@ struct InsertEventsPass : public impl::InsertEventsPassBase<InsertEventsPass> {
     int64_t events = 0;
 
     for (Operation &op : func.getBody().front()) {
+      if (llvm::isa<ProgramOp>(op)) {
+        // Every stream is idle between programs: nothing before this one needs a wait.
+        host = AccessMap();
+        device = AccessMap();
+        continue;
+      }
       auto name = op.getAttrOfType<StringAttr>(kStreamAttr);
       if (!name)
         continue;

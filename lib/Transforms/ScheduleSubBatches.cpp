@@ -22,6 +22,7 @@
 
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/ExplicitStep.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -386,21 +387,9 @@ Value StepBuilder::sum(ArrayRef<Value> values) {
 }
 
 SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange operands) {
-  IRMapping mapping;
-  for (auto [arg, operand] : llvm::zip(callee.getArguments(), operands))
-    mapping.map(arg, operand);
-  for (Operation &op : callee.getBody().front().without_terminator()) {
-    if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
-      mapping.map(constant.getResult(),
-                  hostConstant(constant.getType(), constant.getValueAttr()));
-      continue;
-    }
-    builder.clone(op, mapping);
-  }
-  SmallVector<Value> results;
-  for (Value v : callee.getBody().front().getTerminator()->getOperands())
-    results.push_back(mapping.lookup(v));
-  return results;
+  return inlineStage(builder, callee, operands, [&](ConstantOp constant) {
+    return hostConstant(constant.getType(), constant.getValueAttr());
+  });
 }
 
 void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
@@ -710,11 +699,7 @@ void StepBuilder::removeDeadCode() {
   // nothing reads, and the parameters that only such code read: a group fetches what its pass
   // computes with, nothing more.
   Block &body = step.getBody().front();
-  // A copy nobody reads is dead too (it only reads its source).
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (isOpTriviallyDead(&op) ||
-        (llvm::isa<PrefetchOp, OffloadOp, AllGatherOp>(op) && op.use_empty()))
-      op.erase();
+  eraseUnusedOps(body);
   for (auto fetch : llvm::make_early_inc_range(body.getOps<FetchParamsOp>())) {
     SmallVector<Value> used;
     SmallVector<OpResult> live;
@@ -737,32 +722,7 @@ void StepBuilder::removeDeadCode() {
 }
 
 void StepBuilder::prefetchConstants() {
-  // A kernel reads a constant from the device: one copy per constant, at the start of the step,
-  // shared by every reader. Shape-like operands stay constants (they become kernel attributes).
-  Block &body = step.getBody().front();
-  DenseMap<Value, Value> onDevice;
-  auto afterConstants = body.begin();
-  while (afterConstants != body.end() && llvm::isa<ConstantOp>(*afterConstants))
-    ++afterConstants;
-  for (Operation &op : body) {
-    if (llvm::isa<ConstantOp, ParamOp, SubBatchOp, ReshapeOp, FetchParamsOp, PrefetchOp,
-                  OffloadOp, OptimizerStepOp, func::ReturnOp>(op))
-      continue;
-    if (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op.getResult(0)) == MemorySpace::Host)
-      continue;
-    for (unsigned index : dataOperandIndices(&op)) {
-      Value v = op.getOperand(index);
-      if (!v.getDefiningOp<ConstantOp>())
-        continue;
-      Value &copy = onDevice[v];
-      if (!copy) {
-        OpBuilder::InsertionGuard guard(builder);
-        builder.setInsertionPoint(&body, afterConstants);
-        copy = builder.create<PrefetchOp>(named("prefetch constant"), v);
-      }
-      op.setOperand(index, copy);
-    }
-  }
+  sl::prefetchConstants(step.getBody().front(), builder, named("prefetch constant"));
 }
 
 DictionaryAttr StepBuilder::planAttribute() {

@@ -50,7 +50,18 @@ public:
     assignStreamSlots();
     seq_.resize(static_cast<size_t>(s_.kernels_size()));
     std::vector<Access> reads, writes;
+    // Where each program after the first begins. Streams are idle between two runs of programs,
+    // and programs run in any order, so each is checked on its own: at a boundary, everything
+    // before it is forgotten.
+    std::vector<bool> programStart(static_cast<size_t>(s_.kernels_size()), false);
+    for (const Program &p : s_.programs())
+      if (p.first_kernel() > 0)
+        programStart[p.first_kernel()] = true;
     for (int index = 0; index < s_.kernels_size(); ++index) {
+      if (programStart[static_cast<size_t>(index)]) {
+        device_.clear();
+        host_.clear();
+      }
       const Kernel &k = s_.kernels(index);
       advanceClock(index, k);
       reads.clear();

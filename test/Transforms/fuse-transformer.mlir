@@ -318,6 +318,38 @@ func.func @attention_bmm(%q: tensor<4x3x2xf32>, %k: tensor<4x3x2xf32>, %v: tenso
 
 // -----
 
+// One query over one key (a decoding step bound at one token): the causal mask folded away, and
+// the attention is still recognised.
+// CHECK-LABEL: func.func @attention_one_token
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x1x8xf32>, %[[K:.+]]: tensor<2x1x4x8xf32>, %[[V:.+]]: tensor<2x4x1x8xf32>)
+// CHECK: sl.attention %[[Q]], %{{.+}}, %[[V]] {causal, scale = 5.000000e-01 : f32}
+// CHECK-NOT: sl.softmax
+func.func @attention_one_token(%q: tensor<2x4x1x8xf32>, %k: tensor<2x1x4x8xf32>, %v: tensor<2x4x1x8xf32>) -> tensor<2x4x1x8xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %kt = sl.transpose %k [0, 2, 3, 1] : tensor<2x1x4x8xf32> -> tensor<2x4x8x1xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x4x1x8xf32>, tensor<2x4x8x1xf32> -> tensor<2x4x1x1xf32>
+  %s = sl.div %qk, %two : tensor<2x4x1x1xf32>, tensor<f32> -> tensor<2x4x1x1xf32>
+  %p = sl.softmax %s : tensor<2x4x1x1xf32>
+  %o = sl.matmul %p, %v : tensor<2x4x1x1xf32>, tensor<2x4x1x8xf32> -> tensor<2x4x1x8xf32>
+  return %o : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+// Without a mask, more than one key is not causal attention: no fusion.
+// CHECK-LABEL: func.func @attention_unmasked
+// CHECK: sl.softmax
+// CHECK-NOT: sl.attention
+func.func @attention_unmasked(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %qk : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
 // Near miss: a mask that lets the first query see the second key is not causal.
 // CHECK-LABEL: func.func @attention_not_causal
 // CHECK-NOT: sl.attention

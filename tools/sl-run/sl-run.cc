@@ -10,15 +10,18 @@
 
 #include <CLI/CLI.hpp>
 
+#include "slrt/atomic_file.h"
 #include "slrt/backend.h"
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/generator.h"
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
 #include "slrt/report.h"
 #include "slrt/schedule_loader.h"
+#include "slrt/schedule_verifier.h"
 #include "slrt/token_data.h"
 #include "slrt/trainer.h"
 
@@ -109,8 +112,14 @@ struct Options {
   std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
   int64_t steps = 0, vocab = 0;
   slrt::AdamWConfig adamw;
-  // The flags given that only a train schedule takes ("--data", ...), and those it refuses.
-  std::vector<std::string> trainFlagsGiven, inferFlagsGiven;
+  // Generation.
+  std::string promptsPath, tokenizer = "none";
+  slrt::SamplingOptions sampling;
+  std::vector<int64_t> stopTokens;
+  int64_t maxNewTokens = 0;
+  // The flags given that only a train schedule takes ("--data", ...), those of inference
+  // (--input, --output) and those only a generate schedule takes ("--prompts", ...).
+  std::vector<std::string> trainFlagsGiven, inferFlagsGiven, generateFlagsGiven;
 };
 
 slrt::ExecutorOptions executorOptions(const Options &options) {
@@ -163,12 +172,24 @@ std::string flagList(const std::vector<std::string> &flags) {
   return list;
 }
 
+// Refuses the flags of `given` that only a schedule of kind `kind` takes.
+void refuseFlags(const std::vector<std::string> &given, const char *kind,
+                 const slrt::LoadedSchedule &loaded) {
+  if (!given.empty())
+    throw makeError(flagList(given), ": only a ", kind, " schedule takes ",
+                    given.size() == 1 ? "this option" : "these options", " (", loaded.path,
+                    " is of kind '", loaded.schedule.kind(), "')");
+}
+
 int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
   const sl::schedule::Schedule &schedule = loaded.schedule;
-  if (!options.trainFlagsGiven.empty())
-    throw makeError(flagList(options.trainFlagsGiven), ": only a train schedule takes ",
-                    options.trainFlagsGiven.size() == 1 ? "this option" : "these options", " (",
-                    loaded.path, " is of kind '", schedule.kind(), "')");
+  refuseFlags(options.trainFlagsGiven, "train", loaded);
+  refuseFlags(options.generateFlagsGiven, "generate", loaded);
+  if (schedule.programs_size() > 1)
+    throw makeError(loaded.path, " has ", schedule.programs_size(),
+                    " programs; sl-run runs a schedule of several programs only when it is a "
+                    "generate schedule, and this one is of kind '",
+                    schedule.kind(), "'");
 
   // Everything the user gave is checked before parameters are loaded or anything runs.
   std::map<std::string, std::string> inputFiles =
@@ -211,6 +232,7 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 }
 
 int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
+  refuseFlags(options.generateFlagsGiven, "generate", loaded);
   if (!options.inferFlagsGiven.empty())
     throw makeError(flagList(options.inferFlagsGiven),
                     ": a train schedule reads its inputs from "
@@ -350,6 +372,61 @@ int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
   return 0;
 }
 
+int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
+  refuseFlags(options.trainFlagsGiven, "train", loaded);
+  for (const std::string &flag : options.inferFlagsGiven)
+    if (flag == "--input")
+      throw makeError("--input: a generate schedule reads its prompts from --prompts, not .npy "
+                      "files");
+  if (options.promptsPath.empty())
+    throw makeError(loaded.path, " is a generate schedule: give --prompts FILE.jsonl");
+  if (options.outputArgs.size() > 1)
+    throw makeError("--output is given ", options.outputArgs.size(),
+                    " times; a generate schedule writes one file (JSON Lines)");
+
+  // The options and every prompt are checked before the parameters are read.
+  slrt::GenerationOptions generation;
+  generation.sampling = options.sampling;
+  generation.stopTokens = options.stopTokens;
+  generation.maxNewTokens = options.maxNewTokens;
+  generation.tokenizer = slrt::parseTokenizer(options.tokenizer);
+  generation.executor = executorOptions(options);
+  generation.sampling.validate();
+  generation.progress = [](const slrt::GenerationProgress &p) {
+    std::fprintf(
+        stderr,
+        "batch %llu/%llu  sequences %llu/%llu  tokens %llu  tokens/s %.0f  "
+        "elapsed %.2fs\n",
+        static_cast<unsigned long long>(p.batch), static_cast<unsigned long long>(p.batches),
+        static_cast<unsigned long long>(p.sequencesDone),
+        static_cast<unsigned long long>(p.sequences),
+        static_cast<unsigned long long>(p.generatedTokens),
+        p.elapsedSeconds > 0 ? static_cast<double>(p.generatedTokens) / p.elapsedSeconds : 0.0,
+        p.elapsedSeconds);
+  };
+  const sl::schedule::Generation &g = loaded.schedule.generation();
+  slrt::PromptLimits limits{g.max_prompt_len(), g.vocab(), generation.tokenizer};
+  std::vector<slrt::Prompt> prompts = slrt::readPrompts(options.promptsPath, limits);
+  slrt::Generator generator(loaded, backend, generation);
+  std::vector<slrt::GeneratedSequence> sequences = generator.generate(prompts);
+
+  std::string lines = slrt::generationJsonLines(sequences, generation.tokenizer);
+  if (options.outputArgs.empty())
+    std::cout << lines << std::flush;
+  else
+    slrt::writeFileAtomically(options.outputArgs[0], lines);
+  if (!options.reportPath.empty()) {
+    nlohmann::json report =
+        slrt::makeReport(loaded, backend.name(), generator.executor().stats(), {});
+    report["generation"] = generator.report();
+    report["link_gbps"] = options.linkGbps;
+    slrt::writeReport(options.reportPath, report);
+  }
+  if (!options.tracePath.empty())
+    generator.executor().writeTrace(options.tracePath);
+  return 0;
+}
+
 int run(const Options &options) {
   std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
   slrt::LoadedSchedule loaded = slrt::loadSchedule(options.schedulePath);
@@ -357,6 +434,8 @@ int run(const Options &options) {
     return consolidate(options, loaded);
   if (loaded.schedule.kind() == slrt::kTrainKind)
     return train(options, *backend, loaded);
+  if (loaded.schedule.kind() == slrt::kGenerateKind)
+    return generate(options, *backend, loaded);
   return infer(options, *backend, loaded);
 }
 
@@ -370,7 +449,10 @@ int main(int argc, char **argv) {
       "first values are printed.\n"
       "A train schedule (kind \"train\") runs --steps training steps on the token ids of --data: "
       "each step computes the loss and every gradient, then AdamW updates the weights; a progress "
-      "line per step is printed."};
+      "line per step is printed.\n"
+      "A generate schedule (kind \"generate\") continues each prompt of --prompts (JSON Lines) "
+      "token by token and writes the new tokens to --output (JSON Lines; standard output without "
+      "it); a progress line per batch goes to standard error."};
   app.get_formatter()->column_width(30);
   Options o;
   app.add_option("SCHEDULE", o.schedulePath, "The schedule file (.slsched) to run")
@@ -388,7 +470,9 @@ int main(int argc, char **argv) {
       app.add_option("--output,-o", o.outputArgs,
                      "Where to write an output, as NAME=FILE.npy, or FILE.npy when the schedule "
                      "has one output; repeatable. Files are written atomically. Outputs not "
-                     "named are not written (inference)")
+                     "named are not written (inference). For a generate schedule: the JSON Lines "
+                     "file of generated tokens, written atomically (without --output, the lines "
+                     "go to standard output)")
           ->expected(1)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));
@@ -396,13 +480,17 @@ int main(int argc, char **argv) {
                  "Write a JSON report (timings, kernels, bytes moved per direction, arena and pool "
                  "sizes and peak use, busy and wait seconds per stream, the schedule's plan, "
                  "outputs; for training also a \"train\" section: per-step loss, lr and bytes "
-                 "moved, tokens/s, the AdamW settings) to FILE, atomically, after the run")
+                 "moved, tokens/s, the AdamW settings; for generation a \"generation\" section: "
+                 "prefill and decode tokens/s, bytes moved and peak memory over all runs, the "
+                 "sampling settings, the schedule's generation shape) to FILE, atomically, after "
+                 "the run")
       ->type_name("FILE");
   app.add_option("--trace", o.tracePath,
                  "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run to FILE, "
                  "atomically, after the run: a track per stream, a span per kernel and per wait "
-                 "that blocked. Training traces every step until the trace holds a million "
-                 "spans; later steps are left out (otherData.runs_traced says how many are in)")
+                 "that blocked. Training and generation trace every run (step, prefill, "
+                 "decode step) until the trace holds a million spans; later runs are left out "
+                 "(otherData.runs_traced says how many are in)")
       ->type_name("FILE");
   app.add_option("--link-gbps", o.linkGbps,
                  "Pace host<->device copies to at most G GB/s per direction, to emulate a PCIe "
@@ -487,6 +575,62 @@ int main(int argc, char **argv) {
       ->group(training)
       ->type_name("INDEX");
 
+  const char *generation = "Generation (generate schedules only)";
+  std::vector<CLI::Option *> generateOptions;
+  auto generateOption = [&](CLI::Option *option) {
+    option->group(generation);
+    generateOptions.push_back(option);
+    return option;
+  };
+  generateOption(
+      app.add_option("--prompts", o.promptsPath,
+                     "The prompts: JSON Lines, one object per line, {\"tokens\": [ids]} or "
+                     "{\"text\": \"...\"} (with --tokenizer bytes), optionally with an \"id\" "
+                     "that the output repeats. Prompts run in batches of the schedule's batch "
+                     "size; each output line is {\"index\", \"id\", \"prompt_tokens\", "
+                     "\"tokens\", \"text\" (with a tokenizer), \"finish_reason\": \"stop\" or "
+                     "\"length\"}, in prompt order")
+          ->type_name("FILE"));
+  generateOption(app.add_option("--tokenizer", o.tokenizer,
+                                "How \"text\" becomes token ids and tokens text: none (prompts "
+                                "give \"tokens\"), or bytes (each UTF-8 byte is a token, ids "
+                                "0..255, as speedloader.data writes training data)")
+                     ->check(CLI::IsMember({"none", "bytes"}))
+                     ->capture_default_str());
+  generateOption(app.add_option("--max-new-tokens", o.maxNewTokens,
+                                "The most tokens generated per prompt (default and most: the "
+                                "schedule's max_new_tokens)")
+                     ->check(CLI::PositiveNumber)
+                     ->type_name("N"));
+  generateOption(app.add_option("--stop-token", o.stopTokens,
+                                "A token id that ends a sequence (kept in its output, finish "
+                                "reason \"stop\"); repeatable")
+                     ->expected(1)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                     ->type_name("ID"));
+  generateOption(app.add_option("--temperature", o.sampling.temperature,
+                                "Sampling temperature; 0 (the default) is greedy: the most "
+                                "probable token, the lowest id on ties, deterministic")
+                     ->check(CLI::NonNegativeNumber)
+                     ->capture_default_str()
+                     ->type_name("T"));
+  generateOption(app.add_option("--top-k", o.sampling.topK,
+                                "Sample among the K most probable tokens only; 0: all")
+                     ->check(CLI::NonNegativeNumber)
+                     ->capture_default_str()
+                     ->type_name("K"));
+  generateOption(app.add_option("--top-p", o.sampling.topP,
+                                "Nucleus sampling: among the fewest most probable tokens whose "
+                                "probability sums to at least P (after --top-k); 1: all")
+                     ->check(CLI::Range(0.0, 1.0))
+                     ->capture_default_str()
+                     ->type_name("P"));
+  generateOption(app.add_option("--seed", o.sampling.seed,
+                                "Seed of the sampling: prompt i draws from a stream seeded by "
+                                "(seed, i), so its tokens do not depend on its batch")
+                     ->capture_default_str()
+                     ->type_name("N"));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -499,6 +643,9 @@ int main(int argc, char **argv) {
   for (CLI::Option *option : inferOptions)
     if (option->count() > 0)
       o.inferFlagsGiven.push_back(option->get_name());
+  for (CLI::Option *option : generateOptions)
+    if (option->count() > 0)
+      o.generateFlagsGiven.push_back(option->get_name());
   std::unique_ptr<slrt::Communicator> comm;
   try {
     // First, so that every rank of a job is in MPI before any can fail and abort the job.
@@ -507,9 +654,11 @@ int main(int argc, char **argv) {
     commOptions.timeoutSeconds = o.collectiveTimeout;
     comm = slrt::openCommunicator(commOptions);
     o.comm = comm.get();
-    if (!o.consolidatePath.empty() && !o.inferFlagsGiven.empty())
+    if (!o.consolidatePath.empty() &&
+        (!o.inferFlagsGiven.empty() || !o.generateFlagsGiven.empty()))
       throw makeError("--consolidate takes only --save and --export-onnx, not ",
-                      flagList(o.inferFlagsGiven));
+                      flagList(o.inferFlagsGiven.empty() ? o.generateFlagsGiven
+                                                         : o.inferFlagsGiven));
     if (!o.consolidatePath.empty())
       for (const std::string &flag : o.trainFlagsGiven)
         if (flag != "--save" && flag != "--export-onnx")

@@ -24,7 +24,7 @@ enum class MemorySpace { Host, Device };
 MemorySpace memorySpaceOf(mlir::Value value);
 
 /// A value that is another value's bytes from an offset on (a reshape, a sub-batch of a host
-/// tensor): no kernel writes it and it needs no buffer of its own.
+/// tensor, a KV cache that sl.kv_write wrote in place): it needs no buffer of its own.
 struct View {
   mlir::Value source;
   uint64_t byteOffset = 0;
@@ -51,6 +51,8 @@ inline constexpr const char *kOffsetAttr = "sl.offset";       // argument
 inline constexpr const char *kWaitAttr = "sl.wait";           // op: events waited for
 inline constexpr const char *kRecordAttr = "sl.record";       // op: event recorded
 inline constexpr const char *kPlanAttr = "sl.plan";           // function: an explicit step
+inline constexpr const char *kProgramAttr = "sl.program";     // argument, result: its program
+inline constexpr const char *kKvCacheAttr = "sl.kv_cache";    // argument: a KV cache (state)
 
 /// Whether `func` is a step written by sl-schedule-subbatches.
 bool isExplicitStep(mlir::Operation *func);

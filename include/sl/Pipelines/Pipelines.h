@@ -61,6 +61,42 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
                           llvm::cl::init(false)};
 };
 
+struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipelineOptions> {
+  Option<int64_t> batch{*this, "batch",
+                        llvm::cl::desc("Prompts per batch: sub-batch-size x num-sub-batches"),
+                        llvm::cl::init(0)};
+  Option<int64_t> subBatchSize{*this, "sub-batch-size",
+                               llvm::cl::desc("Sequences per sub-batch (0: batch / "
+                                              "num-sub-batches)"),
+                               llvm::cl::init(0)};
+  Option<int64_t> numSubBatches{*this, "num-sub-batches",
+                                llvm::cl::desc("Sub-batches per batch (0: batch / "
+                                               "sub-batch-size, or 1)"),
+                                llvm::cl::init(0)};
+  Option<int64_t> maxPromptLen{*this, "max-prompt-len",
+                               llvm::cl::desc("Longest prompt, in tokens"), llvm::cl::init(0)};
+  Option<int64_t> maxNewTokens{*this, "max-new-tokens",
+                               llvm::cl::desc("Most tokens generated per prompt"),
+                               llvm::cl::init(0)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse transformer blocks (generation needs fused attention)"),
+                    llvm::cl::init(true)};
+  Option<std::string> deviceMemory{
+      *this, "device-memory",
+      llvm::cl::desc("Device memory budget, e.g. 80GB (none: unlimited): chooses the sub-batch "
+                     "size, and keeps the weights on the device when they fit"),
+      llvm::cl::init("")};
+  Option<std::string> hostMemory{
+      *this, "host-memory",
+      llvm::cl::desc("Host memory budget, e.g. 512GiB (none: unlimited): chooses the number of "
+                     "sub-batches when batch= does not"),
+      llvm::cl::init("")};
+};
+
+/// `--sl-generate`: an imported language model to an explicit generation step of two programs
+/// (prefill, decode) over N sub-batches with host KV caches.
+void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOptions &options);
+
 /// `--sl-train`: an imported language model to an explicit training step (sub-batch loops,
 /// transfers, streams, events, a static memory plan) that computes the loss and every
 /// parameter's gradient, ready to be written as a training schedule; planned by sl-plan

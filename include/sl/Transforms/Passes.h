@@ -23,6 +23,14 @@ using StagePipelineBuilder = std::function<void(mlir::OpPassManager &, int64_t s
 std::unique_ptr<mlir::Pass> createPlanPass(const PlanPassOptions &options,
                                            StagePipelineBuilder buildStages);
 
+/// Builds the pipeline that compiles a copy of an imported model at [batch, seq]: bind, fold,
+/// fuse and, with `partition`, partition into stages.
+using GenerationStagesBuilder =
+    std::function<void(mlir::OpPassManager &, int64_t batch, int64_t seq, bool partition)>;
+
+std::unique_ptr<mlir::Pass> createSplitGenerationPass(const SplitGenerationPassOptions &options,
+                                                      GenerationStagesBuilder buildStages);
+
 #define GEN_PASS_REGISTRATION
 #include "sl/SLPasses.h.inc"
 

@@ -1,0 +1,36 @@
+//===- ExplicitStep.h - building blocks of the passes that write explicit steps ----------------===//
+//
+// sl-schedule-subbatches (training) and sl-schedule-generation both unroll stage functions into
+// one explicit step; these are the pieces they share.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#ifndef SL_TRANSFORMS_EXPLICITSTEP_H
+#define SL_TRANSFORMS_EXPLICITSTEP_H
+
+#include "sl/Dialect/SLDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace sl {
+
+/// Clones the body of the stage function `callee` at the builder's insertion point, its
+/// arguments bound to `operands`, and returns what it returns. Its constants are not cloned:
+/// `constantFor` gives the value to use for each (the callers hoist them, one per value).
+llvm::SmallVector<mlir::Value>
+inlineStage(mlir::OpBuilder &builder, mlir::func::FuncOp callee, mlir::ValueRange operands,
+            llvm::function_ref<mlir::Value(ConstantOp)> constantFor);
+
+/// Erases, last to first, the ops of a step whose results nothing reads: dead computation and
+/// copies of values nobody reads.
+void eraseUnusedOps(mlir::Block &body);
+
+/// Makes every device kernel of a step that reads a host constant read a device copy of it
+/// instead: one sl.prefetch per constant, at the start of the step (after its constants) or of
+/// the sl.program it is in, shared by every reader there. Shape-like operands stay constants.
+void prefetchConstants(mlir::Block &body, mlir::OpBuilder &builder, mlir::Location loc);
+
+} // namespace sl
+
+#endif // SL_TRANSFORMS_EXPLICITSTEP_H

@@ -1,0 +1,682 @@
+//===- SplitGeneration.cpp - sl-split-generation: prefill and decode stages of a language model --===//
+//
+// Input: an imported model whose @forward maps `input_ids` [batch, seq] to `logits`
+// [batch, seq, vocab], shapes not yet bound. Output: the same module with two partitioned
+// functions in its place, both at sub-batch size b:
+//
+//   @prefill(input_ids [b, P], last_index [b]) -> logits [b, 1, V]
+//     every block also returns, for each of its attentions, the keys and values [b, Hkv, P, D]
+//     (after rotary) that go into the KV cache; the epilogue takes each prompt's last position
+//     (sl.take_rows) before the head, so the logits are the next-token ones.
+//   @decode(input_ids [b, 1], position [b], kv cache per block [b, 2, Hkv, C, D]) -> logits
+//     every causal sl.attention becomes sl.decode_attention over the block's cache and the new
+//     token; blocks return the new token's keys and values. Whatever depended on the position of
+//     the token (rotary cos/sin tables, learned position embeddings), which binding at one
+//     position folded to position 0, reads the `position` of each sequence instead.
+//
+// The two are compiled from copies of the module by the pipeline sl-opt gives the pass (bind,
+// fold, fuse, partition), at [b, P] and [b, 1]; a third copy bound at [1, C] gives the rotary
+// tables for every position a cache holds (C = P + max new tokens). sl-schedule-generation turns
+// them into the explicit generation step.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Analysis/CostModel.h"
+#include "sl/Dialect/ConstantValues.h"
+#include "sl/Dialect/MemorySpaces.h"
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace sl {
+#define GEN_PASS_DEF_SPLITGENERATIONPASS
+#include "sl/SLPasses.h.inc"
+} // namespace sl
+
+using namespace mlir;
+
+namespace {
+
+struct SplitGenerationPass : public sl::impl::SplitGenerationPassBase<SplitGenerationPass> {
+  using SplitGenerationPassBase::SplitGenerationPassBase;
+  SplitGenerationPass(const sl::SplitGenerationPassOptions &options,
+                      sl::GenerationStagesBuilder buildStages)
+      : SplitGenerationPassBase(options), buildStages(std::move(buildStages)) {}
+
+  void runOnOperation() override;
+
+private:
+  FailureOr<OwningOpRef<ModuleOp>> compile(int64_t batch, int64_t seq, bool partition);
+  struct Footprint {
+    uint64_t device = 0, host = 0;
+  };
+  /// The arena and pool of the whole generation step at sub-batch size b, N sub-batches.
+  FailureOr<Footprint> measure(int64_t b, int64_t count, bool resident);
+  /// Chooses b, N and whether the weights stay on the device from the budgets.
+  LogicalResult plan(int64_t &b, int64_t &count, bool &resident, Footprint &predicted);
+  LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
+  LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
+
+  sl::GenerationStagesBuilder buildStages;
+};
+
+RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({int64_t(values.size())}, b.getI64Type());
+  return b.create<sl::ConstantOp>(loc, type, DenseElementsAttr::get(type, values));
+}
+
+Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, tensorType(v).getElementType());
+  return b.create<sl::ReshapeOp>(loc, type, v, i64Constant(b, loc, shape), UnitAttr());
+}
+
+/// Appends an argument to a stage function and to every sl.layer that calls it.
+BlockArgument addStageInput(func::FuncOp stage, Type type, ModuleOp module,
+                            llvm::function_ref<Value(sl::LayerOp)> operandFor) {
+  unsigned index = stage.getNumArguments();
+  // Stage inputs come before the parameters: insert after the last non-parameter argument.
+  for (unsigned i = 0; i < stage.getNumArguments(); ++i)
+    if (stage.getArgAttr(i, "sl.param")) {
+      index = i;
+      break;
+    }
+  (void)stage.insertArgument(index, type, {}, stage.getLoc());
+  for (auto func : module.getOps<func::FuncOp>())
+    for (auto layer : llvm::make_early_inc_range(func.getOps<sl::LayerOp>())) {
+      if (layer.getCallee() != stage.getSymName())
+        continue;
+      SmallVector<Value> inputs(layer.getInputs());
+      inputs.push_back(operandFor(layer));
+      OpBuilder b(layer);
+      auto replaced = b.create<sl::LayerOp>(layer.getLoc(), layer.getResultTypes(),
+                                            layer.getCalleeAttr(), inputs, layer.getParams(),
+                                            layer.getStageAttr(), layer.getIndexAttr());
+      layer.replaceAllUsesWith(replaced.getResults());
+      layer.erase();
+    }
+  return stage.getArgument(index);
+}
+
+/// Appends results to a stage function (its return gets `values`) and to its sl.layer calls.
+void addStageResults(func::FuncOp stage, ValueRange values, ModuleOp module) {
+  auto ret = llvm::cast<func::ReturnOp>(stage.getBody().front().getTerminator());
+  SmallVector<Value> returned(ret.getOperands());
+  returned.append(values.begin(), values.end());
+  OpBuilder b(ret);
+  b.create<func::ReturnOp>(ret.getLoc(), returned);
+  ret.erase();
+  stage.setType(FunctionType::get(stage.getContext(), stage.getArgumentTypes(),
+                                  ValueRange(returned).getTypes()));
+  for (auto func : module.getOps<func::FuncOp>())
+    for (auto layer : llvm::make_early_inc_range(func.getOps<sl::LayerOp>())) {
+      if (layer.getCallee() != stage.getSymName())
+        continue;
+      OpBuilder lb(layer);
+      auto replaced = lb.create<sl::LayerOp>(
+          layer.getLoc(), stage.getResultTypes(), layer.getCalleeAttr(), layer.getInputs(),
+          layer.getParams(), layer.getStageAttr(), layer.getIndexAttr());
+      for (auto [from, to] : llvm::zip(layer.getResults(), replaced.getResults()))
+        from.replaceAllUsesWith(to);
+      layer.erase();
+    }
+}
+
+func::FuncOp forwardOf(ModuleOp module) { return module.lookupSymbol<func::FuncOp>("forward"); }
+
+SmallVector<func::FuncOp> stagesOf(ModuleOp module, llvm::StringRef kind) {
+  SmallVector<func::FuncOp> stages;
+  llvm::SmallDenseSet<StringRef> seen;
+  for (auto layer : forwardOf(module).getOps<sl::LayerOp>())
+    if (layer.getStage() == kind && seen.insert(layer.getCallee()).second)
+      stages.push_back(module.lookupSymbol<func::FuncOp>(layer.getCallee()));
+  return stages;
+}
+
+/// The attentions of a block stage, checked to be what generation can cache.
+FailureOr<SmallVector<sl::AttentionOp>> attentionsOf(func::FuncOp block, bool oneToken) {
+  SmallVector<sl::AttentionOp> attentions;
+  WalkResult walk = block.walk([&](Operation *op) {
+    if (llvm::isa<sl::SoftmaxOp>(op)) {
+      op->emitError("sl-split-generation: block @")
+          << block.getSymName()
+          << " has a softmax that sl-fuse-transformer did not fuse into sl.attention; "
+             "generation needs fused causal attention (compile with fuse=true)";
+      return WalkResult::interrupt();
+    }
+    if (auto attention = llvm::dyn_cast<sl::AttentionOp>(op)) {
+      // One query over one key is causal whatever the flag says (a folded mask may drop it).
+      if ((!attention.getCausal() && !oneToken) || attention.getMask()) {
+        attention.emitError("sl-split-generation: only causal attention without a mask can "
+                            "use a KV cache");
+        return WalkResult::interrupt();
+      }
+      attentions.push_back(attention);
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (attentions.empty())
+    return block.emitError("sl-split-generation: block @")
+           << block.getSymName() << " has no attention, so it has nothing to cache";
+  return attentions;
+}
+
+FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int64_t seq,
+                                                              bool partition) {
+  ModuleOp module = getOperation();
+  OwningOpRef<ModuleOp> copy = module.clone();
+  PassManager pm(module.getContext());
+  buildStages(pm, batch, seq, partition);
+  if (failed(pm.run(*copy))) {
+    mlir::emitError(module.getLoc(), "sl-split-generation: compiling a copy of the model at [")
+        << batch << ", " << seq << "] failed (see the errors above)";
+    return failure();
+  }
+  return copy;
+}
+
+FailureOr<SplitGenerationPass::Footprint>
+SplitGenerationPass::measure(int64_t b, int64_t count, bool resident) {
+  ModuleOp module = getOperation();
+  OwningOpRef<ModuleOp> copy = module.clone();
+  sl::SplitGenerationPassOptions options;
+  options.subBatchSize = b;
+  options.numSubBatches = count;
+  options.maxPromptLen = maxPromptLen;
+  options.maxNewTokens = maxNewTokens;
+  options.weightsOnDevice = resident;
+  PassManager pm(module.getContext());
+  pm.addPass(sl::createSplitGenerationPass(options, buildStages));
+  pm.addPass(sl::createScheduleGenerationPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addNestedPass<func::FuncOp>(sl::createAssignStreamsPass());
+  pm.addNestedPass<func::FuncOp>(sl::createAllocatePass());
+  if (failed(pm.run(*copy)))
+    return failure();
+  auto step = (*copy).lookupSymbol<func::FuncOp>("generate");
+  auto arena = step->getAttrOfType<IntegerAttr>("sl.device_arena_bytes");
+  auto pool = step->getAttrOfType<IntegerAttr>("sl.host_pool_bytes");
+  if (!arena || !pool)
+    return failure();
+  return Footprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
+}
+
+LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &resident,
+                                        Footprint &predicted) {
+  ModuleOp module = getOperation();
+  auto budget = [&](llvm::StringRef text, llvm::StringRef what) -> FailureOr<double> {
+    if (text.empty())
+      return -1.0;
+    std::optional<double> bytes = sl::parseByteSize(text);
+    if (!bytes || *bytes <= 0)
+      return module.emitError("sl-split-generation: ")
+             << what << "=" << text << " is not a byte count (e.g. 80GB, 16GiB, 1073741824)";
+    return *bytes;
+  };
+  FailureOr<double> device = budget(deviceMemory, "device-memory");
+  FailureOr<double> host = budget(hostMemory, "host-memory");
+  if (failed(device) || failed(host))
+    return failure();
+  bool deviceLimited = *device >= 0, hostLimited = *host >= 0;
+  if (!deviceLimited && !hostLimited)
+    return success();
+
+  // Sub-batch sizes to try, largest first.
+  SmallVector<int64_t> sizes;
+  if (subBatchSize > 0)
+    sizes.push_back(subBatchSize);
+  else if (batch > 0 && numSubBatches > 0)
+    sizes.push_back(batch / numSubBatches);
+  else if (batch > 0)
+    for (int64_t d = batch; d >= 1; --d)
+      if (batch % d == 0)
+        sizes.push_back(d);
+  if (sizes.empty())
+    for (int64_t d = 256; d >= 1; d /= 2)
+      sizes.push_back(d);
+  auto countFor = [&](int64_t size) -> int64_t {
+    if (batch > 0)
+      return batch / size;
+    return numSubBatches > 0 ? int64_t(numSubBatches) : 1;
+  };
+
+  std::optional<Footprint> smallest;
+  bool chosen = false;
+  for (int64_t size : sizes) {
+    for (bool keep : {true, false}) {
+      if (keep && !deviceLimited)
+        continue; // without a device budget, the SpeedLoader flow: weights stream per step
+      FailureOr<Footprint> f = measure(size, countFor(size), keep);
+      if (failed(f))
+        return module.emitError("sl-split-generation: compiling a copy of the step at sub-batch "
+                                "size ")
+               << size << " to measure it failed (see the errors above)";
+      if (!smallest || f->device < smallest->device)
+        smallest = *f;
+      if (deviceLimited && double(f->device) > *device)
+        continue;
+      b = size;
+      resident = keep;
+      predicted = *f;
+      chosen = true;
+      break;
+    }
+    if (chosen)
+      break;
+  }
+  if (!chosen)
+    return module.emitError("sl-split-generation: device-memory=")
+           << deviceMemory << " (" << sl::formatBytes(*device)
+           << ") is too small: the smallest generation step (of sub-batch sizes "
+           << sizes.back() << " to " << sizes.front() << ") needs " << smallest->device
+           << " bytes (" << sl::formatBytes(double(smallest->device)) << ") of device memory";
+
+  count = countFor(b);
+  if (hostLimited && batch <= 0 && numSubBatches <= 0) {
+    // The pool grows linearly with the sub-batches (KV caches, activations): the most that fit.
+    FailureOr<Footprint> two = measure(b, 2, resident);
+    if (failed(two))
+      return failure();
+    double perSubBatch = double(two->host) - double(predicted.host);
+    if (perSubBatch > 0 && double(predicted.host) <= *host)
+      count = std::max<int64_t>(1, 1 + int64_t((*host - double(predicted.host)) / perSubBatch));
+    count = std::min<int64_t>(count, 4096);
+    for (;;) {
+      FailureOr<Footprint> f = measure(b, count, resident);
+      if (failed(f))
+        return failure();
+      predicted = *f;
+      if (double(f->host) <= *host || count == 1)
+        break;
+      count = std::max<int64_t>(1, count * 9 / 10);
+    }
+  }
+  if (hostLimited && double(predicted.host) > *host)
+    return module.emitError("sl-split-generation: host-memory=")
+           << hostMemory << " (" << sl::formatBytes(*host) << ") is too small: " << count
+           << " sub-batches of " << b << " need " << predicted.host << " bytes ("
+           << sl::formatBytes(double(predicted.host))
+           << ") of host pool (weights, KV caches and activations)";
+  if (deviceLimited && double(predicted.device) > *device)
+    return module.emitError("sl-split-generation: device-memory=")
+           << deviceMemory << " (" << sl::formatBytes(*device) << ") is too small: " << count
+           << " sub-batches of " << b << " need " << predicted.device << " bytes ("
+           << sl::formatBytes(double(predicted.device)) << ") of device memory";
+  return success();
+}
+
+/// Positions feed a decode step in two ways once it is bound at one position: rotary cos/sin
+/// constants (the row of position 0), and gathers of a parameter (learned position embeddings)
+/// at a constant index. Both are made to read each sequence's `position`.
+LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp tables) {
+  func::FuncOp forward = forwardOf(decode);
+  Block &entry = forward.getBody().front();
+  int64_t b = tensorType(forward.getArgument(0)).getDimSize(0);
+  int64_t c = maxPromptLen + maxNewTokens;
+  auto i64 = IntegerType::get(&getContext(), 64);
+  auto positionType = RankedTensorType::get({b}, i64);
+  auto named = [&](llvm::StringRef name) {
+    return DictionaryAttr::get(
+        &getContext(), {NamedAttribute(StringAttr::get(&getContext(), "sl.name"),
+                                       StringAttr::get(&getContext(), name))});
+  };
+  (void)forward.insertArgument(forward.getNumArguments(), positionType, named("position"),
+                               forward.getLoc());
+  Value position = forward.getArgument(forward.getNumArguments() - 1);
+
+  // The rotary tables at every position, from the copy bound at [1, C].
+  ElementsAttr cosTable, sinTable;
+  bool conflicting = false;
+  forwardOf(tables).walk([&](sl::RotaryOp rotary) {
+    auto cos = rotary.getCos().getDefiningOp<sl::ConstantOp>();
+    auto sin = rotary.getSin().getDefiningOp<sl::ConstantOp>();
+    if (!cos || !sin) {
+      conflicting = true;
+      return;
+    }
+    if ((cosTable && cosTable != cos.getValueAttr()) || (sinTable && sinTable != sin.getValueAttr()))
+      conflicting = true;
+    cosTable = cos.getValueAttr();
+    sinTable = sin.getValueAttr();
+  });
+  if (conflicting)
+    return forward.emitError("sl-split-generation: bound at all ")
+           << c << " positions (max-prompt-len + max-new-tokens), the rotary embeddings do not "
+                   "read one cos/sin table computed at compile time; does the model support "
+                   "that many positions?";
+
+  // Rows `position` of a table constant [1.., C, rest..] shaped as `like` [1.., 1, rest..] with
+  // dimension 0 the sub-batch.
+  auto tableRows = [&](OpBuilder &builder, Location loc, ElementsAttr table,
+                       RankedTensorType like, Value pos) -> FailureOr<Value> {
+    auto tableType = llvm::cast<RankedTensorType>(table.getType());
+    if (tableType.getRank() != like.getRank())
+      return failure();
+    int64_t axis = -1;
+    for (int64_t d = 0; d < like.getRank(); ++d) {
+      if (tableType.getDimSize(d) == like.getDimSize(d))
+        continue;
+      if (axis >= 0 || like.getDimSize(d) != 1 || tableType.getDimSize(d) != c)
+        return failure();
+      axis = d;
+    }
+    if (axis < 1)
+      return failure();
+    for (int64_t d = 0; d < axis; ++d)
+      if (like.getDimSize(d) != 1)
+        return failure();
+    int64_t rest = 1;
+    for (int64_t d = axis + 1; d < like.getRank(); ++d)
+      rest *= like.getDimSize(d);
+    auto rowsType = RankedTensorType::get({c, rest}, like.getElementType());
+    auto rows = builder.create<sl::ConstantOp>(
+        loc, rowsType, llvm::cast<DenseElementsAttr>(table).reshape(rowsType));
+    auto gathered = builder.create<sl::GatherOp>(
+        loc, RankedTensorType::get({b, rest}, like.getElementType()), rows, pos,
+        builder.getI64IntegerAttr(0));
+    SmallVector<int64_t> shape(like.getShape());
+    shape[0] = b;
+    return reshape(builder, loc, gathered, shape);
+  };
+
+  for (func::FuncOp stage : llvm::concat<func::FuncOp>(stagesOf(decode, "prologue"),
+                                                       stagesOf(decode, "block"))) {
+    SmallVector<sl::RotaryOp> rotaries;
+    stage.walk([&](sl::RotaryOp r) { rotaries.push_back(r); });
+    SmallVector<sl::GatherOp> positionGathers;
+    stage.walk([&](sl::GatherOp g) {
+      auto data = llvm::dyn_cast<BlockArgument>(g.getData());
+      if (data && stage.getArgAttr(data.getArgNumber(), "sl.param") &&
+          g.getIndices().getDefiningOp<sl::ConstantOp>())
+        positionGathers.push_back(g);
+    });
+    if (rotaries.empty() && positionGathers.empty())
+      continue;
+    Value pos = addStageInput(stage, positionType, decode, [&](sl::LayerOp) { return position; });
+    OpBuilder builder(&getContext());
+    for (sl::RotaryOp rotary : rotaries) {
+      if (!cosTable)
+        return rotary.emitError("sl-split-generation: no rotary table in the copy of the model "
+                                "bound at every position");
+      builder.setInsertionPoint(rotary);
+      FailureOr<Value> cos = tableRows(builder, rotary.getLoc(), cosTable,
+                                       tensorType(rotary.getCos()), pos);
+      FailureOr<Value> sin = tableRows(builder, rotary.getLoc(), sinTable,
+                                       tensorType(rotary.getSin()), pos);
+      if (failed(cos) || failed(sin))
+        return rotary.emitError("sl-split-generation: the rotary cos/sin ")
+               << rotary.getCos().getType() << " do not match the table " << cosTable.getType()
+               << " of positions 0 to " << c - 1
+               << " (max-prompt-len + max-new-tokens) position by position; does the model "
+                  "support that many positions?";
+      rotary.getCosMutable().assign(*cos);
+      rotary.getSinMutable().assign(*sin);
+    }
+    for (sl::GatherOp gather : positionGathers) {
+      std::optional<SmallVector<int64_t>> index = sl::constantInts(gather.getIndices());
+      if (!index || index->size() != 1 || gather.getAxis() != 0)
+        return gather.emitError("sl-split-generation: a gather of parameter rows at a constant "
+                                "index must be one position's embedding");
+      builder.setInsertionPoint(gather);
+      Location loc = gather.getLoc();
+      auto indexType = RankedTensorType::get({b, 1}, i64);
+      Value rows = reshape(builder, loc, pos, {b, 1});
+      Value offset = builder.create<sl::ConstantOp>(
+          loc, indexType, DenseElementsAttr::get(indexType, (*index)[0]));
+      Value indices = builder.create<sl::AddOp>(loc, indexType, rows, offset);
+      auto data = tensorType(gather.getData());
+      SmallVector<int64_t> shape{b, 1};
+      shape.append(data.getShape().begin() + 1, data.getShape().end());
+      auto replaced = builder.create<sl::GatherOp>(
+          loc, RankedTensorType::get(shape, data.getElementType()), gather.getData(), indices,
+          gather.getAxisAttr());
+      gather.getResult().replaceAllUsesWith(replaced.getResult());
+      gather.erase();
+    }
+  }
+
+  // Each block's causal attentions read the block's KV cache.
+  unsigned layerIndex = 0;
+  for (func::FuncOp block : stagesOf(decode, "block")) {
+    FailureOr<SmallVector<sl::AttentionOp>> attentions = attentionsOf(block, /*oneToken=*/true);
+    if (failed(attentions))
+      return failure();
+    Value blockPosition;
+    for (BlockArgument arg : block.getArguments())
+      if (arg.getType() == positionType && !block.getArgAttr(arg.getArgNumber(), "sl.param"))
+        blockPosition = arg;
+    if (!blockPosition)
+      blockPosition =
+          addStageInput(block, positionType, decode, [&](sl::LayerOp) { return position; });
+    SmallVector<Value> newKv;
+    for (sl::AttentionOp attention : *attentions) {
+      auto k = tensorType(attention.getK());
+      if (k.getDimSize(3) != tensorType(attention.getV()).getDimSize(3))
+        return attention.emitError("sl-split-generation: keys and values of different head "
+                                   "sizes cannot share one cache");
+      auto cacheType = RankedTensorType::get(
+          {b, 2, k.getDimSize(1), c, k.getDimSize(3)}, k.getElementType());
+      // One cache argument per layer instance of this block.
+      Value cache = addStageInput(block, cacheType, decode, [&](sl::LayerOp layer) {
+        DictionaryAttr attrs = named("kv cache " + std::to_string(layerIndex++));
+        NamedAttrList list(attrs);
+        list.set(sl::kKvCacheAttr, UnitAttr::get(&getContext()));
+        (void)forward.insertArgument(forward.getNumArguments(), cacheType,
+                                     list.getDictionary(&getContext()), layer.getLoc());
+        return Value(forward.getArgument(forward.getNumArguments() - 1));
+      });
+      OpBuilder builder(attention);
+      auto decoded = builder.create<sl::DecodeAttentionOp>(
+          attention.getLoc(), attention.getType(), attention.getQ(), attention.getK(),
+          attention.getV(), cache, blockPosition, attention.getScaleAttr());
+      attention.getResult().replaceAllUsesWith(decoded.getResult());
+      newKv.push_back(attention.getK());
+      newKv.push_back(attention.getV());
+      attention.erase();
+    }
+    addStageResults(block, newKv, decode);
+  }
+  return success();
+}
+
+/// Blocks also return the keys and values their attentions computed; the epilogue becomes the
+/// decode step's own, applied to each prompt's last position.
+LogicalResult SplitGenerationPass::rewritePrefill(ModuleOp prefill, ModuleOp decode) {
+  func::FuncOp forward = forwardOf(prefill);
+  Block &entry = forward.getBody().front();
+  int64_t b = tensorType(forward.getArgument(0)).getDimSize(0);
+  auto indexType = RankedTensorType::get({b}, IntegerType::get(&getContext(), 64));
+  (void)forward.insertArgument(
+      1u, indexType,
+      DictionaryAttr::get(&getContext(),
+                          {NamedAttribute(StringAttr::get(&getContext(), "sl.name"),
+                                          StringAttr::get(&getContext(), "last_index"))}),
+      forward.getLoc());
+  Value lastIndex = forward.getArgument(1);
+
+  for (func::FuncOp block : stagesOf(prefill, "block")) {
+    FailureOr<SmallVector<sl::AttentionOp>> attentions = attentionsOf(block, /*oneToken=*/false);
+    if (failed(attentions))
+      return failure();
+    SmallVector<Value> kv;
+    for (sl::AttentionOp attention : *attentions) {
+      kv.push_back(attention.getK());
+      kv.push_back(attention.getV());
+    }
+    addStageResults(block, kv, prefill);
+  }
+
+  SmallVector<func::FuncOp> epilogues = stagesOf(prefill, "epilogue");
+  SmallVector<func::FuncOp> decodeEpilogues = stagesOf(decode, "epilogue");
+  if (epilogues.size() != 1 || decodeEpilogues.size() != 1)
+    return forward.emitError("sl-split-generation: the model needs one epilogue stage (final "
+                             "norm and head)");
+  func::FuncOp epilogue = epilogues.front();
+  // Its body: the decode epilogue's (bound at one position), after sl.take_rows.
+  func::FuncOp last = decodeEpilogues.front().clone();
+  last.setSymName((epilogue.getSymName() + "_last").str());
+  prefill.push_back(last);
+  auto hidden = tensorType(epilogue.getArgument(0));
+  Value rows = last.getBody().front().insertArgument(1u, indexType, last.getLoc());
+  BlockArgument full = last.getBody().front().insertArgument(1u, hidden, last.getLoc());
+  BlockArgument old = last.getArgument(0);
+  OpBuilder builder(&last.getBody().front(), last.getBody().front().begin());
+  SmallVector<int64_t> shape(hidden.getShape());
+  shape[1] = 1;
+  Value taken = builder.create<sl::TakeRowsOp>(
+      last.getLoc(), RankedTensorType::get(shape, hidden.getElementType()), full, rows);
+  if (taken.getType() != old.getType())
+    return epilogue.emitError("sl-split-generation: the epilogue's input ")
+           << old.getType() << " is not one row of " << hidden;
+  old.replaceAllUsesWith(taken);
+  last.getBody().front().eraseArgument(0);
+  SmallVector<Type> argTypes(last.getBody().front().getArgumentTypes());
+  SmallVector<DictionaryAttr> argAttrs;
+  argAttrs.push_back(DictionaryAttr::get(&getContext()));
+  argAttrs.push_back(DictionaryAttr::get(&getContext()));
+  for (unsigned i = 1; i < decodeEpilogues.front().getNumArguments(); ++i)
+    argAttrs.push_back(decodeEpilogues.front().getArgAttrDict(i));
+  last.setType(FunctionType::get(&getContext(), argTypes, last.getResultTypes()));
+  last.setAllArgAttrs(argAttrs);
+
+  for (auto layer : llvm::make_early_inc_range(forward.getOps<sl::LayerOp>())) {
+    if (layer.getStage() != "epilogue")
+      continue;
+    if (layer.getInputs().size() != 1)
+      return layer.emitError("sl-split-generation: the epilogue must read only the last block's "
+                             "output");
+    OpBuilder lb(layer);
+    auto replaced = lb.create<sl::LayerOp>(
+        layer.getLoc(), last.getResultTypes(), FlatSymbolRefAttr::get(last.getSymNameAttr()),
+        ValueRange{layer.getInputs()[0], lastIndex}, layer.getParams(), layer.getStageAttr(),
+        layer.getIndexAttr());
+    layer.replaceAllUsesWith(replaced.getResults());
+    layer.erase();
+  }
+  forward.setType(FunctionType::get(&getContext(), entry.getArgumentTypes(),
+                                    entry.getTerminator()->getOperandTypes()));
+  epilogue.erase();
+  return success();
+}
+
+/// Moves every function of `from` into `into`, @forward renamed `name` and the others prefixed
+/// with `name.`, rewriting the calls.
+void moveFunctions(ModuleOp from, ModuleOp into, llvm::StringRef name) {
+  for (auto func : llvm::make_early_inc_range(from.getOps<func::FuncOp>())) {
+    std::string renamed =
+        func.getSymName() == "forward" ? name.str() : (name + "." + func.getSymName()).str();
+    if (func.getSymName() != "forward")
+      for (auto caller : from.getOps<func::FuncOp>())
+        caller.walk([&](sl::LayerOp layer) {
+          if (layer.getCallee() == func.getSymName())
+            layer.setCalleeAttr(FlatSymbolRefAttr::get(from.getContext(), renamed));
+        });
+    func.setSymName(renamed);
+  }
+  for (auto func : llvm::make_early_inc_range(from.getOps<func::FuncOp>())) {
+    func->remove();
+    into.push_back(func);
+  }
+}
+
+void SplitGenerationPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  func::FuncOp forward = forwardOf(module);
+  if (!forward)
+    return (void)(module.emitError("sl-split-generation: no @forward to generate with"),
+                  signalPassFailure());
+  if (!buildStages)
+    return (void)(module.emitError("sl-split-generation needs the stage pipeline; run it "
+                                   "through --sl-generate"),
+                  signalPassFailure());
+  auto inputName = forward.getNumArguments() == 1
+                       ? forward.getArgAttrOfType<StringAttr>(0, "sl.name")
+                       : StringAttr();
+  if (!inputName || inputName.getValue() != "input_ids")
+    return (void)(forward.emitError("sl-split-generation: generation needs a model whose only "
+                                    "input is 'input_ids' [batch, seq]"),
+                  signalPassFailure());
+  if (forward.getNumResults() != 1)
+    return (void)(forward.emitError("sl-split-generation: generation needs a model with one "
+                                    "output, the logits"),
+                  signalPassFailure());
+  if (maxPromptLen < 1 || maxNewTokens < 1)
+    return (void)(module.emitError("sl-split-generation: max-prompt-len and max-new-tokens must "
+                                   "be at least 1, got ")
+                      << int64_t(maxPromptLen) << " and " << int64_t(maxNewTokens),
+                  signalPassFailure());
+  if (batch < 0 || subBatchSize < 0 || numSubBatches < 0)
+    return (void)(module.emitError("sl-split-generation: batch, sub-batch-size and "
+                                   "num-sub-batches cannot be negative"),
+                  signalPassFailure());
+  int64_t b = subBatchSize, count = numSubBatches;
+  if (b == 0 && count == 0)
+    count = 1;
+  if (b == 0 && batch > 0 && batch % count == 0)
+    b = batch / count;
+  if (count == 0 && b > 0)
+    count = batch > 0 && batch % b == 0 ? batch / b : (batch > 0 ? 0 : 1);
+  if (b < 1 || count < 1 || (batch > 0 && b * count != batch))
+    return (void)(module.emitError("sl-split-generation: batch=")
+                      << int64_t(batch) << " sub-batch-size=" << int64_t(subBatchSize)
+                      << " num-sub-batches=" << int64_t(numSubBatches)
+                      << " do not give a batch of N sub-batches of b sequences (batch = b x N); "
+                         "give batch, or two of them",
+                  signalPassFailure());
+
+  bool resident = weightsOnDevice;
+  Footprint predicted;
+  if (failed(plan(b, count, resident, predicted)))
+    return signalPassFailure();
+
+  int64_t cacheLen = maxPromptLen + maxNewTokens;
+  auto prefill = compile(b, maxPromptLen, /*partition=*/true);
+  auto decode = compile(b, 1, /*partition=*/true);
+  auto tables = compile(1, cacheLen, /*partition=*/false);
+  if (failed(prefill) || failed(decode) || failed(tables))
+    return signalPassFailure();
+  if (failed(rewriteDecode(**decode, **tables)) || failed(rewritePrefill(**prefill, **decode)))
+    return signalPassFailure();
+
+  auto logits = tensorType(forwardOf(**decode).getBody().front().getTerminator()->getOperand(0));
+  if (logits.getRank() != 3 || logits.getDimSize(1) != 1)
+    return (void)(forward.emitError("sl-split-generation: the output must be logits [batch, "
+                                    "seq, vocab], got ")
+                      << logits,
+                  signalPassFailure());
+  int64_t subBatch = b;
+  forward.erase();
+  moveFunctions(**prefill, module, "prefill");
+  moveFunctions(**decode, module, "decode");
+  Builder builder(&getContext());
+  module->setAttr("sl.generation",
+                  builder.getDictionaryAttr({
+                      builder.getNamedAttr("sub_batch_size", builder.getI64IntegerAttr(subBatch)),
+                      builder.getNamedAttr("num_sub_batches", builder.getI64IntegerAttr(count)),
+                      builder.getNamedAttr("max_prompt_len", builder.getI64IntegerAttr(maxPromptLen)),
+                      builder.getNamedAttr("max_new_tokens", builder.getI64IntegerAttr(maxNewTokens)),
+                      builder.getNamedAttr("cache_len", builder.getI64IntegerAttr(cacheLen)),
+                      builder.getNamedAttr("vocab", builder.getI64IntegerAttr(logits.getDimSize(2))),
+                      builder.getNamedAttr("weights_on_device", builder.getBoolAttr(resident)),
+                      builder.getNamedAttr("predicted_device_bytes",
+                                           builder.getI64IntegerAttr(int64_t(predicted.device))),
+                      builder.getNamedAttr("predicted_host_bytes",
+                                           builder.getI64IntegerAttr(int64_t(predicted.host))),
+                  }));
+}
+
+} // namespace
+
+std::unique_ptr<Pass> sl::createSplitGenerationPass(const SplitGenerationPassOptions &options,
+                                                    GenerationStagesBuilder buildStages) {
+  return std::make_unique<SplitGenerationPass>(options, std::move(buildStages));
+}
