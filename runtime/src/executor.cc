@@ -14,7 +14,9 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "kernel_verifier.h"
 #include "slrt/atomic_file.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -159,6 +161,17 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
     throw makeError(
         "the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
         options_.linkGbps);
+  world_ = std::max<uint32_t>(1, s.world());
+  int ranks = options_.comm ? options_.comm->size() : 1;
+  if (world_ > 1 && static_cast<uint32_t>(ranks) != world_)
+    throw makeError(schedule_.path, ": the schedule is for ", world_, " ranks (compiled with world=",
+                    world_, "), but ",
+                    ranks == 1 ? std::string("this is a run of one rank; launch it with mpirun -np ") +
+                                     std::to_string(world_)
+                               : "the job has " + std::to_string(ranks) + " ranks");
+  if (world_ == 1 && ranks > 1)
+    throw makeError(schedule_.path, ": the schedule is for one rank, but the job has ", ranks,
+                    " ranks; compile it for them (--sl-train=\"... world=", ranks, "\")");
   auto start = Clock::now();
   backend_.allocate(s.device_arena_bytes(), s.host_pool_bytes());
   stats_.deviceArenaBytes = s.device_arena_bytes();
@@ -211,9 +224,12 @@ void Executor::prepareKernels() {
       plan.results.push_back(&refs_[id]);
       touch(id);
     }
-    if (k.op() == sl::schedule::OPTIMIZER_STEP)
+    if (k.op() == sl::schedule::OPTIMIZER_STEP) {
       for (uint32_t parameter : k.optimizer_step().parameters())
         touch(s.parameters(static_cast<int>(parameter)).buffer());
+      for (uint32_t shard : k.optimizer_step().shards())
+        touch(s.shards(static_cast<int>(shard)).buffer());
+    }
     // Slots in order of first mention; events are few next to num_events' range.
     auto slot = [&](uint32_t event) {
       return slotOf.emplace(event, static_cast<uint32_t>(slotOf.size())).first->second;
@@ -268,14 +284,34 @@ void Executor::loadParameters() {
   const sl::schedule::Schedule &s = schedule_.schedule;
   // Parameters usually share one file; open each file once.
   std::map<std::string, std::unique_ptr<File>> files;
+  for (const sl::schedule::Shard &shard : s.shards()) {
+    const TensorRef &ref = refs_[shard.buffer()];
+    std::memset(ref.data, 0, ref.bytes); // the padding between and after the parameters
+  }
+  uint64_t rank = static_cast<uint64_t>(this->rank());
   for (int i = 0; i < s.parameters_size(); ++i) {
     const sl::schedule::Parameter &p = s.parameters(i);
     const std::string &path = schedule_.parameterFiles[static_cast<size_t>(i)];
     std::unique_ptr<File> &file = files[path];
     if (!file)
       file = std::make_unique<File>(path);
-    preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
-    stats_.parameterBytesRead += p.bytes();
+    if (world_ == 1) {
+      preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
+      stats_.parameterBytesRead += p.bytes();
+      continue;
+    }
+    // The elements of the parameter that fall into this rank's part of its shard.
+    const sl::schedule::Shard &shard = s.shards(static_cast<int>(p.shard()));
+    uint64_t elementSize = dtypeSize(p.dtype());
+    uint64_t part = shard.elements() / world_;
+    uint64_t begin = std::max(rank * part, p.shard_offset());
+    uint64_t end = std::min((rank + 1) * part, p.shard_offset() + p.bytes() / elementSize);
+    if (begin >= end)
+      continue;
+    preadAll(file->fd(), refs_[shard.buffer()].data + (begin - rank * part) * elementSize,
+             (end - begin) * elementSize, p.file_offset() + (begin - p.shard_offset()) * elementSize,
+             path);
+    stats_.parameterBytesRead += (end - begin) * elementSize;
   }
 }
 
@@ -300,7 +336,18 @@ const TensorRef &Executor::parameterBuffer(int index) const {
   if (index < 0 || index >= s.parameters_size())
     throw makeError("parameter index ", index, " is out of range (the schedule has ",
                     s.parameters_size(), " parameters)");
+  if (world_ > 1)
+    throw makeError("parameter '", s.parameters(index).name(), "' is sharded over ", world_,
+                    " ranks: it has no buffer of its own (see shardBuffer)");
   return refs_[s.parameters(index).buffer()];
+}
+
+const TensorRef &Executor::shardBuffer(int index) const {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  if (index < 0 || index >= s.shards_size())
+    throw makeError("shard index ", index, " is out of range (the schedule has ", s.shards_size(),
+                    " shards)");
+  return refs_[s.shards(index).buffer()];
 }
 
 const TensorRef &Executor::outputBuffer(const std::string &name, uint32_t program) const {
@@ -432,6 +479,7 @@ void Executor::mergeStats(bool tracing, uint32_t program) {
     stats_.bytesHostToDevice += r.bytesHostToDevice;
     stats_.bytesDeviceToHost += r.bytesDeviceToHost;
     stats_.bytesWithinSpace += r.bytesWithinSpace;
+    stats_.bytesCollective += r.bytesCollective;
     stats_.deviceArenaPeakBytes = std::max(stats_.deviceArenaPeakBytes, r.deviceArenaPeakBytes);
     stats_.hostPoolPeakBytes = std::max(stats_.hostPoolPeakBytes, r.hostPoolPeakBytes);
     for (const auto &[name, op] : r.perOp) {
@@ -538,6 +586,8 @@ void Executor::runKernel(int index, StreamRun &run) {
       optimizerStepHook_(kernel);
     return;
   }
+  if (kernel.op() == sl::schedule::ALL_GATHER || kernel.op() == sl::schedule::REDUCE_SCATTER)
+    return runCollective(index, run);
   try {
     if (kernel.op() == sl::schedule::COPY) {
       const TensorRef &src = *plan.operands[0];
@@ -556,6 +606,27 @@ void Executor::runKernel(int index, StreamRun &run) {
     // Backends describe what went wrong with the data; which kernel it was is named here.
     throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'", " (",
                     sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
+  }
+}
+
+void Executor::runCollective(int index, StreamRun &run) {
+  const sl::schedule::Kernel &kernel = schedule_.schedule.kernels(index);
+  const KernelPlan &plan = plans_[static_cast<size_t>(index)];
+  const TensorRef &in = *plan.operands[0];
+  const TensorRef &out = *plan.results[0];
+  // The communicator's errors name the rank and this kernel: they are not wrapped again.
+  std::string what = kernelText(index, kernel);
+  // Whatever computed the operand (another stream's kernel) has completed: kernels are
+  // synchronous once they return, and the wait for its event came first.
+  if (kernel.op() == sl::schedule::ALL_GATHER) {
+    options_.comm->allGather(reinterpret_cast<const float *>(in.data),
+                             reinterpret_cast<float *>(out.data), in.bytes / sizeof(float), what);
+    run.stats.bytesCollective += out.bytes;
+  } else {
+    options_.comm->reduceScatter(reinterpret_cast<const float *>(in.data),
+                                 reinterpret_cast<float *>(out.data), out.bytes / sizeof(float),
+                                 what);
+    run.stats.bytesCollective += in.bytes;
   }
 }
 

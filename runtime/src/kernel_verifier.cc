@@ -127,6 +127,11 @@ std::optional<OpRule> opRule(OpKind op) {
     return OpRule{5, 5, Kernel::kAttention, true, false, kCompute};
   case TAKE_ROWS:
     return OpRule{2, 2, kNone, false, false, kCompute};
+  // One shard in, the whole out (or the other way round): never in place. Their sizes depend on
+  // Schedule.world, which the schedule verifier checks.
+  case ALL_GATHER:
+  case REDUCE_SCATTER:
+    return OpRule{1, 1, kNone, false, false, OpRule::Placement::kCollective};
   default:
     return std::nullopt;
   }
@@ -299,6 +304,10 @@ private:
     case TAKE_ROWS:
       dtypeIn(1, {I64}, " indices");
       return sameDType({0, -1}, kAnyDType, "x and the result");
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      // They move the f32 weights and gradients of the sharded groups.
+      return sameDType(allRoles(), kF32, all);
     default:
       // The float ops (MATMUL, GEMM, TRANSPOSE, the unary ops, POW, SWIGLU, ACCUMULATE, the
       // reductions, norms, softmax, rotary, attention and their gradients) compute f32 or f64.
@@ -328,6 +337,9 @@ private:
 
   void verifyShapes() const {
     switch (k_.op()) {
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      return; // against Schedule.world, in the schedule verifier
     case MATMUL:
       return verifyMatmul();
     case GEMM:

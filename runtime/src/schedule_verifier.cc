@@ -38,6 +38,7 @@ std::string spaceName(MemorySpace space) { return space == DEVICE ? "device aren
 // relies on the same names, slrt/trainer.h).
 constexpr const char *kLossOutput = "loss";
 constexpr const char *kGradOutputPrefix = "grad:";
+constexpr const char *kGradShardOutputPrefix = "grad_shard:";
 
 class Verifier {
 public:
@@ -165,7 +166,15 @@ private:
         throw makeError(bufferText(id), " is filled by both ", it->second, " and ", who);
     };
 
+    if (world() > 1)
+      verifyShards(fill);
+    else if (s_.shards_size() > 0)
+      throw makeError("the schedule has ", s_.shards_size(),
+                      " shards, but shards are for schedules of world > 1 (its world is ",
+                      s_.world(), ")");
     for (const Parameter &p : s_.parameters()) {
+      if (world() > 1)
+        break;
       std::string who = "parameter '" + p.name() + "'";
       const Buffer &b = hostBuffer(p.buffer(), who);
       if (p.dtype() != b.dtype() || toShape(p.shape()) != toShape(b.shape()) ||
@@ -216,6 +225,78 @@ private:
     };
     verifyBindings(s_.inputs(), "input", true);
     verifyBindings(s_.outputs(), "output", false);
+  }
+
+  uint32_t world() const { return std::max<uint32_t>(1, s_.world()); }
+
+  // World > 1: every shard is an f32 host buffer of elements / world values, filled at start-up,
+  // and every parameter an f32 range of one shard's elements, overlapping no other.
+  template <typename Fill> void verifyShards(Fill &fill) {
+    std::set<std::string> names;
+    for (int i = 0; i < s_.shards_size(); ++i) {
+      const Shard &shard = s_.shards(i);
+      std::string who = "shard " + std::to_string(i) + " '" + shard.name() + "'";
+      if (shard.name().empty())
+        throw makeError("shard ", i, " has an empty name");
+      if (!names.insert(shard.name()).second)
+        throw makeError(who, ": the name is used twice");
+      if (shard.elements() == 0 || shard.elements() % world() != 0)
+        throw makeError(who, " has ", shard.elements(), " elements, not a positive multiple of the ",
+                        world(), " ranks");
+      const Buffer &b = hostBuffer(shard.buffer(), who);
+      Shape expected{static_cast<int64_t>(shard.elements() / world())};
+      if (b.dtype() != F32 || toShape(b.shape()) != expected)
+        throw makeError(who, " is bound to ", bufferText(shard.buffer()), " (", dtypeName(b.dtype()),
+                        " ", formatShape(toShape(b.shape())), "), but one rank's part is f32 ",
+                        formatShape(expected));
+      fill(shard.buffer(), who);
+    }
+    std::map<uint32_t, std::map<uint64_t, std::pair<uint64_t, std::string>>> ranges;
+    for (const Parameter &p : s_.parameters()) {
+      std::string who = "parameter '" + p.name() + "'";
+      Shape shape = toShape(p.shape());
+      std::optional<uint64_t> count = numel(shape);
+      uint64_t bytes = 0;
+      if (p.dtype() != F32 || !count || __builtin_mul_overflow(*count, sizeof(float), &bytes) ||
+          p.bytes() != bytes)
+        throw makeError(who, " is ", dtypeName(p.dtype()), " ", formatShape(shape), " (", p.bytes(),
+                        " bytes); a sharded parameter is f32 of its shape's size");
+      if (p.file().empty())
+        throw makeError(who, " names no file");
+      if (p.shard() >= static_cast<uint32_t>(s_.shards_size()))
+        throw makeError(who, " is in shard ", p.shard(), ", but the schedule has ",
+                        s_.shards_size(), " shards");
+      const Shard &shard = s_.shards(static_cast<int>(p.shard()));
+      if (p.shard_offset() > shard.elements() || *count > shard.elements() - p.shard_offset())
+        throw makeError(who, " (elements ", p.shard_offset(), " to ", p.shard_offset() + *count,
+                        ") does not fit in shard '", shard.name(), "' of ", shard.elements(),
+                        " elements");
+      auto &placed = ranges[p.shard()];
+      auto next = placed.lower_bound(p.shard_offset());
+      if (*count > 0 && next != placed.end() && next->first < p.shard_offset() + *count)
+        throw makeError(who, " overlaps parameter '", next->second.second, "' in shard '",
+                        shard.name(), "'");
+      if (*count > 0 && next != placed.begin() && std::prev(next)->second.first > p.shard_offset())
+        throw makeError(who, " overlaps parameter '", std::prev(next)->second.second,
+                        "' in shard '", shard.name(), "'");
+      placed.emplace(p.shard_offset(), std::make_pair(p.shard_offset() + *count, p.name()));
+    }
+  }
+
+  // ALL_GATHER: operand [S], result [world * S]; REDUCE_SCATTER the other way round. Sizes are
+  // counted in elements: any shapes of those sizes will do.
+  void verifyCollective(const std::string &what, const Kernel &k) const {
+    if (world() == 1)
+      throw makeError(what, ": a schedule of one rank (world ", s_.world(), ") has no collectives");
+    const Buffer &in = s_.buffers(static_cast<int>(k.operands(0)));
+    const Buffer &out = s_.buffers(static_cast<int>(k.results(0)));
+    bool gather = k.op() == ALL_GATHER;
+    const Buffer &shard = gather ? in : out;
+    const Buffer &whole = gather ? out : in;
+    if (whole.bytes() != shard.bytes() * world())
+      throw makeError(what, ": ", gather ? "result " : "operand ", bufferText(whole.id()), " has ",
+                      whole.bytes(), " bytes, but ", world(), " ranks' shards of ",
+                      bufferText(shard.id()), " take ", shard.bytes() * world());
   }
 
   void verifyStreams() {
@@ -320,6 +401,8 @@ private:
       verifyKernelBuffer(what, *results.back(), space);
     }
     verifyKernelOperation(what, k, operands, results);
+    if (rule->placement == OpRule::Placement::kCollective)
+      verifyCollective(what, k);
     verifyNoOverlap(what, k, rule->inPlace);
   }
 
@@ -344,6 +427,10 @@ private:
       if (streamKind != HOST_COMPUTE)
         expected = OpKind_Name(k.op()) + " runs on a HOST_COMPUTE stream (host buffers)";
       break;
+    case OpRule::Placement::kCollective:
+      if (streamKind != COLLECTIVE)
+        expected = "collectives run on a COLLECTIVE stream";
+      break;
     }
     if (!expected.empty())
       throw makeError(what, ": runs on stream ", k.stream(), " of kind ",
@@ -365,6 +452,11 @@ private:
   // parameter named, each parameter stepped by at most one OPTIMIZER_STEP of the schedule: a
   // runtime that steps the optimizer here finds every gradient where the train contract puts it.
   void verifyOptimizerStep(int index, const std::string &what, const Kernel &k) {
+    if (world() > 1)
+      return verifyShardOptimizerStep(index, what, k);
+    if (k.optimizer_step().shards_size() > 0)
+      throw makeError(what, ": names shards, but the schedule has one rank (world ", s_.world(),
+                      ")");
     const auto &parameters = k.optimizer_step().parameters();
     if (parameters.size() != k.operands_size() - 1)
       throw makeError(what, ": has ", k.operands_size() - 1,
@@ -402,6 +494,42 @@ private:
                             ? std::string("it names twice")
                             : kernelText(it->second, s_.kernels(it->second)) + " steps too",
                         "; a parameter appears in at most one OPTIMIZER_STEP");
+    }
+  }
+
+  // World > 1: as verifyOptimizerStep, with shards in place of parameters and their outputs
+  // "grad_shard:<name>".
+  void verifyShardOptimizerStep(int index, const std::string &what, const Kernel &k) {
+    const auto &shards = k.optimizer_step().shards();
+    if (k.optimizer_step().parameters_size() > 0)
+      throw makeError(what, ": names parameters, but in a schedule of world ", world(),
+                      " the optimizer steps shards (optimizer_step.shards)");
+    if (shards.size() != k.operands_size() - 1)
+      throw makeError(what, ": has ", k.operands_size() - 1, " gradient operands, but "
+                      "optimizer_step.shards names ", shards.size(),
+                      " shards (operand i + 1 is the gradient of shards[i])");
+    uint32_t program = programOf_[static_cast<size_t>(index)];
+    auto loss = outputBuffers_.find({program, kLossOutput});
+    if (loss == outputBuffers_.end() || k.operands(0) != loss->second)
+      throw makeError(what, ": operand 0 must be the buffer of output '", kLossOutput, "'");
+    for (int i = 0; i < shards.size(); ++i) {
+      uint32_t shard = shards.Get(i);
+      if (shard >= static_cast<uint32_t>(s_.shards_size()))
+        throw makeError(what, ": optimizer_step.shards[", i, "] is ", shard,
+                        ", but the schedule has ", s_.shards_size(), " shards");
+      const std::string &name = s_.shards(static_cast<int>(shard)).name();
+      std::string gradName = kGradShardOutputPrefix + name;
+      auto grad = outputBuffers_.find({program, gradName});
+      if (grad == outputBuffers_.end() || k.operands(i + 1) != grad->second)
+        throw makeError(what, ": operand ", i + 1, " must be the buffer of output '", gradName,
+                        "' (the gradient of shard '", name, "')");
+      auto [it, inserted] = shardSteppedBy_.emplace(shard, index);
+      if (!inserted)
+        throw makeError(what, ": steps shard '", name, "', which ",
+                        it->second == index
+                            ? std::string("it names twice")
+                            : kernelText(it->second, s_.kernels(it->second)) + " steps too",
+                        "; a shard appears in at most one OPTIMIZER_STEP");
     }
   }
 
@@ -566,6 +694,7 @@ private:
   // Which kernel records each event, and which OPTIMIZER_STEP steps each parameter.
   std::unordered_map<uint32_t, int> recordedBy_;
   std::unordered_map<uint32_t, int> steppedBy_;
+  std::unordered_map<uint32_t, int> shardSteppedBy_;
 };
 
 } // namespace

@@ -70,9 +70,12 @@ public:
         reads.push_back({index, id});
       for (uint32_t id : k.results())
         writes.push_back({index, id});
-      if (k.op() == OPTIMIZER_STEP)
+      if (k.op() == OPTIMIZER_STEP) {
         for (uint32_t parameter : k.optimizer_step().parameters())
           writes.push_back({index, s_.parameters(static_cast<int>(parameter)).buffer()});
+        for (uint32_t shard : k.optimizer_step().shards())
+          writes.push_back({index, s_.shards(static_cast<int>(shard)).buffer()});
+      }
       // Check everything against the state before this kernel, then record it: a kernel never
       // conflicts with itself (in-place ops read and write the same bytes).
       for (const Access &a : reads)

@@ -12,6 +12,8 @@
 
 #include "slrt/atomic_file.h"
 #include "slrt/backend.h"
+#include "slrt/checkpoint.h"
+#include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/generator.h"
@@ -101,6 +103,10 @@ void printOutput(const slrt::NamedTensor &out) {
 struct Options {
   std::string schedulePath, reportPath, tracePath, backendName = "cpu";
   double linkGbps = 0;
+  // Several ranks: how long a collective may take, and the job's communicator (null for one rank).
+  double collectiveTimeout = 300;
+  slrt::Communicator *comm = nullptr;
+  std::string consolidatePath;
   std::vector<std::string> inputArgs, outputArgs;
   // Training.
   std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
@@ -120,7 +126,43 @@ slrt::ExecutorOptions executorOptions(const Options &options) {
   slrt::ExecutorOptions executor;
   executor.linkGbps = options.linkGbps;
   executor.trace = !options.tracePath.empty();
+  executor.comm = options.comm;
   return executor;
+}
+
+bool isRankZero(const Options &options) { return !options.comm || options.comm->rank() == 0; }
+
+// With several ranks each writes its own trace: FILE with ".rank<R>" before its extension.
+std::string tracePathOf(const Options &options) {
+  if (!options.comm)
+    return options.tracePath;
+  std::string path = options.tracePath;
+  size_t slash = path.rfind('/'), dot = path.rfind('.');
+  std::string rank = ".rank" + std::to_string(options.comm->rank());
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return path + rank;
+  return path.substr(0, dot) + rank + path.substr(dot);
+}
+
+// World > 1: every parameter's trained weights, gathered from the ranks' parts of the shards.
+std::vector<std::vector<float>> gatherWeights(const slrt::Trainer &trainer,
+                                              slrt::Communicator &comm) {
+  slrt::ShardedLayout layout = trainer.shardedLayout();
+  std::vector<std::vector<float>> shards;
+  for (size_t i = 0; i < layout.shards.size(); ++i) {
+    const std::vector<float> &mine = trainer.optimizer().weights(i);
+    std::vector<float> whole(mine.size() * layout.world);
+    comm.allGatherBytes(mine.data(), whole.data(), mine.size() * sizeof(float),
+                        "--export-onnx: gathering shard '" + layout.shards[i].name + "'");
+    shards.push_back(std::move(whole));
+  }
+  std::vector<std::vector<float>> weights;
+  for (const slrt::ShardedParameter &p : layout.parameters) {
+    const std::vector<float> &flat = shards[p.shard];
+    auto begin = flat.begin() + static_cast<std::ptrdiff_t>(p.offset);
+    weights.emplace_back(begin, begin + static_cast<std::ptrdiff_t>(*slrt::numel(p.shape)));
+  }
+  return weights;
 }
 
 std::string flagList(const std::vector<std::string> &flags) {
@@ -215,10 +257,11 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   trainerOptions.vocabSize = options.vocab;
   trainerOptions.executor = executorOptions(options);
   slrt::Trainer trainer(loaded, backend, data, trainerOptions);
+  bool printing = isRankZero(options);
 
   if (!options.resumePath.empty()) {
     uint64_t saved = trainer.resume(options.resumePath);
-    if (saved != trainer.dataPosition())
+    if (saved != trainer.dataPosition() && printing)
       std::cerr << "sl-run: warning: " << options.resumePath << " was saved where the next step "
                 << "reads from token " << saved << " of its data, but step "
                 << trainer.completedSteps() + 1 << " of this run reads from token "
@@ -232,6 +275,8 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   try {
     for (int64_t i = 0; i < options.steps; ++i) {
       slrt::StepRecord r = trainer.step();
+      if (!printing)
+        continue;
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("step %llu/%llu  loss %.4f  lr %.2e  tokens/s %.0f  elapsed %.2fs\n",
@@ -248,9 +293,37 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 
   if (!options.savePath.empty())
     trainer.save(options.savePath);
-  if (!options.exportOnnxPath.empty())
-    slrt::exportTrainedOnnx(loaded, trainer.executor(), options.exportOnnxPath);
+  if (!options.exportOnnxPath.empty()) {
+    if (options.comm) {
+      std::vector<std::vector<float>> weights = gatherWeights(trainer, *options.comm);
+      std::vector<const void *> pointers;
+      for (const std::vector<float> &w : weights)
+        pointers.push_back(w.data());
+      if (printing)
+        slrt::exportTrainedOnnx(loaded, pointers, options.exportOnnxPath);
+    } else {
+      slrt::exportTrainedOnnx(loaded, trainer.executor(), options.exportOnnxPath);
+    }
+  }
+  // Every rank's memory and traffic, for rank 0's report.
+  nlohmann::json ranks = nlohmann::json::array();
   if (!options.reportPath.empty()) {
+    const slrt::RunStats &stats = trainer.executor().stats();
+    uint64_t mine[4] = {trainer.optimizerStateBytes(), stats.hostPoolBytes,
+                        stats.deviceArenaBytes, stats.bytesCollective};
+    std::vector<uint64_t> all(4 * static_cast<size_t>(options.comm ? options.comm->size() : 1));
+    if (options.comm)
+      options.comm->allGatherBytes(mine, all.data(), sizeof mine, "--report: every rank's figures");
+    else
+      std::copy(std::begin(mine), std::end(mine), all.begin());
+    for (size_t r = 0; r < all.size() / 4; ++r)
+      ranks.push_back({{"rank", r},
+                       {"optimizer_state_bytes", all[4 * r]},
+                       {"host_pool_bytes", all[4 * r + 1]},
+                       {"device_arena_bytes", all[4 * r + 2]},
+                       {"bytes_collective_last_step", all[4 * r + 3]}});
+  }
+  if (!options.reportPath.empty() && printing) {
     nlohmann::json report =
         slrt::makeReport(loaded, backend.name(), trainer.executor().stats(), {});
     for (const sl::schedule::Binding &b : loaded.schedule.outputs()) {
@@ -261,10 +334,41 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
     }
     report["train"] = trainer.report();
     report["link_gbps"] = options.linkGbps;
+    report["world"] = trainer.world();
+    report["ranks"] = ranks;
     slrt::writeReport(options.reportPath, report);
   }
   if (!options.tracePath.empty())
-    trainer.executor().writeTrace(options.tracePath);
+    trainer.executor().writeTrace(tracePathOf(options));
+  return 0;
+}
+
+// --consolidate INDEX: a sharded checkpoint into one checkpoint file (--save) and an ONNX model
+// with the trained weights (--export-onnx), for the schedule's model; one process, no MPI.
+int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
+  if (options.comm)
+    throw makeError("--consolidate runs as one process; run it without mpirun");
+  if (options.savePath.empty() && options.exportOnnxPath.empty())
+    throw makeError("--consolidate ", options.consolidatePath,
+                    ": give --save FILE and/or --export-onnx FILE to say what to write");
+  std::vector<slrt::ParameterSpec> specs;
+  for (const sl::schedule::Parameter &p : loaded.schedule.parameters())
+    specs.push_back({p.name(), slrt::toShape(p.shape())});
+  slrt::TrainingCheckpoint whole = slrt::consolidateShardedCheckpoint(
+      options.consolidatePath, slrt::modelFingerprint(loaded.schedule), specs);
+  if (!options.exportOnnxPath.empty()) {
+    std::vector<const void *> weights;
+    for (const slrt::ParameterState &state : whole.parameters)
+      weights.push_back(state.master.data());
+    slrt::exportTrainedOnnx(loaded, weights, options.exportOnnxPath);
+  }
+  if (!options.savePath.empty())
+    slrt::saveCheckpoint(options.savePath, whole);
+  std::printf("consolidated %s (step %llu, %d parameters)%s%s%s%s\n",
+              options.consolidatePath.c_str(), static_cast<unsigned long long>(whole.step),
+              static_cast<int>(whole.parameters.size()),
+              options.savePath.empty() ? "" : " into ", options.savePath.c_str(),
+              options.exportOnnxPath.empty() ? "" : " and ", options.exportOnnxPath.c_str());
   return 0;
 }
 
@@ -326,6 +430,8 @@ int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedS
 int run(const Options &options) {
   std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
   slrt::LoadedSchedule loaded = slrt::loadSchedule(options.schedulePath);
+  if (!options.consolidatePath.empty())
+    return consolidate(options, loaded);
   if (loaded.schedule.kind() == slrt::kTrainKind)
     return train(options, *backend, loaded);
   if (loaded.schedule.kind() == slrt::kGenerateKind)
@@ -392,6 +498,12 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
       ->type_name("G");
+  app.add_option("--collective-timeout", o.collectiveTimeout,
+                 "With several ranks (mpirun -np W): seconds a collective may take before the job "
+                 "is ended with an error naming the rank and the collective")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->type_name("SECONDS");
   app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu (the CUDA backend does not execute schedules yet)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
@@ -451,8 +563,17 @@ int main(int argc, char **argv) {
                   ->type_name("FILE"));
   trainOption(app.add_option("--resume", o.resumePath,
                              "Continue from a checkpoint written by --save for the same model: "
-                             "its weights, moments and step count; --steps more steps follow")
+                             "its weights, moments and step count; --steps more steps follow. "
+                             "With several ranks, the index of a sharded checkpoint written with "
+                             "as many ranks")
                   ->type_name("FILE"));
+  app.add_option("--consolidate", o.consolidatePath,
+                 "Instead of running: read the sharded checkpoint whose index is INDEX (written "
+                 "by --save in a run of several ranks) and write it whole, for SCHEDULE's model, "
+                 "as one checkpoint (--save FILE, which a run of one rank can --resume) and/or "
+                 "as ONNX with the trained weights (--export-onnx FILE)")
+      ->group(training)
+      ->type_name("INDEX");
 
   const char *generation = "Generation (generate schedules only)";
   std::vector<CLI::Option *> generateOptions;
@@ -525,10 +646,34 @@ int main(int argc, char **argv) {
   for (CLI::Option *option : generateOptions)
     if (option->count() > 0)
       o.generateFlagsGiven.push_back(option->get_name());
+  std::unique_ptr<slrt::Communicator> comm;
   try {
+    // First, so that every rank of a job is in MPI before any can fail and abort the job.
+    slrt::CommOptions commOptions;
+    commOptions.backend = o.backendName;
+    commOptions.timeoutSeconds = o.collectiveTimeout;
+    comm = slrt::openCommunicator(commOptions);
+    o.comm = comm.get();
+    if (!o.consolidatePath.empty() &&
+        (!o.inferFlagsGiven.empty() || !o.generateFlagsGiven.empty()))
+      throw makeError("--consolidate takes only --save and --export-onnx, not ",
+                      flagList(o.inferFlagsGiven.empty() ? o.generateFlagsGiven
+                                                         : o.inferFlagsGiven));
+    if (!o.consolidatePath.empty())
+      for (const std::string &flag : o.trainFlagsGiven)
+        if (flag != "--save" && flag != "--export-onnx")
+          throw makeError("--consolidate takes only --save and --export-onnx (it does not train), "
+                          "not ", flag);
     return run(o);
   } catch (const std::exception &e) {
-    std::cerr << "sl-run: error: " << e.what() << "\n";
-    return 1;
+    if (!comm) {
+      std::cerr << "sl-run: error: " << e.what() << "\n";
+      return 1;
+    }
+    // One rank's error ends the job: the others would wait for it in their next collective.
+    std::cerr << "sl-run: error: rank " << comm->rank() << " of " << comm->size() << ": "
+              << e.what() << "\n";
+    std::cerr.flush();
+    comm->abort(1);
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "slrt/backend.h"
+#include "slrt/comm.h"
 #include "slrt/host_tensor.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/trace.h"
@@ -43,7 +44,9 @@ struct RunStats {
   uint64_t bytesHostToDevice = 0;
   uint64_t bytesDeviceToHost = 0;
   uint64_t bytesWithinSpace = 0;
-  // Bytes moved by collectives; always 0 until the runtime runs them.
+  // Bytes moved by collectives: per ALL_GATHER its result's bytes, per REDUCE_SCATTER its
+  // operand's, i.e. the whole (unsharded) tensor each time, the P of the traffic formulas. A ring
+  // sends and receives (world - 1) / world of that per rank.
   uint64_t bytesCollective = 0;
   // Bytes read from parameter files when the executor was created.
   uint64_t parameterBytesRead = 0;
@@ -73,6 +76,9 @@ struct ExecutorOptions {
   // the first, as long as fewer than traceSpanLimit spans are held when one starts.
   bool trace = false;
   size_t traceSpanLimit = 1000000;
+  // The ranks of the job: required for a schedule of world > 1 (with exactly that many ranks),
+  // refused for a schedule of one rank when the job has more. Must outlive the executor.
+  Communicator *comm = nullptr;
 };
 
 // Runs on the HOST_COMPUTE stream's thread when an OPTIMIZER_STEP kernel's turn comes.
@@ -97,14 +103,17 @@ void checkInputs(const sl::schedule::Schedule &schedule,
 // between runs: what one program leaves in the host pool (a KV cache) the next one reads. Before a
 // kernel it waits until every event in its wait_events has been recorded in this run; after the
 // kernel it records its record_events. COPY kernels go to Backend::copy, OPTIMIZER_STEP to the hook
-// (or nothing), the others to Backend::execute. The verifier has checked that this order cannot
+// (or nothing), ALL_GATHER and REDUCE_SCATTER to the communicator, the others to
+// Backend::execute. The verifier has checked that this order cannot
 // deadlock (every waited event is recorded by an earlier kernel) and that kernels of different
 // streams that touch the same bytes are ordered by events, so the outputs are those of running the
 // kernels one by one in list order.
 class Executor {
 public:
-  // Allocates the backend's arena and pool, reads every parameter into its host buffer and writes
-  // every constant into its own (a one-element constant is repeated over the whole buffer).
+  // Allocates the backend's arena and pool, reads every parameter into its host buffer (with
+  // world > 1: the part of it in this rank's part of its shard, into the shard's buffer, zeros
+  // elsewhere) and writes every constant into its own (a one-element constant is repeated over
+  // the whole buffer). Error when the job's ranks do not match the schedule's world.
   // `schedule` and `backend` must outlive the executor. Throws Error for a negative or NaN
   // options.linkGbps.
   Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options = {});
@@ -138,6 +147,15 @@ public:
   // the weights the next run computes with. Error for an index out of range.
   const TensorRef &parameterBuffer(int index) const;
 
+  // World > 1: the host buffer of this rank's part of Schedule.shards(index), which the
+  // schedule's copies read on every run (so writing it between runs updates the weights). A
+  // sharded parameter has no parameterBuffer. Error for an index out of range.
+  const TensorRef &shardBuffer(int index) const;
+
+  // The schedule's world (1 for a schedule of one rank) and this process's rank in it.
+  uint32_t world() const { return world_; }
+  int rank() const { return options_.comm ? options_.comm->rank() : 0; }
+
   // The host buffer output `name` of program `program` is written to, valid until a run
   // overwrites it. Error for a name that is not an output of the program.
   const TensorRef &outputBuffer(const std::string &name, uint32_t program = 0) const;
@@ -168,6 +186,7 @@ private:
   uint32_t onlyProgram() const;
   void runStream(StreamRun &run, bool tracing, uint32_t program);
   void runKernel(int index, StreamRun &run);
+  void runCollective(int index, StreamRun &run);
   void pacedCopy(const TensorRef &src, const TensorRef &dst);
   bool waitForEvent(size_t worker, uint32_t slot, bool &blocked);
   void failIfStuck();
@@ -179,6 +198,7 @@ private:
   Backend &backend_;
   ExecutorOptions options_;
   OptimizerStepHook optimizerStepHook_;
+  uint32_t world_ = 1;
   // refs_[i] locates buffer i in its memory space.
   std::vector<TensorRef> refs_;
   // Per kernel: operand and result refs, the dense slots (below) of its waited and recorded
