@@ -14,7 +14,9 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "gather_indices.h"
 #include "slrt/atomic_file.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -86,6 +88,7 @@ void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
   if (tensor.data.size() != buffer.bytes())
     throw makeError("input '", name, "' holds ", tensor.data.size(), " bytes, but ",
                     dtypeName(buffer.dtype()), " ", formatShape(shape), " needs ", buffer.bytes());
+  checkGatherIndices(schedule, name, tensor);
 }
 
 void checkInputs(const sl::schedule::Schedule &schedule,
@@ -241,6 +244,14 @@ void Executor::loadParameters() {
       file = std::make_unique<File>(path);
     preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
     stats_.parameterBytesRead += p.bytes();
+    // No model has a NaN weight on purpose, and one would only show up steps later as a NaN loss
+    // or output; infinities may be meant (a mask), so the trainer alone refuses those.
+    const TensorRef &ref = refs_[p.buffer()];
+    if (std::optional<NonFinite> bad = findNonFinite(
+            ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(p.dtype())), p.dtype(), true))
+      throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ", bad->index,
+                      " of its ", dtypeName(p.dtype()), " ", formatShape(ref.shape),
+                      " (read from offset ", p.file_offset(), "): the model file is corrupt");
   }
 }
 

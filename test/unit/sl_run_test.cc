@@ -236,9 +236,12 @@ TEST_F(SlRunAttentionTest, IndexOutOfRangeIsAnError) {
   writeNpy(ids, i64Tensor({1, 4}, {0, 7, 1, 2}));
   Result r = slRun(schedule + " --input " + ids);
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_THAT(r.output, HasSubstr("sl-run: error: kernel " + std::to_string(block.gatherKernel) +
-                                  " 'embed' (GATHER): index 7 (element 1 of the indices [1, 4]) "
-                                  "is out of range"));
+  // Refused as the input is read, naming its file and the element, before any kernel runs.
+  EXPECT_THAT(r.output,
+              HasSubstr("sl-run: error: " + ids + ": input 'ids' holds 7 at [0, 1]: kernel " +
+                        std::to_string(block.gatherKernel) +
+                        " 'embed' (GATHER), which indexes axis 0 of [6, 8] with it, "
+                        "takes -6..5"));
 }
 
 // Training: a train schedule (TinyTrain) on a token file.
@@ -434,10 +437,12 @@ TEST_F(SlRunTrainTest, OutOfRangeTokenStopsNamingTheStep) {
   writeBytes(tokens, std::string(reinterpret_cast<const char *>(ids.data()), 2 * ids.size()));
   Result r = slRun(train("--steps 3"));
   EXPECT_EQ(r.exitCode, 1);
+  // The schedule has no CROSS_ENTROPY to take a vocabulary from; the embedding GATHER's rows
+  // bound the ids instead.
   EXPECT_THAT(r.output,
-              HasSubstr("sl-run: error: step 2: kernel " + std::to_string(model.embedKernel) +
-                        " 'embed' (GATHER): index "
-                        "300"));
+              HasSubstr("sl-run: error: step 2: input 'input_ids' holds 300 at [1, 1]: kernel " +
+                        std::to_string(model.embedKernel) +
+                        " 'embed' (GATHER), which indexes axis 0 of [8, 4] with it, takes -8..7"));
   r = slRun(train("--steps 3 --vocab 8"));
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: step 2: " + tokens + ": token 10 of the file"));

@@ -267,12 +267,15 @@ TEST_F(TrainerTest, OutOfRangeTokensStopNamingTheStep) {
   writeTokens(tokensPath, bad);
   TokenData data = TokenData::open(tokensPath, TokenDType::U16);
   {
-    // Without a vocabulary the schedule's GATHER refuses the id, naming its kernel.
+    // Without a vocabulary (the schedule has no CROSS_ENTROPY to take one from), the batch is
+    // refused against the embedding GATHER that reads it, before any kernel runs.
     Trainer trainer(loaded, *backend, data, {});
     trainer.step();
     EXPECT_THAT(errorOf([&] { trainer.step(); }),
-                StartsWith("step 2: kernel " + std::to_string(model.embedKernel) +
-                           " 'embed' (GATHER): index 9"));
+                StartsWith("step 2: input 'input_ids' holds 9 at [0, 2]: kernel " +
+                           std::to_string(model.embedKernel) +
+                           " 'embed' (GATHER), which indexes axis 0 of [8, 4] with it, takes "
+                           "-8..7"));
     EXPECT_EQ(trainer.completedSteps(), 1u);
   }
   {
@@ -329,6 +332,28 @@ TEST_F(TrainerTest, TooSmallTokenFileIsRefusedUpFront) {
   TokenData data = TokenData::open(tokensPath, TokenDType::U16);
   EXPECT_THAT(errorOf([&] { Trainer(loaded, *backend, data, {}); }),
               HasSubstr("the token file is too small"));
+}
+
+// The executor refuses a NaN weight; a trained one must not be infinite either, since its update
+// would be NaN. Both are refused before the first step, naming the parameter and the element.
+TEST_F(TrainerTest, NonFiniteWeightsAreRefusedAtLoad) {
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  std::string file = dir.file("tiny_train.params");
+  std::string params = readFile(file);
+  for (float value : {-INFINITY, std::nanf("")}) {
+    std::string poisoned = params;
+    // The file holds a 16-byte header, w (f32 [4, 3]) then b.
+    std::memcpy(poisoned.data() + 16 + 5 * sizeof(float), &value, sizeof value);
+    writeBytes(file, poisoned);
+    EXPECT_THAT(errorOf([&] { Trainer(loaded, *backend, data, {}); }),
+                HasSubstr(std::isnan(value)
+                              ? file + ": parameter 'w' holds NaN at element 5 of its "
+                                       "f32 [4, 3] (read from offset 16): the model "
+                                       "file is corrupt"
+                              : file + ": parameter 'w' holds -inf at element 5 of "
+                                       "its f32 [4, 3]: a trained parameter must be "
+                                       "finite"));
+  }
 }
 
 TEST_F(TrainerTest, BadOptionsAreRefused) {

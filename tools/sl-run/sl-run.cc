@@ -330,8 +330,9 @@ int main(int argc, char **argv) {
                   ->type_name("N"));
   trainOption(app.add_option("--vocab", o.vocab,
                              "The vocabulary size: a token id at or past it stops training, "
-                             "naming its position in --data. Without it, such an id is refused "
-                             "by the kernel that reads it")
+                             "naming its position in --data. Default: the model's (the last "
+                             "dimension of the logits its loss reads); more than that is an "
+                             "error")
                   ->check(CLI::PositiveNumber)
                   ->type_name("N"));
   trainOption(app.add_option("--lr", o.adamw.lr, "AdamW learning rate (peak, with a schedule)")

@@ -76,7 +76,9 @@ struct ExecutorOptions {
 using OptimizerStepHook = std::function<void(const sl::schedule::Kernel &)>;
 
 // Throws Error unless `name` is an input of `schedule` and `tensor` has exactly the dtype and shape
-// of its buffer. Lets a tool check each input as it reads it, before any parameter is loaded.
+// of its buffer, and, when a GATHER reads it as indices (token ids into an embedding), unless
+// every index is within that GATHER's axis. Lets a tool check each input as it reads it, before any
+// parameter is loaded.
 void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
                 const HostTensor &tensor);
 
@@ -97,7 +99,8 @@ public:
   // Allocates the backend's arena and pool, reads every parameter into its host buffer and writes
   // every constant into its own (a one-element constant is repeated over the whole buffer).
   // `schedule` and `backend` must outlive the executor. Throws Error for a negative or NaN
-  // options.linkGbps.
+  // options.linkGbps, and for a float parameter holding a NaN (naming the parameter, the element
+  // and the file).
   Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options = {});
   ~Executor();
   Executor(const Executor &) = delete;
