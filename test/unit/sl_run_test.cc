@@ -167,8 +167,34 @@ TEST_F(SlRunTest, UnwritableOutputLeavesNoFile) {
   std::string out = dir.file("no/such/dir/y.npy");
   Result r = slRun(schedule + " --input " + x + " --output " + out);
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_THAT(r.output, HasSubstr(out + ": cannot create a temporary file"));
+  // Refused before the run, whose result could not be written.
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --output " + out +
+                                  ": cannot write (No such file or "
+                                  "directory)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("y: f32")));
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// A run that does not fit in the memory free is refused before anything is allocated, with the
+// bytes needed and available; exactly enough runs. The testing hook stands in for MemAvailable.
+TEST_F(SlRunTest, RunThatDoesNotFitInMemoryIsRefusedUpFront) {
+  // The pool, the arena (host memory on the CPU backend), and y copied out and encoded again.
+  uint64_t need = mlp.schedule.host_pool_bytes() + mlp.schedule.device_arena_bytes() + 2 * 24;
+  std::string y = dir.file("y.npy"), args = schedule + " --input " + x + " --output " + y;
+  ::setenv("SL_TEST_HOST_MEMORY_AVAILABLE", std::to_string(need - 1).c_str(), 1);
+  Result r = slRun(args);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: " + schedule + ": the run needs "));
+  EXPECT_THAT(r.output,
+              HasSubstr("(" + std::to_string(need) + " bytes) of host memory (host pool "));
+  EXPECT_THAT(r.output, HasSubstr("(" + std::to_string(need - 1) +
+                                  " bytes) is available (SL_TEST_HOST_MEMORY_AVAILABLE)"));
+  EXPECT_FALSE(std::filesystem::exists(y));
+  ::setenv("SL_TEST_HOST_MEMORY_AVAILABLE", std::to_string(need).c_str(), 1);
+  r = slRun(args);
+  ::unsetenv("SL_TEST_HOST_MEMORY_AVAILABLE");
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  expectOutputMatches(y);
 }
 
 TEST_F(SlRunTest, CudaBackendSaysItDoesNotRunSchedulesYet) {

@@ -10,9 +10,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "slrt/atomic_file.h"
 #include "slrt/backend.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/memory_check.h"
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
 #include "slrt/report.h"
@@ -114,6 +116,26 @@ slrt::ExecutorOptions executorOptions(const Options &options) {
   return executor;
 }
 
+// Refuses, before the run, an output file that could not be written after it: the work of a run
+// must not be lost to a typo in a path.
+void checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs) {
+  for (const auto &[flag, path] : outputs)
+    if (!path.empty()) {
+      try {
+        slrt::checkWritable(path);
+      } catch (const slrt::Error &e) {
+        throw makeError(flag, " ", e.what());
+      }
+    }
+}
+
+// Refuses a run whose arena, pool and host-side state do not fit in the memory free now.
+void checkMemory(const slrt::LoadedSchedule &loaded, const slrt::Backend &backend,
+                 const slrt::RunMemoryOptions &options) {
+  slrt::checkMemoryFits(loaded.path, slrt::runMemoryNeed(loaded.schedule, options),
+                        slrt::availableMemory(backend));
+}
+
 std::string flagList(const std::vector<std::string> &flags) {
   std::string list;
   for (const std::string &flag : flags)
@@ -147,6 +169,14 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
     }
     inputs.emplace(name, std::move(tensor));
   }
+  std::vector<std::pair<const char *, std::string>> outputPaths = {{"--report", options.reportPath},
+                                                                   {"--trace", options.tracePath}};
+  for (const auto &[name, file] : outputFiles)
+    outputPaths.emplace_back("--output", file);
+  checkOutputPaths(outputPaths);
+  slrt::RunMemoryOptions memory;
+  memory.writeOutputs = !outputFiles.empty();
+  checkMemory(loaded, backend, memory);
 
   slrt::Executor executor(loaded, backend, executorOptions(options));
   std::vector<slrt::NamedTensor> outputs = executor.run(inputs);
@@ -188,6 +218,15 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   options.adamw.validate();
   slrt::TokenData data =
       slrt::TokenData::open(options.dataPath, slrt::parseTokenDType(options.dataDType));
+  checkOutputPaths({{"--save", options.savePath},
+                    {"--export-onnx", options.exportOnnxPath},
+                    {"--report", options.reportPath},
+                    {"--trace", options.tracePath}});
+  slrt::RunMemoryOptions memory;
+  memory.training = true;
+  memory.resume = !options.resumePath.empty();
+  memory.save = !options.savePath.empty();
+  checkMemory(loaded, backend, memory);
   slrt::TrainerOptions trainerOptions;
   trainerOptions.adamw = options.adamw;
   trainerOptions.vocabSize = options.vocab;
