@@ -270,6 +270,12 @@ def test_missing_parameter_file(tiny, tmp_path):
     path = tiny.write_schedule(s, "absent_params.slsched")
     refused(train_fails(tiny, tmp_path, schedule=path),
             f"{path}: parameter 'embed': file '{tiny.root / 'absent.onnx'}' does not exist")
+    (tmp_path / "lm.onnx").mkdir()
+    path = tmp_path / "dir_params.slsched"
+    s.parameters[0].file = "lm.onnx"
+    path.write_bytes(s.SerializeToString())
+    refused(train_fails(tiny, tmp_path, schedule=path),
+            f"{path}: parameter 'embed': file '{tmp_path / 'lm.onnx'}' is not a regular file")
 
 
 def test_parameter_file_shorter_than_the_schedule_says(tiny, tmp_path):

@@ -252,6 +252,18 @@ TEST(SafetensorsTest, CorruptHeadersAreErrors) {
       {"shape overflows",
        fileWith("{" + entry("w", "F32", "[4294967296,4294967296]", "[0,8]") + "}", data8),
        {"tensor 'w'", "too large"}},
+      {"shorter than the header length",
+       std::string(5, '\0'),
+       {"truncated: 5 bytes, fewer than the 8 of the header length"}},
+      {"metadata not an object",
+       fileWith(R"({"__metadata__":3})", ""),
+       {"\"__metadata__\" is not an object of strings"}},
+      {"dtype not a string",
+       fileWith(R"({"w":{"dtype":1,"shape":[2],"data_offsets":[0,8]}})", data8),
+       {"tensor 'w': dtype is not a string"}},
+      {"shape not an array",
+       fileWith(R"({"w":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", data8),
+       {"tensor 'w': shape is not an array"}},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.what);
@@ -260,6 +272,16 @@ TEST(SafetensorsTest, CorruptHeadersAreErrors) {
     for (const std::string &part : c.expected)
       EXPECT_THAT(message, HasSubstr(part));
   }
+}
+
+// A header length past the reference implementation's limit is corruption, even when the file is
+// that long: it is refused before any of it is parsed.
+TEST(SafetensorsTest, HeaderOverTheLimitIsAnError) {
+  const uint64_t length = 100'000'001;
+  std::string bytes = fileWith(std::string(length, ' '), "");
+  EXPECT_THAT(decodeError(bytes),
+              HasSubstr("bad.safetensors: the header length 100000001 is over the limit of "
+                        "100000000 bytes"));
 }
 
 TEST(SafetensorsTest, WriterRefusesWhatItCannotWrite) {
@@ -527,6 +549,17 @@ TEST(CheckpointTest, NonFiniteValuesAndNegativeSecondMomentsAreRefused) {
   }
 }
 
+TEST(CheckpointTest, ModelListingAParameterTwiceIsAnError) {
+  TempDir dir;
+  TrainingCheckpoint saved = sampleCheckpoint();
+  saveCheckpoint(dir.file("ckpt.safetensors"), saved);
+  std::vector<ParameterSpec> specs = specsOf(saved);
+  specs.push_back(specs[1]);
+  EXPECT_THAT(
+      errorOf([&] { loadCheckpoint(dir.file("ckpt.safetensors"), saved.modelFingerprint, specs); }),
+      HasSubstr("ckpt.safetensors: the model lists parameter 'onnx::MatMul_1042' twice"));
+}
+
 TEST(CheckpointTest, SaveRefusesInconsistentState) {
   TempDir dir;
   TrainingCheckpoint bad = sampleCheckpoint();
@@ -534,6 +567,11 @@ TEST(CheckpointTest, SaveRefusesInconsistentState) {
   EXPECT_THAT(errorOf([&] { saveCheckpoint(dir.file("c.safetensors"), bad); }),
               AllOf(HasSubstr(dir.file("c.safetensors")), HasSubstr("'model.norm.weight'"),
                     HasSubstr("AdamW second moment hold 7 values, its shape [8] has 8")));
+  TrainingCheckpoint negative = sampleCheckpoint();
+  negative.parameters[0].shape = {-16, 8};
+  EXPECT_THAT(errorOf([&] { saveCheckpoint(dir.file("c.safetensors"), negative); }),
+              HasSubstr("c.safetensors: cannot save parameter 'model.embed_tokens.weight': "
+                        "invalid shape [-16, 8]"));
   TrainingCheckpoint clash = sampleCheckpoint();
   clash.parameters[3].name = "onnx::MatMul_1042.adam_m";
   EXPECT_THAT(errorOf([&] { saveCheckpoint(dir.file("c.safetensors"), clash); }),

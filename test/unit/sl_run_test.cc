@@ -250,6 +250,19 @@ TEST_F(SlRunAttentionTest, PrintsI64AndBoolOutputs) {
   EXPECT_THAT(r.output, HasSubstr("keep: bool [1, 4] = false true true true\n"));
 }
 
+// With two outputs, a bare file cannot be assigned to one; a name with no file is refused too.
+TEST_F(SlRunAttentionTest, OutputsMustBeNamedWhenThereAreSeveral) {
+  Result r = slRun(schedule + " --input " + ids + " --output " + dir.file("y.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --output " + dir.file("y.npy") +
+                                  ": the schedule has 2 outputs (y, keep), so name it: --output "
+                                  "NAME=FILE"));
+  r = slRun(schedule + " --input ids=");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --input ids=: no file given"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.npy")));
+}
+
 TEST_F(SlRunAttentionTest, WrongInputDTypeIsAnError) {
   writeNpy(dir.file("f.npy"), f32Tensor({1, 4}, {3, 1, 0, 1}));
   Result r = slRun(schedule + " --input " + dir.file("f.npy"));
