@@ -24,6 +24,9 @@ and y = x + c with c an int64 initializer (a constant, not a parameter):
   constant-too-large          c's dims are [2^20, 2^20] (no data)
   constant-raw-size           c is int64 [2] with 7 bytes of raw_data
   constant-value-count        c is int64 [2] with 3 values in int64_data
+  constant-string             c is a string tensor
+and:
+  missing-input               y = Add(x, ""): a required input left out
 """
 import os
 import sys
@@ -128,6 +131,13 @@ kinds = {
     "constant-raw-size": lambda d: constant_model(
         d, lambda c: setattr(c, "raw_data", b"\0" * 7)),
     "constant-value-count": lambda d: constant_model(d, lambda c: typed(c, [1, 2, 3])),
+    "constant-string": lambda d: constant_model(
+        d, lambda c: c.CopyFrom(helper.make_tensor("c", TensorProto.STRING, [2], [b"a", b"b"]))),
+    "missing-input": lambda d: save(d, helper.make_model(
+        helper.make_graph([helper.make_node("Add", ["x", ""], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]),
+        opset_imports=[helper.make_opsetid("", 14)])),
     "not-onnx": lambda d: open(os.path.join(d, "model.onnx"), "w").write("not a model\n"),
     "empty": lambda d: open(os.path.join(d, "model.onnx"), "w").close(),
     "external-truncated": lambda d: external(d, truncate),
