@@ -61,7 +61,8 @@ def AppendLossPass : Pass<"sl-append-loss", "mlir::ModuleOp"> {
     are the next tokens of each input window, which the training data supplies already shifted;
     the loss of a step is the mean over all of its tokens, never a mean of per-sub-batch means.
 
-    With `keep-logits`, `logits` stays as a second output.
+    With `keep-logits`, `logits` stays as a second output. A function without an int64 input
+    named `input_ids` (the token ids a training step reads from `sl-run --data`) is an error.
   }];
   let options = [
     Option<"logitsName", "logits", "std::string", /*default=*/"\"logits\"",

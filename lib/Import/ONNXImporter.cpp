@@ -26,8 +26,10 @@
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 
@@ -50,6 +52,24 @@ std::string absolute(llvm::StringRef path) {
 // Exporters write these opsets; the operators imported so far mean the same in all of them.
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 21;
+
+// Whether a tensor of `shape` (dynamic dimensions left out) and `elementBytes` bytes an element
+// has a byte size that fits in int64: no larger buffer can exist, and every later size computation
+// (MLIR's getNumElements, the memory plan, the schedule) would wrap around.
+bool fitsInBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes) {
+  int64_t bytes = int64_t(std::max<uint64_t>(elementBytes, 1));
+  for (int64_t dim : shape)
+    if (dim != ShapedType::kDynamic && __builtin_mul_overflow(bytes, dim, &bytes))
+      return false;
+  return true;
+}
+
+std::string shapeText(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, dim] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + (dim == ShapedType::kDynamic ? "?" : std::to_string(dim));
+  return text + "]";
+}
 
 } // namespace
 
@@ -198,6 +218,8 @@ LogicalResult Importer::load() {
       return fileError() << "the model is " << bytes.size()
                          << " bytes; protobuf files over 2 GiB must keep their weights in "
                             "external data files";
+    if (bytes.empty())
+      return fileError() << "the file is empty, not an ONNX model";
     if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
       return fileError() << "not a valid ONNX model (truncated or corrupt protobuf)";
     std::string error;
@@ -246,6 +268,9 @@ FailureOr<RankedTensorType> Importer::tensorType(const onnx::TypeProto &type,
     if (dimNames)
       dimNames->push_back(builder.getStringAttr(dim.has_dim_param() ? dim.dim_param() : ""));
   }
+  if (!fitsInBytes(shape, (*element).getIntOrFloatBitWidth() / 8))
+    return fileError() << what << " of shape " << shapeText(shape) << " and element type "
+                       << onnxTypeName(tensor.elem_type()) << " is too large (2^63 bytes or more)";
   return RankedTensorType::get(shape, *element);
 }
 
@@ -276,16 +301,19 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
                                   onnx::TensorProto::DataType(tensor.data_type()))
                            << "; only floating-point initializers (parameters) are supported";
   SmallVector<int64_t> shape;
-  uint64_t numel = 1;
   for (int64_t dim : tensor.dims()) {
     if (dim < 0)
       return nodeError(node) << "initializer '" << tensor.name() << "' has negative dimension "
                              << dim;
     shape.push_back(dim);
-    numel *= uint64_t(dim);
   }
+  uint64_t elementBytes = (*element).getIntOrFloatBitWidth() / 8;
+  if (!fitsInBytes(shape, elementBytes))
+    return nodeError(node) << "initializer '" << tensor.name() << "' of shape " << shapeText(shape)
+                           << " and element type " << onnxTypeName(tensor.data_type())
+                           << " is too large (2^63 bytes or more)";
   auto type = RankedTensorType::get(shape, *element);
-  uint64_t bytes = numel * ((*element).getIntOrFloatBitWidth() / 8);
+  uint64_t bytes = uint64_t(type.getNumElements()) * elementBytes;
 
   StringAttr file;
   IntegerAttr offset;
@@ -300,8 +328,10 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
       else if (entry.key() == "offset" || entry.key() == "length") {
         uint64_t value;
         if (llvm::StringRef(entry.value()).getAsInteger(10, value))
-          return nodeError(node) << "initializer '" << tensor.name() << "' has a malformed "
-                                 << entry.key() << " '" << entry.value() << "'";
+          return nodeError(node) << "initializer '" << tensor.name() << "' has external data "
+                                 << entry.key() << " '" << entry.value()
+                                 << "', which is not a byte count (a non-negative integer below "
+                                    "2^64)";
         (entry.key() == "offset" ? externalOffset : externalLength.emplace()) = value;
       }
     }
@@ -318,9 +348,10 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
                              << tensor.name() << "' cannot be read";
     length = externalLength.value_or(bytes);
     if (externalOffset > fileSize || length > fileSize - externalOffset)
-      return nodeError(node) << "initializer '" << tensor.name() << "' reads bytes ["
-                             << externalOffset << ", " << externalOffset + length << ") of '"
-                             << full << "', which has only " << fileSize << " bytes";
+      return nodeError(node) << "initializer '" << tensor.name() << "' reads " << length
+                             << " bytes at offset " << externalOffset << " of '" << full
+                             << "', which has only " << fileSize
+                             << " bytes (the file is truncated, or the offset is wrong)";
     file = builder.getStringAttr(full);
     offset = builder.getI64IntegerAttr(int64_t(externalOffset));
   } else if (auto it = dataLocations.find(tensor.name()); it != dataLocations.end()) {
@@ -357,7 +388,9 @@ FailureOr<Value> Importer::constant(const onnx::NodeProto &node,
   for (int64_t d : shape) {
     if (d < 0 || d > (int64_t(1) << 40))
       return nodeError(node) << "constant '" << tensor.name() << "' has invalid dimension " << d;
-    numel *= d;
+    // Saturates: any overflowing count is far past the limit below.
+    if (__builtin_mul_overflow(numel, d, &numel))
+      numel = std::numeric_limits<int64_t>::max();
   }
   if (numel > (int64_t(1) << 28))
     return nodeError(node) << "constant '" << tensor.name() << "' is too large (" << numel

@@ -60,6 +60,18 @@ FailureOr<pb::DType> dtypeOf(Location loc, Type type) {
   return emitError(loc) << "element type " << type << " cannot be scheduled";
 }
 
+// Refuses a buffer whose byte size does not fit in int64 (shapes bound past any memory, by a huge
+// batch= say): every size and offset the schedule holds is then free of wrap-around, and sl-run
+// never sees a schedule that its verifier would refuse as too large.
+LogicalResult checkSize(Location loc, RankedTensorType type, llvm::StringRef name) {
+  int64_t bytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  for (int64_t dim : type.getShape())
+    if (__builtin_mul_overflow(bytes, dim, &bytes))
+      return emitError(loc) << "'" << name << "' of type " << type
+                            << " is too large to schedule (2^63 bytes or more)";
+  return success();
+}
+
 std::string locationName(Location loc) {
   if (auto name = llvm::dyn_cast<NameLoc>(loc))
     return name.getName().str();
@@ -154,7 +166,7 @@ FailureOr<uint32_t> Emitter::addBuffer(Location loc, Value value, pb::MemorySpac
                           << "; bind the batch and sequence sizes first "
                              "(--sl-infer=\"batch=N seq=N\" or --sl-bind-shapes)";
   FailureOr<pb::DType> dtype = dtypeOf(loc, type.getElementType());
-  if (failed(dtype))
+  if (failed(dtype) || failed(checkSize(loc, type, name)))
     return failure();
   uint64_t bytes = uint64_t(type.getNumElements()) * std::max<uint64_t>(
                                                           1, type.getElementTypeBitWidth() / 8);
@@ -736,6 +748,8 @@ FailureOr<uint32_t> ExplicitStepEmitter::bufferOf(Value value, Location loc) {
   } else {
     name = locationName(value.getDefiningOp()->getLoc());
   }
+  if (failed(checkSize(loc, type, name)))
+    return failure();
   buffer->set_name(name);
   buffer->set_space(memorySpaceOf(value) == MemorySpace::Host ? pb::HOST : pb::DEVICE);
   buffer->set_offset(*offset);

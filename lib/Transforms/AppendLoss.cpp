@@ -15,6 +15,8 @@ using namespace mlir;
 
 namespace {
 
+constexpr llvm::StringLiteral kTokenInput = "input_ids";
+
 struct AppendLossPass : public sl::impl::AppendLossPassBase<AppendLossPass> {
   using AppendLossPassBase::AppendLossPassBase;
 
@@ -41,6 +43,31 @@ struct AppendLossPass : public sl::impl::AppendLossPassBase<AppendLossPass> {
     }
   }
 
+  // A training step reads its token ids (sl-run's --data) into the input named input_ids; a model
+  // without one compiles to a schedule sl-run cannot train, so it is refused here, first.
+  LogicalResult checkTokenInput(func::FuncOp func, RankedTensorType logitsType) {
+    std::string names;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, "sl.name");
+      names += (names.empty() ? "'" : ", '") + (name ? name.str() : "#" + std::to_string(i)) + "'";
+      if (!name || name.getValue() != kTokenInput)
+        continue;
+      auto type = llvm::dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+      if (!type || !type.getElementType().isInteger(64) ||
+          type.getRank() != logitsType.getRank() - 1)
+        return func.emitError("sl-append-loss: input '")
+               << kTokenInput << "' must be int64 token ids of the logits' shape without the "
+               << "vocabulary dimension (rank " << logitsType.getRank() - 1 << "), got "
+               << func.getArgument(i).getType();
+      return success();
+    }
+    return func.emitError("sl-append-loss: @")
+           << func.getSymName() << " has no input named '" << kTokenInput << "' (its inputs: "
+           << (names.empty() ? std::string("none") : names)
+           << "); a training step feeds the token ids of sl-run's --data to that input: export "
+              "the model with input_names=[\"input_ids\"]";
+  }
+
   LogicalResult appendLoss(func::FuncOp func, unsigned logitsIndex) {
     auto ret = llvm::cast<func::ReturnOp>(func.getBody().back().getTerminator());
     Value logits = ret.getOperand(logitsIndex);
@@ -48,6 +75,8 @@ struct AppendLossPass : public sl::impl::AppendLossPassBase<AppendLossPass> {
     if (!logitsType || logitsType.getRank() < 2)
       return func.emitError("sl-append-loss: output '")
              << logitsName << "' must be [..., vocab] logits, got " << logits.getType();
+    if (failed(checkTokenInput(func, logitsType)))
+      return failure();
     OpBuilder builder(func.getContext());
 
     // labels: the logits' shape without the vocabulary, named like the token input's dimensions.

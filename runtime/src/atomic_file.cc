@@ -59,6 +59,20 @@ void writeFileAtomically(const std::string &path, const std::string &contents) {
   }
 }
 
+void checkWritable(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+    throw makeError(path, ": cannot write (it is a directory)");
+  // The same temporary writeFileAtomically would create: where it can be made, the write can be
+  // done, short of a full disk.
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw makeError(path, ": cannot write (", errnoText(), ")");
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
 std::string readFile(const std::string &path) {
   std::FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
@@ -68,10 +82,11 @@ std::string readFile(const std::string &path) {
   size_t n;
   while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0)
     contents.append(chunk, n);
-  bool failed = std::ferror(file);
+  // fopen opens a directory; its first read fails with EISDIR, which the message then names.
+  std::string why = std::ferror(file) ? errnoText() : "";
   std::fclose(file);
-  if (failed)
-    throw makeError(path, ": cannot read");
+  if (!why.empty())
+    throw makeError(path, ": cannot read (", why, ")");
   return contents;
 }
 

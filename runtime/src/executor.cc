@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "kernel_verifier.h"
+#include "gather_indices.h"
 #include "slrt/atomic_file.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
@@ -103,6 +104,7 @@ void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
   if (tensor.data.size() != buffer.bytes())
     throw makeError("input '", name, "' holds ", tensor.data.size(), " bytes, but ",
                     dtypeName(buffer.dtype()), " ", formatShape(shape), " needs ", buffer.bytes());
+  checkGatherIndices(schedule, name, tensor);
 }
 
 void checkInputs(const sl::schedule::Schedule &schedule,
@@ -298,6 +300,14 @@ void Executor::loadParameters() {
     if (world_ == 1) {
       preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
       stats_.parameterBytesRead += p.bytes();
+      // No model has a NaN weight on purpose, and one would only show up steps later as a NaN
+      // loss or output; infinities may be meant (a mask), so the trainer alone refuses those.
+      const TensorRef &ref = refs_[p.buffer()];
+      if (std::optional<NonFinite> bad = findNonFinite(
+              ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(p.dtype())), p.dtype(), true))
+        throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ", bad->index,
+                        " of its ", dtypeName(p.dtype()), " ", formatShape(ref.shape),
+                        " (read from offset ", p.file_offset(), "): the model file is corrupt");
       continue;
     }
     // The elements of the parameter that fall into this rank's part of its shard.
@@ -308,10 +318,15 @@ void Executor::loadParameters() {
     uint64_t end = std::min((rank + 1) * part, p.shard_offset() + p.bytes() / elementSize);
     if (begin >= end)
       continue;
-    preadAll(file->fd(), refs_[shard.buffer()].data + (begin - rank * part) * elementSize,
-             (end - begin) * elementSize, p.file_offset() + (begin - p.shard_offset()) * elementSize,
-             path);
+    std::byte *into = refs_[shard.buffer()].data + (begin - rank * part) * elementSize;
+    preadAll(file->fd(), into, (end - begin) * elementSize,
+             p.file_offset() + (begin - p.shard_offset()) * elementSize, path);
     stats_.parameterBytesRead += (end - begin) * elementSize;
+    if (std::optional<NonFinite> bad = findNonFinite(into, end - begin, p.dtype(), true))
+      throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ",
+                      begin - p.shard_offset() + bad->index, " of its ", dtypeName(p.dtype()),
+                      " [", p.bytes() / elementSize, " elements] (read from offset ",
+                      p.file_offset(), "): the model file is corrupt");
   }
 }
 

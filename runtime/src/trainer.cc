@@ -38,6 +38,23 @@ int64_t uncheckedVocabulary(TokenDType dtype) {
   return dtype == TokenDType::U16 ? int64_t{1} << 16 : int64_t{1} << 32;
 }
 
+// The vocabulary of the schedule's loss: the last dimension of the logits of its CROSS_ENTROPY
+// kernels (the smallest, should they differ), or 0 without one.
+int64_t scheduleVocabulary(const sl::schedule::Schedule &s) {
+  int64_t vocab = 0;
+  for (const sl::schedule::Kernel &kernel : s.kernels()) {
+    if (kernel.op() != sl::schedule::CROSS_ENTROPY || kernel.operands_size() == 0)
+      continue;
+    const sl::schedule::Buffer &logits = s.buffers(static_cast<int>(kernel.operands(0)));
+    if (logits.shape_size() == 0)
+      continue;
+    int64_t v = logits.shape(logits.shape_size() - 1);
+    if (v > 0 && (vocab == 0 || v < vocab))
+      vocab = v;
+  }
+  return vocab;
+}
+
 // "NaN" whatever its sign bit, or "inf" / "-inf", for messages.
 std::string nonFiniteText(float value) {
   return std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf";
@@ -159,21 +176,36 @@ Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenDa
   data_.checkFits(batchSize_ * world_, seqLen_);
   fingerprint_ = modelFingerprint(s);
 
+  int64_t modelVocab = scheduleVocabulary(s);
+  if (options_.vocabSize > 0 && modelVocab > 0 && options_.vocabSize > modelVocab)
+    throw makeError("the vocabulary size ", options_.vocabSize, " is larger than the model's, ",
+                    modelVocab, " (the last dimension of the logits its loss reads)");
+  vocab_ = options_.vocabSize > 0 ? options_.vocabSize : modelVocab;
+
   executor_ = std::make_unique<Executor>(schedule_, backend, options_.executor);
-  auto add = [&](const std::string &name, const TensorRef &ref, const std::string &gradName) {
+  auto add = [&](const std::string &name, const TensorRef &ref, const std::string &gradName,
+                 const std::string &where, const Shape &shape) {
     std::vector<float> weights(ref.bytes / sizeof(float));
     std::memcpy(weights.data(), ref.data, ref.bytes);
+    // The executor refused NaN; an infinite weight cannot be trained either (its update is NaN).
+    if (std::optional<NonFinite> bad =
+            findNonFinite(weights.data(), weights.size(), sl::schedule::F32))
+      throw makeError(where, ": parameter '", name, "' holds ", bad->text, " at element ",
+                      bad->index, " of its f32 ", formatShape(shape),
+                      ": a trained parameter must be finite");
     optimizer_.addParameter(name, std::move(weights));
     targets_.push_back(&ref);
     grads_.push_back(reinterpret_cast<const float *>(executor_->outputBuffer(gradName).data));
   };
   if (world_ > 1)
     for (int i = 0; i < s.shards_size(); ++i)
-      add(s.shards(i).name(), executor_->shardBuffer(i), kGradShardPrefix + s.shards(i).name());
+      add(s.shards(i).name(), executor_->shardBuffer(i), kGradShardPrefix + s.shards(i).name(),
+          "shard", Shape{int64_t(executor_->shardBuffer(i).bytes / sizeof(float))});
   else
     for (int i = 0; i < s.parameters_size(); ++i)
       add(s.parameters(i).name(), executor_->parameterBuffer(i),
-          kGradPrefix + s.parameters(i).name());
+          kGradPrefix + s.parameters(i).name(), schedule_.parameterFiles[static_cast<size_t>(i)],
+          toShape(s.parameters(i).shape()));
 
   // The verifier lets no parameter (shard) appear in two OPTIMIZER_STEPs, so counting them tells
   // whether every one is stepped in the schedule.
@@ -305,8 +337,7 @@ StepRecord Trainer::step() {
   record.step = completed + 1;
   record.lr = optimizer_.currentLr();
   try {
-    int64_t vocab =
-        options_.vocabSize > 0 ? options_.vocabSize : uncheckedVocabulary(data_.dtype());
+    int64_t vocab = vocab_ > 0 ? vocab_ : uncheckedVocabulary(data_.dtype());
     TokenBatch batch =
         world_ > 1 ? data_.batchRows(completed, batchSize_ * world_, seqLen_, vocab,
                                      static_cast<int64_t>(rank()) * batchSize_, batchSize_)
@@ -457,8 +488,7 @@ nlohmann::json Trainer::report() const {
        {{"path", data_.path()},
         {"dtype", tokenDTypeName(data_.dtype())},
         {"tokens", data_.numTokens()}}},
-      {"vocab_size",
-       options_.vocabSize > 0 ? nlohmann::json(options_.vocabSize) : nlohmann::json(nullptr)},
+      {"vocab_size", vocab_ > 0 ? nlohmann::json(vocab_) : nlohmann::json(nullptr)},
       {"resumed_from", pathOrNull(resumedFrom_)},
       {"saved_to", pathOrNull(savedTo_)},
       {"adamw",

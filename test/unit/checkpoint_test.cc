@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -251,6 +252,18 @@ TEST(SafetensorsTest, CorruptHeadersAreErrors) {
       {"shape overflows",
        fileWith("{" + entry("w", "F32", "[4294967296,4294967296]", "[0,8]") + "}", data8),
        {"tensor 'w'", "too large"}},
+      {"shorter than the header length",
+       std::string(5, '\0'),
+       {"truncated: 5 bytes, fewer than the 8 of the header length"}},
+      {"metadata not an object",
+       fileWith(R"({"__metadata__":3})", ""),
+       {"\"__metadata__\" is not an object of strings"}},
+      {"dtype not a string",
+       fileWith(R"({"w":{"dtype":1,"shape":[2],"data_offsets":[0,8]}})", data8),
+       {"tensor 'w': dtype is not a string"}},
+      {"shape not an array",
+       fileWith(R"({"w":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", data8),
+       {"tensor 'w': shape is not an array"}},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.what);
@@ -259,6 +272,16 @@ TEST(SafetensorsTest, CorruptHeadersAreErrors) {
     for (const std::string &part : c.expected)
       EXPECT_THAT(message, HasSubstr(part));
   }
+}
+
+// A header length past the reference implementation's limit is corruption, even when the file is
+// that long: it is refused before any of it is parsed.
+TEST(SafetensorsTest, HeaderOverTheLimitIsAnError) {
+  const uint64_t length = 100'000'001;
+  std::string bytes = fileWith(std::string(length, ' '), "");
+  EXPECT_THAT(decodeError(bytes),
+              HasSubstr("bad.safetensors: the header length 100000001 is over the limit of "
+                        "100000000 bytes"));
 }
 
 TEST(SafetensorsTest, WriterRefusesWhatItCannotWrite) {
@@ -298,19 +321,26 @@ TEST(SafetensorsTest, WriterRefusesWhatItCannotWrite) {
 // --- training checkpoints
 // --------------------------------------------------------------------------
 
-// Floats whose bits must survive: NaNs with payloads, -0, denormals, infinities.
-std::vector<float> awkwardFloats(std::mt19937 &rng, size_t count) {
+// Floats whose bits must survive: -0, denormals, the largest floats. (NaN and infinities are
+// refused by the checkpoint reader, below; the safetensors layer carries their bits, above.)
+std::vector<float> awkwardFloats(std::mt19937 &rng, size_t count, bool nonNegative = false) {
   std::vector<float> values = randomFloats(rng, count);
-  const uint32_t special[] = {0x7fc00001u, 0xffc12345u, 0x80000000u, 0x00000001u,
-                              0x7f800000u, 0xff800000u, 0x7f7fffffu, 0x807fffffu};
+  const uint32_t special[] = {0x80000000u, 0x00000001u, 0x7f7fffffu, 0x807fffffu,
+                              0x00000000u, 0xff7fffffu, 0x007fffffu, 0x80000001u};
   for (size_t i = 0; i < count && i < std::size(special); ++i)
     std::memcpy(&values[i * 3 % count], &special[i], 4);
+  if (nonNegative)
+    for (float &value : values)
+      if (value < 0)
+        value = -value;
   return values;
 }
 
+// The second moment is never negative; the reader refuses a checkpoint where it is.
 ParameterState randomParameter(std::mt19937 &rng, const std::string &name, Shape shape) {
   size_t n = numel(shape).value();
-  return {name, shape, awkwardFloats(rng, n), awkwardFloats(rng, n), awkwardFloats(rng, n)};
+  return {name, shape, awkwardFloats(rng, n), awkwardFloats(rng, n),
+          awkwardFloats(rng, n, /*nonNegative=*/true)};
 }
 
 TrainingCheckpoint sampleCheckpoint(uint32_t seed = 3) {
@@ -480,6 +510,56 @@ TEST(CheckpointTest, TruncatedCheckpointIsAnError) {
   }
 }
 
+// Training never saves such values, so a file holding one is corrupt: resuming from it would train
+// on NaN. The message names the tensor, what it is, and the element.
+TEST(CheckpointTest, NonFiniteValuesAndNegativeSecondMomentsAreRefused) {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    size_t parameter;
+    std::vector<float> ParameterState::*values;
+    size_t element;
+    float value;
+    std::string message;
+  };
+  const Case cases[] = {
+      {0, &ParameterState::master, 5, nan,
+       "tensor 'model.embed_tokens.weight' (the master weights of parameter "
+       "'model.embed_tokens.weight') holds NaN at element 5: the checkpoint is corrupt"},
+      {1, &ParameterState::adamM, 0, -inf,
+       "tensor 'onnx::MatMul_1042.adam_m' (the AdamW first moment of parameter "
+       "'onnx::MatMul_1042') holds -inf at element 0: the checkpoint is corrupt"},
+      {3, &ParameterState::adamV, 0, inf,
+       "tensor 'scale.adam_v' (the AdamW second moment of parameter 'scale') holds inf at "
+       "element 0"},
+      {2, &ParameterState::adamV, 7, -0.5f,
+       "tensor 'model.norm.weight.adam_v' (the AdamW second moment of parameter "
+       "'model.norm.weight') holds -0.5 at element 7, but a second moment is never negative: the "
+       "checkpoint is corrupt"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.message);
+    TrainingCheckpoint saved = sampleCheckpoint();
+    (saved.parameters[c.parameter].*c.values)[c.element] = c.value;
+    saveCheckpoint(path, saved);
+    EXPECT_THAT(errorOf([&] { loadCheckpoint(path, saved.modelFingerprint, specsOf(saved)); }),
+                HasSubstr(path + ": " + c.message));
+  }
+}
+
+TEST(CheckpointTest, ModelListingAParameterTwiceIsAnError) {
+  TempDir dir;
+  TrainingCheckpoint saved = sampleCheckpoint();
+  saveCheckpoint(dir.file("ckpt.safetensors"), saved);
+  std::vector<ParameterSpec> specs = specsOf(saved);
+  specs.push_back(specs[1]);
+  EXPECT_THAT(
+      errorOf([&] { loadCheckpoint(dir.file("ckpt.safetensors"), saved.modelFingerprint, specs); }),
+      HasSubstr("ckpt.safetensors: the model lists parameter 'onnx::MatMul_1042' twice"));
+}
+
 TEST(CheckpointTest, SaveRefusesInconsistentState) {
   TempDir dir;
   TrainingCheckpoint bad = sampleCheckpoint();
@@ -487,6 +567,11 @@ TEST(CheckpointTest, SaveRefusesInconsistentState) {
   EXPECT_THAT(errorOf([&] { saveCheckpoint(dir.file("c.safetensors"), bad); }),
               AllOf(HasSubstr(dir.file("c.safetensors")), HasSubstr("'model.norm.weight'"),
                     HasSubstr("AdamW second moment hold 7 values, its shape [8] has 8")));
+  TrainingCheckpoint negative = sampleCheckpoint();
+  negative.parameters[0].shape = {-16, 8};
+  EXPECT_THAT(errorOf([&] { saveCheckpoint(dir.file("c.safetensors"), negative); }),
+              HasSubstr("c.safetensors: cannot save parameter 'model.embed_tokens.weight': "
+                        "invalid shape [-16, 8]"));
   TrainingCheckpoint clash = sampleCheckpoint();
   clash.parameters[3].name = "onnx::MatMul_1042.adam_m";
   EXPECT_THAT(errorOf([&] { saveCheckpoint(dir.file("c.safetensors"), clash); }),

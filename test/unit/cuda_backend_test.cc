@@ -66,6 +66,18 @@ TEST_F(CudaBackendTest, GemmMatchesCpuLoop) {
     }
 }
 
+// What sl-run checks the arena against: an allocation comes out of it.
+TEST_F(CudaBackendTest, FreeMemoryShrinksByAnAllocation) {
+  CudaBackend backend;
+  uint64_t before = backend.freeDeviceMemory();
+  const size_t bytes = size_t{256} << 20;
+  ASSERT_GT(before, bytes);
+  void *p = backend.allocateDevice(bytes);
+  uint64_t after = backend.freeDeviceMemory();
+  backend.freeDevice(p);
+  EXPECT_LE(after, before - bytes / 2);
+}
+
 TEST_F(CudaBackendTest, BadDeviceIsAnError) {
   EXPECT_THROW(CudaBackend(cudaDeviceCountOrZero() + 100), std::runtime_error);
 }

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "slrt/atomic_file.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/report.h"
@@ -120,6 +122,67 @@ TEST_F(ExecutorTest, ReportsParameterFileThatShrankAfterLoading) {
   }
 }
 
+// What the parameter and checkpoint readers refuse NaN and infinities with.
+TEST(FindNonFiniteTest, EveryFloatDType) {
+  const float f32[] = {1, -0.0f, 3, std::numeric_limits<float>::infinity(), std::nanf("")};
+  EXPECT_EQ(findNonFinite(f32, 3, sl::schedule::F32), std::nullopt);
+  std::optional<NonFinite> bad = findNonFinite(f32, 5, sl::schedule::F32);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->index, 3u);
+  EXPECT_EQ(bad->text, "inf");
+  bad = findNonFinite(f32, 5, sl::schedule::F32, /*nanOnly=*/true);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->index, 4u);
+  EXPECT_EQ(bad->text, "NaN");
+
+  const double f64[] = {0, -std::numeric_limits<double>::infinity()};
+  bad = findNonFinite(f64, 2, sl::schedule::F64);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->text, "-inf");
+  EXPECT_EQ(findNonFinite(f64, 2, sl::schedule::F64, true), std::nullopt);
+
+  // f16: 0x7c00 inf, 0xfe00 a negative NaN, 0x7bff the largest finite; bf16: 0x7f80 inf,
+  // 0x7fc1 NaN, 0x7f7f finite.
+  const uint16_t f16[] = {0x7bff, 0x3c00, 0xfe00, 0x7c00};
+  bad = findNonFinite(f16, 4, sl::schedule::F16);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->index, 2u);
+  EXPECT_EQ(bad->text, "NaN");
+  const uint16_t bf16[] = {0x7f7f, 0xff80, 0x7fc1};
+  bad = findNonFinite(bf16, 3, sl::schedule::BF16);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->index, 1u);
+  EXPECT_EQ(bad->text, "-inf");
+  EXPECT_EQ(findNonFinite(bf16, 3, sl::schedule::BF16, true)->index, 2u);
+
+  // Integers have no NaN.
+  const int64_t i64[] = {-1, 0x7ff8000000000000};
+  EXPECT_EQ(findNonFinite(i64, 2, sl::schedule::I64), std::nullopt);
+}
+
+// A NaN weight is refused as it is read, naming the parameter, the element and the file; an
+// infinity may be meant (a mask), so inference takes it.
+TEST_F(ExecutorTest, RefusesANaNParameterButTakesInfinities) {
+  std::string params = mlp.paramsFileBytes();
+  // b1 follows the 16-byte header and w1 (f32 [4, 8]).
+  const uint64_t b1 = 16 + 4 * 8 * 4;
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::memcpy(params.data() + b1 + 2 * sizeof(float), &nan, sizeof nan);
+  writeBytes(dir.file("tiny_mlp.params"), params);
+  try {
+    Executor executor(loaded, *backend);
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr(dir.file("tiny_mlp.params") +
+                                    ": parameter 'b1' holds NaN at element 2 of its f32 [8] (read "
+                                    "from offset 144): the model file is corrupt"));
+  }
+  std::memcpy(params.data() + b1 + 2 * sizeof(float), &inf, sizeof inf);
+  writeBytes(dir.file("tiny_mlp.params"), params);
+  Executor executor(loaded, *backend);
+  EXPECT_NO_THROW(executor.run({{"x", randomInput(3)}}));
+}
+
 // Constants are in their host buffers before anything runs: whole, or one element repeated.
 TEST(ExecutorConstantsTest, WritesFullAndSplatConstants) {
   using namespace sl::schedule;
@@ -207,18 +270,69 @@ TEST_F(TinyAttentionTest, MatchesNaive) {
   EXPECT_EQ(executor.stats().perOp.at("ROTARY").count, 2u);
 }
 
-TEST_F(TinyAttentionTest, IndexOutOfRangeNamesTheKernel) {
+// An input a GATHER reads as indices is checked before anything runs, naming the element.
+TEST_F(TinyAttentionTest, IndexOutOfRangeIsRefusedBeforeTheRun) {
   Executor executor(loaded, *backend);
   try {
     executor.run({{"ids", i64Tensor({1, 4}, {0, 1, 6, 2})}});
     FAIL() << "expected an Error";
   } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("kernel " + std::to_string(block.gatherKernel) +
-                                    " 'embed' (GATHER): index 6 (element 2 of the indices [1, 4]) "
-                                    "is out of range for axis 0 of the data [6, 8]"));
+    EXPECT_STREQ(e.what(),
+                 ("input 'ids' holds 6 at [0, 2]: kernel " + std::to_string(block.gatherKernel) +
+                  " 'embed' (GATHER), which indexes axis 0 of [6, 8] with it, takes "
+                  "-6..5")
+                     .c_str());
   }
   // The executor is still usable with good inputs.
   EXPECT_EQ(executor.run({{"ids", i64Tensor({1, 4}, {0, 1, 2, 3})}}).size(), 2u);
+}
+
+// Indices computed in the schedule are checked by the kernel, whose error the executor prefixes
+// with the kernel's name; the executor stays usable.
+TEST(ExecutorKernelErrorTest, AFailingKernelIsNamed) {
+  using namespace sl::schedule;
+  ScheduleBuilder b;
+  uint32_t ids = b.buffer("ids", HOST, I64, {3});
+  uint32_t one = b.buffer("one", HOST, I64, {3});
+  uint32_t emb = b.buffer("emb", HOST, F32, {4, 2});
+  uint32_t y = b.buffer("y", HOST, F32, {3, 2});
+  uint32_t idsDev = b.buffer("ids.dev", DEVICE, I64, {3});
+  uint32_t oneDev = b.buffer("one.dev", DEVICE, I64, {3});
+  uint32_t embDev = b.buffer("emb.dev", DEVICE, F32, {4, 2});
+  uint32_t shifted = b.buffer("shifted", DEVICE, I64, {3});
+  uint32_t yDev = b.buffer("y.dev", DEVICE, F32, {3, 2});
+  b.input("ids", ids);
+  b.output("y", y);
+  b.constant(one, std::vector<int64_t>{1});
+  b.constant(emb, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+  b.schedule.set_num_events(5);
+  b.kernel(COPY, "ids.h2d", {ids}, idsDev).add_record_events(0);
+  b.kernel(COPY, "one.h2d", {one}, oneDev).add_record_events(1);
+  b.kernel(COPY, "emb.h2d", {emb}, embDev).add_record_events(2);
+  Kernel &add = b.kernel(ADD, "shift", {idsDev, oneDev}, shifted);
+  add.add_wait_events(0);
+  add.add_wait_events(1);
+  Kernel &gather = b.kernel(GATHER, "lookup", {embDev, shifted}, yDev);
+  gather.mutable_axis()->set_axis(0);
+  gather.add_wait_events(2);
+  gather.add_record_events(3);
+  b.kernel(COPY, "y.d2h", {yDev}, y).add_wait_events(3);
+
+  TempDir dir;
+  std::string path = dir.file("shift.slsched");
+  writeSchedule(b.schedule, path);
+  LoadedSchedule loaded = loadSchedule(path);
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  Executor executor(loaded, *backend);
+  try {
+    executor.run({{"ids", i64Tensor({3}, {0, 3, 1})}});
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "kernel 4 'lookup' (GATHER): index 4 (element 1 of the indices [3]) is "
+                           "out of range for axis 0 of the data [4, 2]");
+  }
+  std::vector<NamedTensor> out = executor.run({{"ids", i64Tensor({3}, {0, 2, 1})}});
+  EXPECT_EQ(toFloats(out[0].tensor), (std::vector<float>{2, 3, 6, 7, 4, 5}));
 }
 
 TEST_F(TinyAttentionTest, RejectsInputOfWrongDType) {

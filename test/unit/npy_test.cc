@@ -160,6 +160,8 @@ INSTANTIATE_TEST_SUITE_P(
                npyWithHeader(
                    "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}", 4),
                "unexpected or repeated key 'descr'"},
+        BadNpy{"UnterminatedString", npyWithHeader("{'descr': '<f4}", 4),
+               "bad .npy header: unterminated string"},
         BadNpy{"BadBool", npyWithHeader("{'descr': '<f4', 'fortran_order': 0, 'shape': ()}", 4),
                "expected True or False"},
         BadNpy{"NegativeDim",

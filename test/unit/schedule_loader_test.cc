@@ -665,6 +665,10 @@ const OpCase kOpCases[] = {
     {"ConcatDTypes", CONCAT, "f32[2] i32[2]", "f32[4]", axis(0),
      "operand 1 (buffer 1 'in1') is i32 but operand 0 (buffer 0 'in0') is f32; CONCAT needs one "
      "dtype"},
+    // Each operand fits in memory (one byte an element); their concatenation's extent does not
+    // fit in int64.
+    {"ConcatExtentOverflows", CONCAT, "bool[4611686018427387904] bool[4611686018427387904]",
+     "bool[1]", axis(0), "the concatenated extent along axis 0 overflows"},
     {"ConcatNoOperands", CONCAT, "", "f32[2]", axis(0),
      "has 0 operands and 1 results; CONCAT takes 1 or more operands and 1 result"},
     // SLICE.
@@ -1048,8 +1052,8 @@ const OpCase kF64OpCases[] = {
     {"AttentionGradF64", ATTENTION_GRAD, "f64[1,2,3,4] f64[1,1,3,4] f64[1,1,3,4] f64[1,2,3,4]",
      "f64[1,2,3,4] f64[1,1,3,4] f64[1,1,3,4]", attention(true), kValid},
     {"CrossEntropyF64", CROSS_ENTROPY, "f64[2,7] i64[2]", "f64[]", kCrossEntropy, kValid},
-    {"CrossEntropyGradF64", CROSS_ENTROPY_GRAD, "i64[2] f64[] f64[2,7]", "f64[2,7]",
-     kCrossEntropy, kValid},
+    {"CrossEntropyGradF64", CROSS_ENTROPY_GRAD, "i64[2] f64[] f64[2,7]", "f64[2,7]", kCrossEntropy,
+     kValid},
     {"GatherGradF64", GATHER_GRAD, "i64[2] f64[2,3]", "f64[4,3]", axis(0), kValid},
     {"SliceGradF64", SLICE_GRAD, "f64[2]", "f64[4]", sliceBy({0}, {2}), kValid},
     {"AccumulateF64", ACCUMULATE, "f64[3] f64[3]", "f64[3]", kNone, kValid},

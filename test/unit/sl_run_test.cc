@@ -168,8 +168,34 @@ TEST_F(SlRunTest, UnwritableOutputLeavesNoFile) {
   std::string out = dir.file("no/such/dir/y.npy");
   Result r = slRun(schedule + " --input " + x + " --output " + out);
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_THAT(r.output, HasSubstr(out + ": cannot create a temporary file"));
+  // Refused before the run, whose result could not be written.
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --output " + out +
+                                  ": cannot write (No such file or "
+                                  "directory)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("y: f32")));
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// A run that does not fit in the memory free is refused before anything is allocated, with the
+// bytes needed and available; exactly enough runs. The testing hook stands in for MemAvailable.
+TEST_F(SlRunTest, RunThatDoesNotFitInMemoryIsRefusedUpFront) {
+  // The pool, the arena (host memory on the CPU backend), and y copied out and encoded again.
+  uint64_t need = mlp.schedule.host_pool_bytes() + mlp.schedule.device_arena_bytes() + 2 * 24;
+  std::string y = dir.file("y.npy"), args = schedule + " --input " + x + " --output " + y;
+  ::setenv("SL_TEST_HOST_MEMORY_AVAILABLE", std::to_string(need - 1).c_str(), 1);
+  Result r = slRun(args);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: " + schedule + ": the run needs "));
+  EXPECT_THAT(r.output,
+              HasSubstr("(" + std::to_string(need) + " bytes) of host memory (host pool "));
+  EXPECT_THAT(r.output, HasSubstr("(" + std::to_string(need - 1) +
+                                  " bytes) is available (SL_TEST_HOST_MEMORY_AVAILABLE)"));
+  EXPECT_FALSE(std::filesystem::exists(y));
+  ::setenv("SL_TEST_HOST_MEMORY_AVAILABLE", std::to_string(need).c_str(), 1);
+  r = slRun(args);
+  ::unsetenv("SL_TEST_HOST_MEMORY_AVAILABLE");
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  expectOutputMatches(y);
 }
 
 TEST_F(SlRunTest, CudaBackendSaysItDoesNotRunSchedulesYet) {
@@ -225,6 +251,19 @@ TEST_F(SlRunAttentionTest, PrintsI64AndBoolOutputs) {
   EXPECT_THAT(r.output, HasSubstr("keep: bool [1, 4] = false true true true\n"));
 }
 
+// With two outputs, a bare file cannot be assigned to one; a name with no file is refused too.
+TEST_F(SlRunAttentionTest, OutputsMustBeNamedWhenThereAreSeveral) {
+  Result r = slRun(schedule + " --input " + ids + " --output " + dir.file("y.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --output " + dir.file("y.npy") +
+                                  ": the schedule has 2 outputs (y, keep), so name it: --output "
+                                  "NAME=FILE"));
+  r = slRun(schedule + " --input ids=");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --input ids=: no file given"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.npy")));
+}
+
 TEST_F(SlRunAttentionTest, WrongInputDTypeIsAnError) {
   writeNpy(dir.file("f.npy"), f32Tensor({1, 4}, {3, 1, 0, 1}));
   Result r = slRun(schedule + " --input " + dir.file("f.npy"));
@@ -237,9 +276,12 @@ TEST_F(SlRunAttentionTest, IndexOutOfRangeIsAnError) {
   writeNpy(ids, i64Tensor({1, 4}, {0, 7, 1, 2}));
   Result r = slRun(schedule + " --input " + ids);
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_THAT(r.output, HasSubstr("sl-run: error: kernel " + std::to_string(block.gatherKernel) +
-                                  " 'embed' (GATHER): index 7 (element 1 of the indices [1, 4]) "
-                                  "is out of range"));
+  // Refused as the input is read, naming its file and the element, before any kernel runs.
+  EXPECT_THAT(r.output,
+              HasSubstr("sl-run: error: " + ids + ": input 'ids' holds 7 at [0, 1]: kernel " +
+                        std::to_string(block.gatherKernel) +
+                        " 'embed' (GATHER), which indexes axis 0 of [6, 8] with it, "
+                        "takes -6..5"));
 }
 
 // Training: a train schedule (TinyTrain) on a token file.
@@ -435,10 +477,12 @@ TEST_F(SlRunTrainTest, OutOfRangeTokenStopsNamingTheStep) {
   writeBytes(tokens, std::string(reinterpret_cast<const char *>(ids.data()), 2 * ids.size()));
   Result r = slRun(train("--steps 3"));
   EXPECT_EQ(r.exitCode, 1);
+  // The schedule has no CROSS_ENTROPY to take a vocabulary from; the embedding GATHER's rows
+  // bound the ids instead.
   EXPECT_THAT(r.output,
-              HasSubstr("sl-run: error: step 2: kernel " + std::to_string(model.embedKernel) +
-                        " 'embed' (GATHER): index "
-                        "300"));
+              HasSubstr("sl-run: error: step 2: input 'input_ids' holds 300 at [1, 1]: kernel " +
+                        std::to_string(model.embedKernel) +
+                        " 'embed' (GATHER), which indexes axis 0 of [8, 4] with it, takes -8..7"));
   r = slRun(train("--steps 3 --vocab 8"));
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: step 2: " + tokens + ": token 10 of the file"));

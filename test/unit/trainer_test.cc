@@ -11,6 +11,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/safetensors.h"
 #include "slrt/trainer.h"
 #include "test_support.h"
 
@@ -267,12 +268,15 @@ TEST_F(TrainerTest, OutOfRangeTokensStopNamingTheStep) {
   writeTokens(tokensPath, bad);
   TokenData data = TokenData::open(tokensPath, TokenDType::U16);
   {
-    // Without a vocabulary the schedule's GATHER refuses the id, naming its kernel.
+    // Without a vocabulary (the schedule has no CROSS_ENTROPY to take one from), the batch is
+    // refused against the embedding GATHER that reads it, before any kernel runs.
     Trainer trainer(loaded, *backend, data, {});
     trainer.step();
     EXPECT_THAT(errorOf([&] { trainer.step(); }),
-                StartsWith("step 2: kernel " + std::to_string(model.embedKernel) +
-                           " 'embed' (GATHER): index 9"));
+                StartsWith("step 2: input 'input_ids' holds 9 at [0, 2]: kernel " +
+                           std::to_string(model.embedKernel) +
+                           " 'embed' (GATHER), which indexes axis 0 of [8, 4] with it, takes "
+                           "-8..7"));
     EXPECT_EQ(trainer.completedSteps(), 1u);
   }
   {
@@ -304,6 +308,24 @@ TEST_F(TrainerTest, CheckpointOfAnotherModelIsRefused) {
   EXPECT_EQ(trainer.optimizer().weights(0), model.w);
 }
 
+// AdamW counts steps in int64: a checkpoint claiming more is refused, and the trainer unchanged.
+TEST_F(TrainerTest, CheckpointStepPastInt64IsRefused) {
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  std::string path = dir.file("c.safetensors");
+  {
+    Trainer trainer(loaded, *backend, data, {});
+    trainer.step();
+    trainer.save(path);
+  }
+  SafetensorsFile file = readSafetensors(path);
+  file.metadata["speedloader.step"] = "9223372036854775808";
+  writeSafetensors(path, file.tensors, file.metadata);
+  Trainer trainer(loaded, *backend, data, {});
+  EXPECT_EQ(errorOf([&] { trainer.resume(path); }),
+            path + ": step 9223372036854775808 is out of range");
+  EXPECT_EQ(trainer.completedSteps(), 0u);
+}
+
 TEST_F(TrainerTest, AnotherBatchShapeOfTheSameModelResumes) {
   // The fingerprint depends on the parameters only: a schedule of the same model with another
   // batch shape continues the training, from another place in the data.
@@ -329,6 +351,28 @@ TEST_F(TrainerTest, TooSmallTokenFileIsRefusedUpFront) {
   TokenData data = TokenData::open(tokensPath, TokenDType::U16);
   EXPECT_THAT(errorOf([&] { Trainer(loaded, *backend, data, {}); }),
               HasSubstr("the token file is too small"));
+}
+
+// The executor refuses a NaN weight; a trained one must not be infinite either, since its update
+// would be NaN. Both are refused before the first step, naming the parameter and the element.
+TEST_F(TrainerTest, NonFiniteWeightsAreRefusedAtLoad) {
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  std::string file = dir.file("tiny_train.params");
+  std::string params = readFile(file);
+  for (float value : {-INFINITY, std::nanf("")}) {
+    std::string poisoned = params;
+    // The file holds a 16-byte header, w (f32 [4, 3]) then b.
+    std::memcpy(poisoned.data() + 16 + 5 * sizeof(float), &value, sizeof value);
+    writeBytes(file, poisoned);
+    EXPECT_THAT(errorOf([&] { Trainer(loaded, *backend, data, {}); }),
+                HasSubstr(std::isnan(value)
+                              ? file + ": parameter 'w' holds NaN at element 5 of its "
+                                       "f32 [4, 3] (read from offset 16): the model "
+                                       "file is corrupt"
+                              : file + ": parameter 'w' holds -inf at element 5 of "
+                                       "its f32 [4, 3]: a trained parameter must be "
+                                       "finite"));
+  }
 }
 
 TEST_F(TrainerTest, BadOptionsAreRefused) {
@@ -484,6 +528,25 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpda
   EXPECT_NO_THROW(trainer.save(dir.file("still-good.safetensors")));
 }
 
+// The same, with the optimizer after the run (no OPTIMIZER_STEP): nothing was updated.
+TEST_F(OverlappedTrainerTest, NonFiniteGradientStopsTheStepAfterTheRunToo) {
+  std::vector<uint16_t> poisoned = safeTokens(5, 30);
+  poisoned[14] = kPoisonToken;
+  writeTokens(tokensPath, poisoned);
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  TinyTrain m = TinyTrain::build(11, 2, 3, 3, "after_run", kPoisonToken);
+  LoadedSchedule afterRun = loadSchedule(m.write(dir.path()));
+  Trainer trainer(afterRun, *backend, data, {});
+  EXPECT_FALSE(trainer.overlapsOptimizer());
+  trainer.step();
+  trainer.step();
+  TrainingCheckpoint good = trainer.checkpoint();
+  EXPECT_EQ(errorOf([&] { trainer.step(); }),
+            "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
+            "stopped before this step's update");
+  expectSameState(trainer.checkpoint(), good);
+}
+
 TEST_F(OverlappedTrainerTest, NonFiniteGradientAfterAnUpdatedGroupRefusesToSaveOrContinue) {
   std::vector<uint16_t> poisoned = safeTokens(5, 30);
   poisoned[14] = kPoisonToken;
@@ -551,6 +614,8 @@ TEST(TrainContractTest, RefusesWhatBreaksTheContract) {
             }),
             "not a train schedule: it has input 'mask', but a train step takes only 'input_ids' "
             "and 'labels'");
+  EXPECT_EQ(errorFor([&](Schedule &s) { s.mutable_outputs(0)->set_name("cost"); }),
+            "not a train schedule: it has no output 'loss'");
   EXPECT_EQ(errorFor([&](Schedule &s) { buffer(s, "loss").add_shape(1); }),
             "not a train schedule: output 'loss' is f32 [1], not f32 []");
   EXPECT_EQ(errorFor([](Schedule &s) { s.mutable_outputs()->RemoveLast(); }),

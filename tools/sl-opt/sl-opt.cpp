@@ -22,7 +22,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 #include <optional>
@@ -104,15 +105,23 @@ int main(int argc, char **argv) {
   bool schedule = emitKind == EmitKind::Schedule ||
                   (emitKind == EmitKind::Auto && llvm::StringRef(outputFilename).ends_with(".slsched"));
   if (!schedule) {
-    std::string error;
-    auto output = mlir::openOutputFile(outputFilename, &error);
-    if (!output) {
-      llvm::errs() << "sl-opt: " << error << "\n";
+    // Written to a temporary beside the output and renamed over it only when everything
+    // succeeded: a failing run leaves no partial file and keeps an existing one as it was.
+    std::optional<bool> ran;
+    llvm::Error error = llvm::writeToOutput(outputFilename, [&](llvm::raw_ostream &os) {
+      ran = mlir::succeeded(mlir::MlirOptMain(os, std::move(input), registry, config));
+      return *ran ? llvm::Error::success()
+                  : llvm::createStringError(llvm::inconvertibleErrorCode(), "the run failed");
+    });
+    if (ran && !*ran) {
+      // Its diagnostics are out already.
+      llvm::consumeError(std::move(error));
       return EXIT_FAILURE;
     }
-    if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    if (error) {
+      llvm::errs() << "sl-opt: " << llvm::toString(std::move(error)) << "\n";
       return EXIT_FAILURE;
-    output->keep();
+    }
     return EXIT_SUCCESS;
   }
 

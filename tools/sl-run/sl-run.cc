@@ -17,6 +17,7 @@
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/generator.h"
+#include "slrt/memory_check.h"
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
 #include "slrt/report.h"
@@ -165,6 +166,26 @@ std::vector<std::vector<float>> gatherWeights(const slrt::Trainer &trainer,
   return weights;
 }
 
+// Refuses, before the run, an output file that could not be written after it: the work of a run
+// must not be lost to a typo in a path.
+void checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs) {
+  for (const auto &[flag, path] : outputs)
+    if (!path.empty()) {
+      try {
+        slrt::checkWritable(path);
+      } catch (const slrt::Error &e) {
+        throw makeError(flag, " ", e.what());
+      }
+    }
+}
+
+// Refuses a run whose arena, pool and host-side state do not fit in the memory free now.
+void checkMemory(const slrt::LoadedSchedule &loaded, const slrt::Backend &backend,
+                 const slrt::RunMemoryOptions &options) {
+  slrt::checkMemoryFits(loaded.path, slrt::runMemoryNeed(loaded.schedule, options),
+                        slrt::availableMemory(backend));
+}
+
 std::string flagList(const std::vector<std::string> &flags) {
   std::string list;
   for (const std::string &flag : flags)
@@ -210,6 +231,14 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
     }
     inputs.emplace(name, std::move(tensor));
   }
+  std::vector<std::pair<const char *, std::string>> outputPaths = {{"--report", options.reportPath},
+                                                                   {"--trace", options.tracePath}};
+  for (const auto &[name, file] : outputFiles)
+    outputPaths.emplace_back("--output", file);
+  checkOutputPaths(outputPaths);
+  slrt::RunMemoryOptions memory;
+  memory.writeOutputs = !outputFiles.empty();
+  checkMemory(loaded, backend, memory);
 
   slrt::Executor executor(loaded, backend, executorOptions(options));
   std::vector<slrt::NamedTensor> outputs = executor.run(inputs);
@@ -252,6 +281,15 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   options.adamw.validate();
   slrt::TokenData data =
       slrt::TokenData::open(options.dataPath, slrt::parseTokenDType(options.dataDType));
+  checkOutputPaths({{"--save", options.savePath},
+                    {"--export-onnx", options.exportOnnxPath},
+                    {"--report", options.reportPath},
+                    {"--trace", options.tracePath}});
+  slrt::RunMemoryOptions memory;
+  memory.training = true;
+  memory.resume = !options.resumePath.empty();
+  memory.save = !options.savePath.empty();
+  checkMemory(loaded, backend, memory);
   slrt::TrainerOptions trainerOptions;
   trainerOptions.adamw = options.adamw;
   trainerOptions.vocabSize = options.vocab;
@@ -407,6 +445,10 @@ int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedS
   const sl::schedule::Generation &g = loaded.schedule.generation();
   slrt::PromptLimits limits{g.max_prompt_len(), g.vocab(), generation.tokenizer};
   std::vector<slrt::Prompt> prompts = slrt::readPrompts(options.promptsPath, limits);
+  checkOutputPaths({{"--output", options.outputArgs.empty() ? "" : options.outputArgs[0]},
+                    {"--report", options.reportPath},
+                    {"--trace", options.tracePath}});
+  checkMemory(loaded, backend, slrt::RunMemoryOptions{});
   slrt::Generator generator(loaded, backend, generation);
   std::vector<slrt::GeneratedSequence> sequences = generator.generate(prompts);
 
@@ -530,8 +572,9 @@ int main(int argc, char **argv) {
                   ->type_name("N"));
   trainOption(app.add_option("--vocab", o.vocab,
                              "The vocabulary size: a token id at or past it stops training, "
-                             "naming its position in --data. Without it, such an id is refused "
-                             "by the kernel that reads it")
+                             "naming its position in --data. Default: the model's (the last "
+                             "dimension of the logits its loss reads); more than that is an "
+                             "error")
                   ->check(CLI::PositiveNumber)
                   ->type_name("N"));
   trainOption(app.add_option("--lr", o.adamw.lr, "AdamW learning rate (peak, with a schedule)")

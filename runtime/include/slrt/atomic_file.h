@@ -9,6 +9,11 @@ namespace slrt {
 // any failure the temporary is removed, `path` is untouched, and an Error names the path.
 void writeFileAtomically(const std::string &path, const std::string &contents);
 
+// Throws Error naming the path unless writeFileAtomically could create its temporary beside `path`
+// now (the directory exists and is writable) and `path` is not a directory. Lets a tool refuse an
+// output path it cannot write before it does the work whose result would be lost.
+void checkWritable(const std::string &path);
+
 // Reads a whole file; throws Error naming the path when it cannot.
 std::string readFile(const std::string &path);
 

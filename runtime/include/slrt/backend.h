@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ public:
 
   // The name sl-run's --backend takes ("cpu").
   virtual std::string name() const = 0;
+
+  // Bytes of device memory free for the arena now, asked before allocate(); nullopt where the arena
+  // is host memory (the CPU backend), whose free memory the caller measures itself
+  // (slrt/memory_check.h). A CUDA backend answers with cudaMemGetInfo's free bytes.
+  virtual std::optional<uint64_t> deviceMemoryAvailable() const { return std::nullopt; }
 
   // Allocates the device arena and the host pool, once, before anything else. Either may be 0
   // bytes.

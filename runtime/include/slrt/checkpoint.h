@@ -80,8 +80,9 @@ void saveCheckpoint(const std::string &path, const TrainingCheckpoint &checkpoin
 // Reads a checkpoint for the model with `modelFingerprint` and `parameters`, and returns its
 // parameters in the order of `parameters`. Error, naming the first mismatch, when the file is not a
 // SpeedLoader checkpoint, a parameter or moment is missing or has another dtype or shape, the file
-// holds a tensor the model does not have, or the fingerprint differs; the values are bit-identical
-// to those saved.
+// holds a tensor the model does not have, or the fingerprint differs, and when a value is NaN or
+// infinite or a second moment negative (corruption: training never saves such values); the values
+// are bit-identical to those saved.
 TrainingCheckpoint loadCheckpoint(const std::string &path, const std::string &modelFingerprint,
                                   const std::vector<ParameterSpec> &parameters);
 

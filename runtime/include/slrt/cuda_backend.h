@@ -34,6 +34,11 @@ public:
   CudaBackend(const CudaBackend &) = delete;
   CudaBackend &operator=(const CudaBackend &) = delete;
 
+  // Free bytes on the device now (cudaMemGetInfo): what Backend::deviceMemoryAvailable answers once
+  // this class executes schedules, so that sl-run refuses an arena that cannot fit before it
+  // starts.
+  uint64_t freeDeviceMemory();
+
   void *allocateDevice(size_t bytes);
   void freeDevice(void *pointer) noexcept;
 

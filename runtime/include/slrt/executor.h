@@ -85,8 +85,9 @@ struct ExecutorOptions {
 using OptimizerStepHook = std::function<void(const sl::schedule::Kernel &)>;
 
 // Throws Error unless `name` is an input of program `program` of `schedule` (a schedule without
-// programs has one, 0) and `tensor` has exactly the dtype and shape of its buffer. Lets a tool
-// check each input as it reads it, before any parameter is loaded.
+// programs has one, 0) and `tensor` has exactly the dtype and shape of its buffer, and, when a
+// GATHER reads it as indices (token ids into an embedding), unless every index is within that
+// GATHER's axis. Lets a tool check each input as it reads it, before any parameter is loaded.
 void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
                 const HostTensor &tensor, uint32_t program = 0);
 
@@ -115,7 +116,8 @@ public:
   // elsewhere) and writes every constant into its own (a one-element constant is repeated over
   // the whole buffer). Error when the job's ranks do not match the schedule's world.
   // `schedule` and `backend` must outlive the executor. Throws Error for a negative or NaN
-  // options.linkGbps.
+  // options.linkGbps, and for a float parameter holding a NaN (naming the parameter, the element
+  // and the file).
   Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options = {});
   ~Executor();
   Executor(const Executor &) = delete;

@@ -77,8 +77,10 @@ std::string modelFingerprint(const sl::schedule::Schedule &schedule);
 struct TrainerOptions {
   AdamWConfig adamw;
   // Token ids at or past this are refused as each batch is read, with their position in the token
-  // file. 0: not checked here; an out-of-range id is then refused by the schedule's GATHER (input
-  // ids) or CROSS_ENTROPY (labels) kernel, whose error names the kernel.
+  // file. 0: the vocabulary of the schedule's loss (the logits' last dimension of its
+  // CROSS_ENTROPY), since every token of the file is some step's label; larger than that is an
+  // Error. A schedule without CROSS_ENTROPY and no vocabulary given: not checked here; an
+  // out-of-range id is then refused by the kernel that reads it, whose error names the kernel.
   int64_t vocabSize = 0;
   // How the executor runs each step (link pacing, tracing) and, for a schedule of world > 1, the
   // job's ranks (executor.comm), which the trainer's own collectives use too.
@@ -107,9 +109,11 @@ struct StepRecord {
 class Trainer {
 public:
   // Checks the schedule (checkTrainSchedule), the options (AdamWConfig::validate, a negative
-  // vocabulary) and that `data` holds one step's tokens (TokenData::checkFits), all before the
-  // executor reads the parameters; then creates the executor and starts AdamW's master weights
-  // from the parameters' initial values. `schedule`, `backend` and `data` must outlive the trainer.
+  // vocabulary or one larger than the model's) and that `data` holds one step's tokens
+  // (TokenData::checkFits), all before the executor reads the parameters; then creates the
+  // executor and starts AdamW's master weights from the parameters' initial values, refusing a
+  // parameter that holds NaN (the executor) or an infinity. `schedule`, `backend` and `data` must
+  // outlive the trainer.
   Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenData &data,
           const TrainerOptions &options);
   // The executor calls back into the trainer (the optimizer-step hook), so it stays in place.
@@ -167,11 +171,11 @@ public:
   // master weights and moments), "losses": [...], "lrs": [...], "grad_norms": [...],
   // "step_seconds": [...],
   // "seconds", "tokens_per_second", "fingerprint", "data": {"path", "dtype", "tokens"},
-  // "vocab_size" (null when unchecked), "resumed_from", "saved_to" (null when none), "adamw":
-  // {"lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm", "warmup_steps",
-  // "decay_steps", "min_lr"}, "optimizer_overlapped", "bytes_host_to_device": [...],
-  // "bytes_device_to_host": [...], "bytes_collective": [...]} (the byte arrays per step, this
-  // rank's).
+  // "vocab_size" (the one token ids are checked against; null when unchecked), "resumed_from",
+  // "saved_to" (null when none), "adamw": {"lr", "beta1", "beta2", "eps", "weight_decay",
+  // "max_grad_norm", "warmup_steps", "decay_steps", "min_lr"}, "optimizer_overlapped",
+  // "bytes_host_to_device": [...], "bytes_device_to_host": [...], "bytes_collective": [...]} (the
+  // byte arrays per step, this rank's).
   nlohmann::json report() const;
 
 private:
@@ -187,6 +191,8 @@ private:
   const TokenData &data_;
   TrainerOptions options_;
   int64_t batchSize_ = 0, seqLen_ = 0;
+  // The vocabulary token ids are checked against (TrainerOptions::vocabSize); 0: unchecked.
+  int64_t vocab_ = 0;
   std::string fingerprint_;
   std::unique_ptr<Executor> executor_;
   AdamW optimizer_;

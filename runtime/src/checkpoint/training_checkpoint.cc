@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "checkpoint/checkpoint_part.h"
 #include "slrt/safetensors.h"
@@ -92,6 +93,7 @@ public:
           std::memcpy(values.data(), entry.data.data(), entry.data.size());
         // Free each tensor as soon as it is copied: peak memory stays near one copy.
         std::vector<std::byte>().swap(entry.data);
+        checkValues(spec, slot, values);
       }
     }
     return checkpoint;
@@ -140,6 +142,25 @@ private:
       checkpoint.rank = static_cast<uint32_t>(rank);
     }
     return checkpoint;
+  }
+
+  // Training never writes a non-finite weight or moment (a step that makes one stops before its
+  // update), nor a negative second moment: such a value is corruption, and resuming from it would
+  // train on NaN.
+  void checkValues(const ParameterSpec &spec, const Slot &slot,
+                   const std::vector<float> &values) const {
+    std::string name = spec.name + slot.suffix;
+    if (std::optional<NonFinite> bad =
+            findNonFinite(values.data(), values.size(), sl::schedule::F32))
+      throw makeError(path_, ": tensor '", name, "' (the ", slot.what, " of parameter '", spec.name,
+                      "') holds ", bad->text, " at element ", bad->index,
+                      ": the checkpoint is corrupt");
+    if (slot.values == &ParameterState::adamV)
+      for (size_t i = 0; i < values.size(); ++i)
+        if (values[i] < 0)
+          throw makeError(path_, ": tensor '", name, "' (the ", slot.what, " of parameter '",
+                          spec.name, "') holds ", values[i], " at element ", i,
+                          ", but a second moment is never negative: the checkpoint is corrupt");
   }
 
   void checkTensor(const std::map<std::string, TensorEntry *> &byName, const ParameterSpec &spec,

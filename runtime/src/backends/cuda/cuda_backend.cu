@@ -73,6 +73,13 @@ CudaBackend::CudaBackend(int device) : impl_(std::make_unique<Impl>()) {
 
 CudaBackend::~CudaBackend() = default;
 
+uint64_t CudaBackend::freeDeviceMemory() {
+  SLRT_CHECK(cudaSetDevice(impl_->device));
+  size_t free = 0, total = 0;
+  SLRT_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
 void *CudaBackend::allocateDevice(size_t bytes) {
   void *pointer = nullptr;
   SLRT_CHECK(cudaMalloc(&pointer, bytes));
