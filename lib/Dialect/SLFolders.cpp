@@ -165,10 +165,6 @@ OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, Ranke
   return toAttr(type, out);
 }
 
-RankedTensorType resultType(Operation *op) {
-  return llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
-}
-
 } // namespace
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }

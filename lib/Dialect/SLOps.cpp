@@ -70,13 +70,6 @@ FailureOr<int64_t> normalizeAxis(std::optional<Location> loc, llvm::StringRef op
   return axis < 0 ? axis + rank : axis;
 }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= d;
-  return p;
-}
-
 } // namespace
 
 //===--------------------------------------------------------------------------------------------===//
