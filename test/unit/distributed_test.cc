@@ -375,6 +375,22 @@ TrainingCheckpoint partOf(int rank, uint64_t step) {
   return part;
 }
 
+// An index is JSON from its first byte; a safetensors file starts with its header's length, whose
+// low byte may well be '{' (a header of 123 bytes): only the start of a file is read to tell.
+TEST(ShardedCheckpoint, IndexIsToldFromSafetensorsByItsStart) {
+  TempDir dir;
+  std::string header = "{\"__metadata__\":{\"a\":\"" + std::string(98, 'x') + "\"}}";
+  ASSERT_EQ(header.size(), 123u);
+  std::string safetensors(8, '\0');
+  safetensors[0] = '{'; // 123, little-endian
+  writeFileAtomically(dir.path() + "/brace.safetensors", safetensors + header);
+  EXPECT_FALSE(isShardedCheckpointIndex(dir.path() + "/brace.safetensors"));
+  writeFileAtomically(dir.path() + "/index", "  {\"format\": \"x\"}");
+  EXPECT_TRUE(isShardedCheckpointIndex(dir.path() + "/index"));
+  // Unreadable: not an index, so the safetensors reader names the problem.
+  EXPECT_FALSE(isShardedCheckpointIndex(dir.path() + "/absent"));
+}
+
 TEST(ShardedCheckpoint, EveryRanksPartThenTheIndex) {
   TempDir dir;
   std::string index = dir.path() + "/ckpt";

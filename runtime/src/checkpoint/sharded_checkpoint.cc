@@ -1,5 +1,7 @@
 // Sharded checkpoints: one file per rank, an index written last (slrt/checkpoint.h).
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -163,7 +165,25 @@ TrainingCheckpoint readPart(const Index &index, uint32_t rank) {
 } // namespace
 
 bool isShardedCheckpointIndex(const std::string &path) {
-  std::string bytes = readFile(path);
+  // Only the start of the file is read: a checkpoint may be gigabytes. A safetensors file starts
+  // with its header's length (8 bytes, little-endian) and then the header's '{'; an index is JSON
+  // from its first byte. A file that cannot be read is left to the safetensors reader's message.
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  char head[64] = {};
+  in.read(head, sizeof head);
+  std::string bytes(head, static_cast<size_t>(in.gcount()));
+  in.clear();
+  in.seekg(0, std::ios::end);
+  uint64_t size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  if (bytes.size() >= 9 && bytes[8] == '{') {
+    uint64_t headerBytes = 0;
+    for (int i = 7; i >= 0; --i)
+      headerBytes = (headerBytes << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+    if (headerBytes <= size - 8)
+      return false;
+  }
   size_t first = bytes.find_first_not_of(" \t\r\n");
   return first != std::string::npos && bytes[first] == '{';
 }
