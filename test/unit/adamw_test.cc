@@ -132,16 +132,6 @@ void expectSameState(const AdamW &a, const AdamW &b) {
   }
 }
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an Error";
-  return "";
-}
-
 TEST(AdamWTest, DefaultsAreTorchs) {
   AdamWConfig c;
   EXPECT_EQ(c.lr, 1e-3);

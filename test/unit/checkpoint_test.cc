@@ -29,16 +29,6 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an Error";
-  return "";
-}
-
 std::vector<std::string> listDir(const std::string &dir) {
   std::vector<std::string> names;
   for (const auto &entry : std::filesystem::directory_iterator(dir))

@@ -18,16 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an slrt::Error";
-  return "";
-}
-
 std::vector<double> row(const TensorRef &logits, int64_t b) {
   int64_t vocab = logits.shape.back();
   const float *p = reinterpret_cast<const float *>(logits.data) + b * vocab;

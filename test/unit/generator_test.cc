@@ -17,16 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an slrt::Error";
-  return "";
-}
-
 // --- sampling ---------------------------------------------------------------------------------
 
 TEST(SamplingTest, TemperatureZeroIsGreedyWithTheLowestIdOnTies) {

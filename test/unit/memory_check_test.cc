@@ -18,16 +18,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an Error";
-  return "";
-}
-
 sl::schedule::Schedule trainSchedule() {
   sl::schedule::Schedule s;
   s.set_kind("train");

@@ -18,16 +18,6 @@ using ::testing::HasSubstr;
 const PromptLimits kLimits{4, 300, Tokenizer::kNone};
 const PromptLimits kBytes{6, 256, Tokenizer::kBytes};
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an slrt::Error";
-  return "";
-}
-
 std::string parseError(const std::string &text, const PromptLimits &limits = kLimits) {
   return errorOf([&] { parsePrompts(text, "p.jsonl", limits); });
 }

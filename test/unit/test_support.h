@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -10,6 +11,10 @@
 #include "slrt/host_tensor.h"
 
 namespace slrt::test {
+
+// The message of the slrt::Error that `f` throws; a test failure (and "") when it throws none.
+// (In error_of.cc.)
+std::string errorOf(const std::function<void()> &f);
 
 // A fresh directory under the system temp dir, removed with everything in it on destruction.
 class TempDir {

@@ -64,16 +64,6 @@ void expectReference(const TokenData &data, const std::vector<uint64_t> &tokens,
     }
 }
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an Error";
-  return "";
-}
-
 TEST(TokenDataTest, OpensAndCountsTokens) {
   TempDir dir;
   TokenData u16 =
