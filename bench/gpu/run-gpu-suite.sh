@@ -50,6 +50,11 @@ echo "=== machine ==="
   python3 --version
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
+if gpus="$(nvidia-smi -L 2> /dev/null)" && [ -n "$gpus" ]; then
+  record gpu pass "$(head -1 <<< "$gpus")"
+else
+  record gpu FAIL "nvidia-smi lists no GPU"
+fi
 
 echo "=== bundle ==="
 if [ -d "$bundle/bin" ]; then
