@@ -42,6 +42,16 @@ std::string tokenSeed(bool u32, int8_t batch, int8_t seq, int32_t vocab, uint64_
   return bytes;
 }
 
+// The prompts fuzzer's 4-byte head (prompts_fuzzer.cc) followed by the JSON Lines text.
+std::string promptsSeed(bool bytes, int maxTokens, int vocab, const std::string &text) {
+  std::string seed(4, '\0');
+  seed[0] = bytes ? 1 : 0;
+  seed[1] = char(maxTokens - 1);
+  seed[2] = char((vocab - 1) & 0xff);
+  seed[3] = char((vocab - 1) >> 8);
+  return seed + text;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -51,7 +61,7 @@ int main(int argc, char **argv) {
   }
   namespace fs = std::filesystem;
   fs::path dir(argv[1]);
-  for (const char *target : {"schedule", "safetensors", "token_data"})
+  for (const char *target : {"schedule", "safetensors", "token_data", "prompts"})
     fs::create_directories(dir / target);
 
   writeBytes(dir / "schedule/tiny_mlp.slsched",
@@ -63,6 +73,8 @@ int main(int argc, char **argv) {
   slrt::test::TinyTrain train = slrt::test::TinyTrain::build(3);
   train.addOptimizerSteps({{1}, {0}});
   writeBytes(dir / "schedule/tiny_train.slsched", scheduleBytes(train.schedule));
+  writeBytes(dir / "schedule/tiny_generate.slsched",
+             scheduleBytes(slrt::test::TinyGenerate::build(4).schedule));
 
   slrt::TrainingCheckpoint checkpoint;
   checkpoint.step = 7;
@@ -90,5 +102,16 @@ int main(int argc, char **argv) {
   writeBytes(dir / "token_data/u32.bin",
              tokenSeed(true, 1, 4, 70000, 1, {65536, 2, 69999, 4, 5, 6}));
   writeBytes(dir / "token_data/out_of_vocab.bin", tokenSeed(false, 1, 2, 3, 0, {1, 2, 9}));
+
+  writeBytes(
+      dir / "prompts/tokens.jsonl",
+      promptsSeed(false, 8, 300,
+                  "{\"tokens\": [1, 2, 299], \"id\": \"a\"}\n\n{\"tokens\": [0], \"id\": 7}\r\n"));
+  writeBytes(dir / "prompts/text.jsonl",
+             promptsSeed(true, 16, 256,
+                         "{\"text\": \"h\\u00e9llo \\ud83d\\ude00\"}\n{\"tokens\": [255, 128]}\n"));
+  writeBytes(dir / "prompts/bad.jsonl",
+             promptsSeed(false, 2, 10,
+                         "{\"tokens\": [1, 2, 3]}\n{\"text\": \"x\"}\n[1]\n{\"tokens\": [1.5]}\n"));
   return 0;
 }

@@ -2,7 +2,7 @@
 # The main job on an embedded default: install, build, make a tiny LLaMA in PyTorch, export it to
 # ONNX, compile it with sl-opt, run its forward pass with sl-run on the CPU backend and compare
 # the logits with PyTorch's; then train a byte-level LLaMA on the small text in data/ for 300
-# steps and show the loss fall.
+# steps and show the loss fall; then generate text from the trained model.
 # Everything it writes goes to out/quickstart/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,5 +47,22 @@ echo "== 5. Train a byte-level LLaMA on data/tiny.txt: sl-opt --sl-train, then 3
 "$build/bin/sl-opt" "$out/byte_llama.onnx" --sl-train="batch=4 seq=64 num-sub-batches=2" -o "$out/train.slsched"
 "$build/bin/sl-run" "$out/train.slsched" --data "$out/tiny.tokens" --steps 300 --lr 3e-3 \
   --warmup-steps 20 --decay-steps 280 --min-lr 3e-4 --save "$out/byte_llama.safetensors" \
-  --report "$out/train_report.json" | awk 'NR == 1 || NR % 25 == 0'
-echo "Models, schedules, logits, the trained checkpoint and the reports are in $out"
+  --export-onnx "$out/byte_llama_trained.onnx" --report "$out/train_report.json" \
+  | awk 'NR == 1 || NR % 25 == 0'
+
+echo "== 6. Generate from the trained model: sl-opt --sl-generate (4 prompts as 2 sub-batches, host KV cache), sl-run --prompts"
+"$build/bin/sl-opt" "$out/byte_llama_trained.onnx" \
+  --sl-generate="batch=4 num-sub-batches=2 max-prompt-len=24 max-new-tokens=40" -o "$out/generate.slsched"
+printf '%s\n' '{"text": "The keeper "}' '{"text": "One came from the "}' '{"text": "a ship came, "}' \
+  '{"text": "The "}' > "$out/prompts.jsonl"
+"$build/bin/sl-run" "$out/generate.slsched" --prompts "$out/prompts.jsonl" --tokenizer bytes \
+  --output "$out/generated.jsonl" --report "$out/generate_report.json"
+"$python" - "$out" <<'PY'
+import json
+import sys
+out = sys.argv[1]
+prompts = [json.loads(line)["text"] for line in open(f"{out}/prompts.jsonl")]
+for prompt, line in zip(prompts, open(f"{out}/generated.jsonl")):
+    print(f"{prompt!r} -> {json.loads(line)['text']!r}")
+PY
+echo "Models, schedules, logits, the trained checkpoint, generated text and the reports are in $out"

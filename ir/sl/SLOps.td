@@ -763,8 +763,9 @@ def SL_FetchParamsOp : SL_Op<"fetch_params", [DeclareOpInterfaceMethods<InferTyp
   let description = [{
     Copies every parameter of one group from its host buffer into a device buffer of its own, on
     the host-to-device stream. SpeedLoader fetches a group once per pass and applies it to every
-    sub-batch; the canonical baseline fetches it once per sub-batch. With several ranks this is
-    where an all-gather of the shards goes (`sl.all_gather`). `group` names the group in traces.
+    sub-batch; the canonical baseline fetches it once per sub-batch. With several ranks the
+    schedule all-gathers the group's shards instead (`sl.all_gather`). `group` names the group in
+    traces.
 
     Example:
 
@@ -839,7 +840,8 @@ def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments]> {
   let description = [{
     Marks the point of the step after which the host gradients `grads` of `params` (one each, in
     order) are final, so the host optimizer may update those parameters while the rest of the
-    backward runs. `loss` is the step's loss in the host pool (a runtime checks it before
+    backward runs. `params` are `sl.param` values, or with several ranks `sl.param_shard` values
+    (each gradient then that of the rank's shard). `loss` is the step's loss in the host pool (a runtime checks it before
     updating anything). The optimizer writes the parameters' host buffers: nothing may read them
     later in the step.
 
@@ -862,9 +864,13 @@ def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments]> {
 def SL_AllGatherOp : SL_Op<"all_gather"> {
   let summary = "gather the shards of a group's parameters from every rank (distributed)";
   let description = [{
-    With `world` ranks, each holding `1/world` of every parameter, assembles the whole parameters
-    on every rank's device, on the collective stream; the sharded counterpart of
-    `sl.fetch_params`. Verified here; schedules of one rank use `sl.fetch_params`.
+    With `world` ranks, each holding `1/world` of a tensor, assembles the whole tensor on every
+    rank's device, on the collective stream: result `i` is the shards `i` of ranks 0, 1, ...,
+    `world - 1`, one after another along dimension 0. Every rank runs the same collectives in the
+    same order. This is the sharded counterpart of `sl.fetch_params`: with `world > 1`,
+    `sl-schedule-subbatches` prefetches the rank's shard of a group's flattened parameters
+    (`sl.param_shard`) to the device and all-gathers it once per pass (once per sub-batch in
+    canonical mode); the parameters are `sl.view`s of the result.
 
     Example:
 
@@ -883,9 +889,11 @@ def SL_AllGatherOp : SL_Op<"all_gather"> {
 def SL_ReduceScatterOp : SL_Op<"reduce_scatter"> {
   let summary = "sum gradients over every rank, leaving each rank its shard (distributed)";
   let description = [{
-    With `world` ranks, sums each gradient over the ranks and leaves rank r the r-th of `world`
-    equal slices of dimension 0, on the collective stream: a group's gradients are
-    reduce-scattered once per step. Verified here; schedules of one rank offload instead.
+    With `world` ranks, sums each operand elementwise over the ranks and leaves rank r the r-th
+    of `world` equal slices of dimension 0, on the collective stream. With `world > 1`,
+    `sl-schedule-subbatches` concatenates a group's accumulated parameter gradients into the
+    layout of its `sl.param_shard` and reduce-scatters them once per step (once per sub-batch in
+    canonical mode); each rank offloads its slice, the gradient of its shard, for the optimizer.
 
     Example:
 
@@ -897,6 +905,62 @@ def SL_ReduceScatterOp : SL_Op<"reduce_scatter"> {
   let results = (outs Variadic<SL_FloatTensor>:$results);
   let assemblyFormat = [{
     $values attr-dict `:` type($values) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def SL_ParamShardOp : SL_Op<"param_shard", [Pure]> {
+  let summary = "this rank's 1/world of a group's parameters, flattened (distributed)";
+  let description = [{
+    The parameters `params` (`sl.param` values, f32) of group `group`, flattened into one f32
+    vector one after another, each starting at a multiple of 4 elements, zeros between them and
+    at the end up to a multiple of `4 * world` elements; the result is this rank's `1/world` of
+    that vector (rank r: elements `[r * S, (r + 1) * S)` for a result of S elements), in the host
+    pool for the whole step. The runtime reads each rank's part from the model file; the
+    parameters themselves then have no host slot (they are declarations of what is in the
+    shard). The optimizer updates the shard; `sl.all_gather` assembles the whole vector on the
+    device.
+
+    Example:
+
+    ```mlir
+    %s = sl.param_shard %wq, %norm {group = "layers 0", world = 2 : i64}
+        : tensor<16x16xf32>, tensor<16xf32> -> tensor<136xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<F32Tensor>:$params, StrAttr:$group, I64Attr:$world);
+  let results = (outs F32Tensor:$result);
+  let assemblyFormat = [{
+    $params attr-dict `:` type($params) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Where each parameter starts in the flattened group, in elements.
+    llvm::SmallVector<int64_t> getElementOffsets();
+    /// Elements of the whole flattened group: `world` times the result's.
+    int64_t getFlatElements();
+  }];
+}
+
+def SL_ViewOp : SL_Op<"view", [Pure]> {
+  let summary = "elements of a tensor from `offset` on, in another shape (a view, no copy)";
+  let description = [{
+    The `numel(result)` elements of `source` (row-major) that start at element `offset`, as a
+    tensor of the result's shape and the source's element type: the bytes of the source's buffer
+    from `offset * element size` on, so no kernel runs and no buffer is allocated. A parameter of
+    an all-gathered group is a view of the gathered vector; a gradient is flattened into a group's
+    layout through one.
+
+    Example:
+
+    ```mlir
+    %w = sl.view %group {offset = 256 : i64} : tensor<1024xf32> -> tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$source, I64Attr:$offset);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = [{
+    $source attr-dict `:` type($source) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -135,8 +135,21 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     The loss is the mean over the N sub-batch losses (each a mean over its tokens, all equal in
     size: the mean over every token of the batch); each sub-batch's backward is seeded with 1/N.
     Constants that kernels read are prefetched once at the start. Options left at 0 (or empty)
-    come from the module's `sl.plan` (written by `sl-plan`), else N = 1, K = 1, speedloader.
-    The step carries `sl.plan` with the values used.
+    come from the module's `sl.plan` (written by `sl-plan`), else N = 1, K = 1, speedloader,
+    world 1. The step carries `sl.plan` with the values used.
+
+    With `world` = W > 1 ranks (data parallel, ZeRO-3), each rank runs the step on its own batch
+    and every group's parameters are sharded: the group (the first one that reads a parameter
+    owns it) is flattened into one vector of which each rank holds 1/W in the host pool
+    (`sl.param_shard`); the step returns `loss` and `grad_shard:<group>` per group instead of
+    `grad:<param>`. Where the one-rank step fetches a group, the sharded one prefetches the rank's
+    shard and all-gathers it on the collective stream (`sl.all_gather`; the parameters are
+    `sl.view`s of the gathered vector), once per pass; where it offloads a group's gradients, the
+    sharded one concatenates them into the group's layout, reduce-scatters them (`sl.reduce_scatter`,
+    once per step) and offloads the rank's shard, whose optimizer step follows. Canonical mode
+    gathers and reduce-scatters per sub-batch, as ZeRO-3 does. Each rank's `loss` is the mean over
+    its own tokens; the backward is seeded with 1/(N W), so that the reduce-scatter's sum is the
+    gradient of the mean over the W ranks' tokens (all ranks have the same number of tokens).
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"\"",
@@ -149,6 +162,9 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     Option<"batch", "batch", "int64_t", /*default=*/"0",
            "The step's batch the user asked for, checked to be N x the sub-batch size "
            "(0: unchecked)">,
+    Option<"world", "world", "int64_t", /*default=*/"0",
+           "Ranks the parameters, gradients and optimizer state are sharded over, W (0: from "
+           "sl.plan, else 1)">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

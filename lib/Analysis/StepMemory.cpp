@@ -87,7 +87,7 @@ Value rootOf(Value value) {
 bool isTemporary(Value value) {
   if (llvm::isa<BlockArgument>(value) || viewOf(value))
     return false;
-  return !llvm::isa<ParamOp, ConstantOp>(value.getDefiningOp());
+  return !llvm::isa<ParamOp, ParamShardOp, ConstantOp>(value.getDefiningOp());
 }
 
 } // namespace
@@ -151,6 +151,8 @@ StepLayout layoutStep(Block &body, llvm::function_ref<uint64_t(Value)> bytes,
   for (auto [i, op] : llvm::enumerate(body)) {
     uint64_t topBefore = arena.size(), poolBefore = pool.size();
     for (Value result : op.getResults()) {
+      if (!hasStorage(result))
+        continue; // a parameter whose bytes are in its group's shard
       bool onDevice = memorySpaceOf(result) == MemorySpace::Device;
       uint64_t offset;
       if (auto view = viewOf(result)) {
@@ -277,12 +279,15 @@ namespace {
 /// What a device buffer is, for the report.
 const char *deviceKindOf(Value v) {
   Operation *def = v.getDefiningOp();
-  if (llvm::isa_and_nonnull<FetchParamsOp>(def))
+  if (llvm::isa_and_nonnull<FetchParamsOp, AllGatherOp>(def))
     return "parameters (this group's, the next one's)";
-  if (auto prefetch = llvm::dyn_cast_or_null<PrefetchOp>(def))
+  if (auto prefetch = llvm::dyn_cast_or_null<PrefetchOp>(def)) {
+    if (prefetch->getOperand(0).getDefiningOp<ParamShardOp>())
+      return "parameter shards (to all-gather)";
     return prefetch->getOperand(0).getDefiningOp<ConstantOp>()
                ? "constants (prefetched once)"
                : "prefetched boundary values and gradients";
+  }
   return "computed values (activations, gradients)";
 }
 
@@ -292,6 +297,8 @@ const char *hostKindOf(Value v) {
     return kInputsTerm;
   if (llvm::isa<ParamOp>(def))
     return "parameters";
+  if (llvm::isa<ParamShardOp>(def))
+    return "parameter shards (this rank's 1/world)";
   if (llvm::isa<ConstantOp>(def))
     return "constants";
   // A parameter gradient leaves the device once per pass and goes to the optimizer (through the

@@ -18,7 +18,7 @@ MemorySpace memorySpaceOf(Value value) {
   Operation *def = value.getDefiningOp();
   if (!def)
     return MemorySpace::Host; // function arguments: the step's inputs
-  if (llvm::isa<ParamOp, ConstantOp, OffloadOp>(def))
+  if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, OffloadOp>(def))
     return MemorySpace::Host;
   if (auto accumulate = llvm::dyn_cast<AccumulateOp>(def))
     return memorySpaceOf(accumulate.getAccumulator());
@@ -35,7 +35,20 @@ std::optional<View> viewOf(Value value) {
   if (auto subBatch = llvm::dyn_cast_or_null<SubBatchOp>(def))
     return View{subBatch.getBatch(), static_cast<uint64_t>(subBatch.getIndex()) *
                                          storageBytes(subBatch.getResult().getType())};
+  if (auto view = llvm::dyn_cast_or_null<ViewOp>(def)) {
+    auto type = llvm::cast<RankedTensorType>(view.getResult().getType());
+    uint64_t elementBytes = std::max<uint64_t>(1, type.getElementTypeBitWidth() / 8);
+    return View{view.getSource(), static_cast<uint64_t>(view.getOffset()) * elementBytes};
+  }
   return std::nullopt;
+}
+
+bool hasStorage(Value value) {
+  auto param = value.getDefiningOp<ParamOp>();
+  if (!param || value.use_empty())
+    return true;
+  return !llvm::all_of(value.getUsers(),
+                       [](Operation *user) { return llvm::isa<ParamShardOp>(user); });
 }
 
 uint64_t storageBytes(Type type) {

@@ -314,8 +314,8 @@ LogicalResult OptimizerStepOp::verify() {
     if (grad.getType() != param.getType())
       return emitOpError("gradient ") << grad.getType() << " does not match its parameter "
                                       << param.getType();
-    if (!param.getDefiningOp<ParamOp>())
-      return emitOpError("params must be sl.param values");
+    if (!param.getDefiningOp<ParamOp>() && !param.getDefiningOp<ParamShardOp>())
+      return emitOpError("params must be sl.param or sl.param_shard values");
   }
   return success();
 }
@@ -349,6 +349,62 @@ LogicalResult AllGatherOp::verify() {
 LogicalResult ReduceScatterOp::verify() {
   return verifyCollective(*this, getValues(), getResults(), static_cast<int64_t>(getWorld()),
                           /*gather=*/false);
+}
+
+ShardLayout shardLayout(TypeRange params, int64_t world) {
+  ShardLayout layout;
+  int64_t at = 0;
+  for (Type type : params) {
+    layout.offsets.push_back(at);
+    at += llvm::cast<RankedTensorType>(type).getNumElements();
+    at = llvm::alignTo(at, kShardElementAlignment);
+  }
+  layout.flatElements = llvm::alignTo(at, kShardElementAlignment * std::max<int64_t>(1, world));
+  return layout;
+}
+
+SmallVector<int64_t> ParamShardOp::getElementOffsets() {
+  return shardLayout(getParams().getTypes(), static_cast<int64_t>(getWorld())).offsets;
+}
+
+int64_t ParamShardOp::getFlatElements() {
+  return shardLayout(getParams().getTypes(), static_cast<int64_t>(getWorld())).flatElements;
+}
+
+LogicalResult ParamShardOp::verify() {
+  int64_t world = static_cast<int64_t>(getWorld());
+  if (world < 2)
+    return emitOpError("world must be at least 2, got ") << world;
+  if (getParams().empty())
+    return emitOpError("needs at least one parameter");
+  for (Value param : getParams()) {
+    if (!param.getDefiningOp<ParamOp>())
+      return emitOpError("operands must be sl.param values");
+    if (!rankedType(param).hasStaticShape())
+      return emitOpError("parameter type ") << param.getType() << " must be static";
+  }
+  auto result = rankedType(getResult());
+  int64_t shard = getFlatElements() / world;
+  if (result.getRank() != 1 || result.getDimSize(0) != shard)
+    return emitOpError("result ") << result << " must be tensor<" << shard
+                                  << "xf32>: the flattened group has " << getFlatElements()
+                                  << " elements, split over " << world << " ranks";
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  auto source = rankedType(getSource()), result = rankedType(getResult());
+  int64_t offset = static_cast<int64_t>(getOffset());
+  if (source.getElementType() != result.getElementType())
+    return emitOpError("result element type ")
+           << result.getElementType() << " must be the source's, " << source.getElementType();
+  if (!source.hasStaticShape() || !result.hasStaticShape())
+    return emitOpError("source and result must be static");
+  if (offset < 0 || offset + result.getNumElements() > source.getNumElements())
+    return emitOpError("elements [")
+           << offset << ", " << offset + result.getNumElements() << ") are outside the source's "
+           << source.getNumElements();
+  return success();
 }
 
 LogicalResult LayerOp::verify() {

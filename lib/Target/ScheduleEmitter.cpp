@@ -683,13 +683,35 @@ private:
   pb::Kernel *addKernel(pb::OpKind kind, Operation &op);
   void addPlan();
   void addGeneration();
+  LogicalResult placeShards();
 
   func::FuncOp func;
   llvm::StringRef schedulePath;
   pb::Schedule *out = nullptr;
   llvm::DenseMap<Value, uint32_t> buffers;
   llvm::StringMap<uint32_t> parameterIndex;
+  // With world > 1: the ranks, each sl.param_shard's index in Schedule.shards, and the shard and
+  // element offset of each parameter.
+  int64_t world = 1;
+  llvm::DenseMap<Value, uint32_t> shardIndex;
+  llvm::StringMap<std::pair<uint32_t, int64_t>> shardPlace;
 };
+
+LogicalResult ExplicitStepEmitter::placeShards() {
+  for (auto shard : func.getBody().front().getOps<ParamShardOp>()) {
+    if (int64_t(shard.getWorld()) != world)
+      return shard.emitError("shard of world ")
+             << shard.getWorld() << " in a step of world " << world;
+    uint32_t index = shardIndex.size();
+    shardIndex[shard.getResult()] = index;
+    for (auto [param, offset] : llvm::zip(shard.getParams(), shard.getElementOffsets())) {
+      llvm::StringRef name = param.getDefiningOp<ParamOp>().getName();
+      if (!shardPlace.try_emplace(name, index, offset).second)
+        return shard.emitError("parameter '") << name << "' is in two shards";
+    }
+  }
+  return success();
+}
 
 FailureOr<uint32_t> ExplicitStepEmitter::bufferOf(Value value, Location loc) {
   if (auto it = buffers.find(value); it != buffers.end())
@@ -727,7 +749,7 @@ FailureOr<uint32_t> ExplicitStepEmitter::bufferOf(Value value, Location loc) {
 
 pb::Kernel *ExplicitStepEmitter::addKernel(pb::OpKind kind, Operation &op) {
   static const llvm::StringMap<uint32_t> streamIds = {
-      {"compute", 0}, {"h2d", 1}, {"d2h", 2}, {"host", 3}};
+      {"compute", 0}, {"h2d", 1}, {"d2h", 2}, {"host", 3}, {"collective", 4}};
   pb::Kernel *kernel = out->add_kernels();
   kernel->set_op(kind);
   kernel->set_stream(streamIds.lookup(op.getAttrOfType<StringAttr>(kStreamAttr).getValue()));
@@ -739,8 +761,8 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
   auto stream = op.getAttrOfType<StringAttr>(kStreamAttr);
   if (!stream)
     return op.emitError("operation has no stream; run sl-assign-streams before emitting");
-  if (stream.getValue() == "collective")
-    return op.emitError("collectives need the distributed runtime; a one-rank step has none");
+  if (stream.getValue() == "collective" && world == 1)
+    return op.emitError("a collective in a step of one rank (sl.plan has no world > 1)");
   llvm::SmallVector<int64_t> waits;
   if (auto attr = op.getAttrOfType<DenseI64ArrayAttr>(kWaitAttr))
     waits.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
@@ -768,6 +790,24 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
     pb::Kernel *copy = addKernel(pb::COPY, op);
     copy->add_operands(*src);
     copy->add_results(*dst);
+  } else if (llvm::isa<AllGatherOp, ReduceScatterOp>(op)) {
+    // One kernel per operand; the op's waits go on the first, its event on the last.
+    bool gather = llvm::isa<AllGatherOp>(op);
+    int64_t opWorld = gather ? int64_t(llvm::cast<AllGatherOp>(op).getWorld())
+                             : int64_t(llvm::cast<ReduceScatterOp>(op).getWorld());
+    if (opWorld != world)
+      return op.emitError("collective of world ") << opWorld << " in a step of world " << world;
+    for (auto [operand, result] : llvm::zip(op.getOperands(), op.getResults())) {
+      FailureOr<uint32_t> src = bufferOf(operand, op.getLoc()), dst = bufferOf(result, op.getLoc());
+      if (failed(src) || failed(dst))
+        return failure();
+      if (memorySpaceOf(operand) != MemorySpace::Device ||
+          memorySpaceOf(result) != MemorySpace::Device)
+        return op.emitError("collectives work on device values; prefetch the shard first");
+      pb::Kernel *kernel = addKernel(gather ? pb::ALL_GATHER : pb::REDUCE_SCATTER, op);
+      kernel->add_operands(*src);
+      kernel->add_results(*dst);
+    }
   } else if (auto step = llvm::dyn_cast<OptimizerStepOp>(op)) {
     pb::Kernel *kernel = addKernel(pb::OPTIMIZER_STEP, op);
     int index = out->kernels_size() - 1;
@@ -778,9 +818,13 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
       out->mutable_kernels(index)->add_operands(*buffer);
     }
     kernel = out->mutable_kernels(index);
-    for (Value param : step.getParams())
-      kernel->mutable_optimizer_step()->add_parameters(
-          parameterIndex.lookup(param.getDefiningOp<ParamOp>().getName()));
+    for (Value param : step.getParams()) {
+      if (auto shard = param.getDefiningOp<ParamShardOp>())
+        kernel->mutable_optimizer_step()->add_shards(shardIndex.lookup(shard.getResult()));
+      else
+        kernel->mutable_optimizer_step()->add_parameters(
+            parameterIndex.lookup(param.getDefiningOp<ParamOp>().getName()));
+    }
   } else {
     pb::OpKind kind = pb::ACCUMULATE;
     SmallVector<Value> operands = dataOperands(&op);
@@ -877,12 +921,24 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   schedule.set_version(kVersion);
   bool generate = func.getSymName() == "generate";
   schedule.set_kind(func.getSymName() == "train_step" ? "train" : generate ? "generate" : "infer");
+  if (auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr))
+    if (auto attr = plan.getAs<IntegerAttr>("world"))
+      world = attr.getInt();
+  if (world < 1)
+    return func.emitError("sl.plan has world ") << world << "; it must be at least 1";
+  if (failed(placeShards()))
+    return failure();
   for (auto [id, kind] : {std::pair(0u, pb::COMPUTE), std::pair(1u, pb::HOST_TO_DEVICE),
-                          std::pair(2u, pb::DEVICE_TO_HOST), std::pair(3u, pb::HOST_COMPUTE)}) {
+                          std::pair(2u, pb::DEVICE_TO_HOST), std::pair(3u, pb::HOST_COMPUTE),
+                          std::pair(4u, pb::COLLECTIVE)}) {
+    if (kind == pb::COLLECTIVE && world == 1)
+      continue; // a step of one rank has no collectives
     pb::Stream *stream = schedule.add_streams();
     stream->set_id(id);
     stream->set_kind(kind);
   }
+  if (world > 1)
+    schedule.set_world(uint32_t(world));
   auto arena = func->getAttrOfType<IntegerAttr>("sl.device_arena_bytes");
   auto pool = func->getAttrOfType<IntegerAttr>("sl.host_pool_bytes");
   auto events = func->getAttrOfType<IntegerAttr>("sl.num_events");
@@ -928,19 +984,42 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
                << param.getName()
                << "' has no byte location in a model file (inline data from ONNX text or "
                   "MLIR); compile from a binary .onnx model";
+      parameterIndex[param.getName()] = schedule.parameters_size();
+      pb::Parameter *p = schedule.add_parameters();
+      p->set_name(param.getName().str());
+      p->set_file(parameterFile(schedulePath, *param.getFile()));
+      p->set_file_offset(uint64_t(*param.getOffset()));
+      auto type = llvm::cast<RankedTensorType>(param.getType());
+      FailureOr<pb::DType> dtype = dtypeOf(op.getLoc(), type.getElementType());
+      if (failed(dtype))
+        return failure();
+      p->set_bytes(storageBytes(type));
+      p->set_dtype(*dtype);
+      for (int64_t dim : type.getShape())
+        p->add_shape(dim);
+      if (world > 1) {
+        // Sharded: its bytes are in its group's shard, it has no buffer of its own.
+        auto place = shardPlace.find(param.getName());
+        if (place == shardPlace.end() || hasStorage(param.getResult()))
+          return param.emitError("parameter '")
+                 << param.getName() << "' of a step of world " << world
+                 << " must be read only through its group's sl.param_shard";
+        p->set_shard(place->second.first);
+        p->set_shard_offset(uint64_t(place->second.second));
+        continue;
+      }
       FailureOr<uint32_t> buffer = bufferOf(param.getResult(), op.getLoc());
       if (failed(buffer))
         return failure();
-      parameterIndex[param.getName()] = schedule.parameters_size();
-      pb::Parameter *p = schedule.add_parameters();
-      const pb::Buffer &b = schedule.buffers(*buffer);
-      p->set_name(param.getName().str());
       p->set_buffer(*buffer);
-      p->set_file(parameterFile(schedulePath, *param.getFile()));
-      p->set_file_offset(uint64_t(*param.getOffset()));
-      p->set_bytes(b.bytes());
-      p->set_dtype(b.dtype());
-      *p->mutable_shape() = b.shape();
+    } else if (auto shard = llvm::dyn_cast<ParamShardOp>(op)) {
+      FailureOr<uint32_t> buffer = bufferOf(shard.getResult(), op.getLoc());
+      if (failed(buffer))
+        return failure();
+      pb::Shard *s = schedule.add_shards();
+      s->set_name(shard.getGroup().str());
+      s->set_buffer(*buffer);
+      s->set_elements(uint64_t(shard.getFlatElements()));
     } else if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
       // Constants that only give shapes or axes never reach the schedule.
       if (llvm::any_of(constant->getUsers(),
@@ -953,7 +1032,7 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
         c->set_buffer(*buffer);
         c->set_data(std::move(*data));
       }
-    } else if (llvm::isa<SubBatchOp, ReshapeOp>(op)) {
+    } else if (llvm::isa<SubBatchOp, ReshapeOp, ViewOp>(op)) {
       continue; // views: a buffer when a kernel reads one
     } else if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {

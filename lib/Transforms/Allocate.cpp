@@ -41,7 +41,8 @@ struct AllocatePass : public impl::AllocatePassBase<AllocatePass> {
       func.setArgAttr(arg.getArgNumber(), kOffsetAttr,
                       builder.getI64IntegerAttr(int64_t(layout.offsets.lookup(arg))));
     for (Operation &op : body) {
-      if (op.getNumResults() == 0)
+      // Parameters whose bytes are in their group's shard have no slot.
+      if (op.getNumResults() == 0 || !layout.offsets.count(op.getResult(0)))
         continue;
       SmallVector<int64_t> resultOffsets;
       for (Value result : op.getResults())

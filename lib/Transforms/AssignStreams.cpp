@@ -18,7 +18,8 @@ namespace {
 
 /// The stream an op's kernel runs on, or none for ops that are no kernel.
 std::optional<llvm::StringRef> streamOf(Operation *op) {
-  if (llvm::isa<ParamOp, ConstantOp, SubBatchOp, ReshapeOp, ProgramOp, func::ReturnOp>(op))
+  if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, SubBatchOp, ReshapeOp, ViewOp, ProgramOp,
+                func::ReturnOp>(op))
     return std::nullopt;
   if (llvm::isa<FetchParamsOp, PrefetchOp>(op))
     return llvm::StringRef("h2d");

@@ -31,7 +31,8 @@ SmallVector<Value> inlineStage(OpBuilder &builder, func::FuncOp callee, ValueRan
 
 void eraseUnusedOps(Block &body) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (isOpTriviallyDead(&op) || (llvm::isa<PrefetchOp, OffloadOp>(op) && op.use_empty()))
+    if (isOpTriviallyDead(&op) ||
+        (llvm::isa<PrefetchOp, OffloadOp, AllGatherOp>(op) && op.use_empty()))
       op.erase();
 }
 

@@ -119,6 +119,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       options.mode = sl::stringifyScheduleMode(mode).str();
       options.numSubBatches = count;
       options.liveBlocks = liveBlocks;
+      options.world = world;
       pm.addPass(sl::createScheduleSubBatchesPass(options));
       pm.addPass(mlir::createCSEPass());
       auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>("train_step")
@@ -349,7 +350,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                           const sl::Prediction &prediction) {
     Builder b(&getContext());
     auto bytes = [&](double value) { return b.getI64IntegerAttr(int64_t(std::ceil(value))); };
-    return b.getDictionaryAttr({
+    SmallVector<NamedAttribute> attrs({
         b.getNamedAttr("mode", b.getStringAttr(sl::stringifyScheduleMode(config.mode))),
         b.getNamedAttr("sub_batch_size", b.getI64IntegerAttr(config.subBatchSize)),
         b.getNamedAttr("num_sub_batches", b.getI64IntegerAttr(config.numSubBatches)),
@@ -361,6 +362,10 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
         b.getNamedAttr("parameter_bytes", b.getI64IntegerAttr(costs.parameterBytes)),
         b.getNamedAttr("boundary_activation_bytes", bytes(prediction.boundaryActivationBytes)),
     });
+    // Absent for one rank; sl-schedule-subbatches shards the step over `world` ranks.
+    if (config.world > 1)
+      attrs.push_back(b.getNamedAttr("world", b.getI64IntegerAttr(config.world)));
+    return b.getDictionaryAttr(attrs);
   }
 
   static void printReport(llvm::raw_ostream &os, const sl::ModelCosts &costs,

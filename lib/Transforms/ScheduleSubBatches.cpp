@@ -14,6 +14,10 @@
 // prefetched before sub-batch j computes, and sub-batch j's outputs are offloaded after sub-batch
 // j+1 starts (so that sl-allocate never places j+1's values over buffers a copy still reads).
 //
+// With world > 1 the same order holds with sharded parameters: a fetch becomes a prefetch of the
+// rank's shard and an all-gather on the collective stream, the offload of a group's gradients a
+// concatenation, a reduce-scatter and an offload of the rank's shard of them.
+//
 //===--------------------------------------------------------------------------------------------===//
 
 #include "sl/Dialect/MemorySpaces.h"
@@ -62,6 +66,19 @@ struct Group {
   llvm::SetVector<Value> outputs;
 };
 
+/// With world > 1: the parameters one group owns (those it is the first to read), flattened and
+/// sharded over the ranks (sl.param_shard).
+struct Shard {
+  std::string name;
+  // @forward parameters, in the order of the flattened vector, and where each starts in it.
+  SmallVector<Value> params;
+  DenseMap<Value, int64_t> offset;
+  int64_t flatElements = 0;
+  Value host;              // the step's sl.param_shard
+  unsigned passesLeft = 0; // backward passes still to come of groups that read it
+  Value grad;              // the rank's host gradient of the shard so far
+};
+
 /// One pass of one group over sub-batches: a forward pass, or a backward pass (the last group's
 /// backward pass is also its forward: it computes the loss).
 struct GroupPass {
@@ -77,20 +94,28 @@ bool isFloat(Value v) {
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp forward, Mode mode, int64_t numSubBatches,
-              int64_t liveBlocks)
+              int64_t liveBlocks, int64_t world)
       : module(module), forward(forward), mode(mode), n(numSubBatches), k(liveBlocks),
-        builder(module.getContext()) {}
+        world(world), builder(module.getContext()) {}
 
   LogicalResult build();
 
 private:
   LogicalResult collectStages();
   void formGroups();
+  LogicalResult formShards();
+  void createShards();
   func::FuncOp createStep();
   SmallVector<GroupPass> passOrder() const;
 
-  // Fetches `params` (of @forward) of group `group` to the device, mapping them in `into`.
+  // Fetches `params` (of @forward) of group `group` to the device, mapping them in `into`; with
+  // world > 1 by gathering the shards they are in.
   void fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into);
+  void gatherParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into);
+  // With world > 1: the gradients a backward pass of `group` accumulated, reduce-scattered per
+  // shard and offloaded; the optimizer steps of the shards whose gradients are then final.
+  void reduceScatterGradients(const Group &group, const llvm::MapVector<Value, Value> &accumulated);
+  void emitShardOptimizerSteps(ArrayRef<unsigned> finished);
   // Splits the parameters of `passes[index]`'s group into `shares` fetches of about equal bytes,
   // issued one by one by issueNextShare while the current pass prefetches its sub-batches.
   void planNextFetch(ArrayRef<GroupPass> passes, size_t index, size_t shares);
@@ -120,7 +145,7 @@ private:
   ModuleOp module;
   func::FuncOp forward, step;
   Mode mode;
-  int64_t n, k;
+  int64_t n, k, world;
   OpBuilder builder;
   Location loc = UnknownLoc::get(module.getContext());
 
@@ -149,6 +174,9 @@ private:
   Value lossAccumulator, lossHost;
   // Hoisted constants, one per (type, value).
   DenseMap<std::pair<Type, Attribute>, Value> constants;
+  // With world > 1: the shards, and which one holds each @forward parameter.
+  SmallVector<Shard> shards;
+  DenseMap<Value, unsigned> shardOf;
 };
 
 LogicalResult StepBuilder::collectStages() {
@@ -228,6 +256,52 @@ void StepBuilder::formGroups() {
   for (Group &group : groups)
     for (Value param : group.params)
       ++groupsLeft[param];
+}
+
+LogicalResult StepBuilder::formShards() {
+  for (const Group &group : groups) {
+    std::optional<unsigned> own;
+    for (Value param : group.params) {
+      if (shardOf.count(param))
+        continue;
+      if (!llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
+        return param.getDefiningOp()->emitError("sl-schedule-subbatches: parameter '")
+               << param.getDefiningOp<ParamOp>().getName() << "' is " << param.getType()
+               << "; sharding (world > 1) needs f32 parameters";
+      if (!own) {
+        own = shards.size();
+        shards.emplace_back();
+        shards.back().name = group.name;
+      }
+      shardOf[param] = *own;
+      shards[*own].params.push_back(param);
+    }
+  }
+  for (Shard &shard : shards) {
+    ShardLayout layout = shardLayout(ValueRange(shard.params).getTypes(), world);
+    for (auto [param, offset] : llvm::zip(shard.params, layout.offsets))
+      shard.offset[param] = offset;
+    shard.flatElements = layout.flatElements;
+  }
+  for (const Group &group : groups) {
+    llvm::SetVector<unsigned> read;
+    for (Value param : group.params)
+      read.insert(shardOf.lookup(param));
+    for (unsigned s : read)
+      ++shards[s].passesLeft;
+  }
+  return success();
+}
+
+void StepBuilder::createShards() {
+  for (Shard &shard : shards) {
+    SmallVector<Value> params;
+    for (Value p : shard.params)
+      params.push_back(stepParams.lookup(p));
+    auto type = RankedTensorType::get({shard.flatElements / world}, builder.getF32Type());
+    shard.host = builder.create<ParamShardOp>(named("shard of " + shard.name), type, params,
+                                              shard.name, uint64_t(world));
+  }
 }
 
 func::FuncOp StepBuilder::createStep() {
@@ -321,6 +395,8 @@ SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange o
 void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
   if (params.empty())
     return;
+  if (world > 1)
+    return gatherParams(params, group, into);
   SmallVector<Value> hostParams;
   for (Value p : params)
     hostParams.push_back(stepParams.lookup(p));
@@ -328,6 +404,92 @@ void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRM
                                              ValueRange(hostParams).getTypes(), hostParams, group);
   for (auto [p, d] : llvm::zip(params, fetch.getResults()))
     into.map(p, d);
+}
+
+void StepBuilder::gatherParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
+  llvm::SetVector<unsigned> read;
+  for (Value p : params)
+    read.insert(shardOf.lookup(p));
+  for (unsigned s : read) {
+    const Shard &shard = shards[s];
+    std::string of = shard.name + (shard.name == group ? "" : (" for " + group).str());
+    Value onDevice = builder.create<PrefetchOp>(named("prefetch shard of " + of), shard.host);
+    auto type = RankedTensorType::get({shard.flatElements}, builder.getF32Type());
+    Value whole = builder
+                      .create<AllGatherOp>(named("all-gather " + of), TypeRange{type},
+                                           ValueRange{onDevice}, uint64_t(world))
+                      .getResult(0);
+    for (Value p : params)
+      if (shardOf.lookup(p) == s)
+        into.map(p, builder.create<ViewOp>(loc, p.getType(), whole,
+                                           uint64_t(shard.offset.lookup(p))));
+  }
+}
+
+void StepBuilder::reduceScatterGradients(const Group &group,
+                                         const llvm::MapVector<Value, Value> &accumulated) {
+  llvm::SetVector<unsigned> read;
+  for (auto &[p, acc] : accumulated)
+    read.insert(shardOf.lookup(p));
+  Type f32 = builder.getF32Type();
+  SmallVector<unsigned> finished;
+  for (unsigned s : read) {
+    Shard &shard = shards[s];
+    std::string of = shard.name + (shard.name == group.name ? "" : " from " + group.name);
+    // The shard's layout, with this pass's gradients and zeros for parameters it did not read
+    // (a tied weight's other user) and for the padding.
+    SmallVector<Value> pieces;
+    int64_t at = 0;
+    auto zeros = [&](int64_t count) {
+      pieces.push_back(splat(RankedTensorType::get({count}, f32), 0.0));
+    };
+    for (Value p : shard.params) {
+      int64_t offset = shard.offset.lookup(p);
+      int64_t count = llvm::cast<RankedTensorType>(p.getType()).getNumElements();
+      if (offset > at)
+        zeros(offset - at);
+      if (Value g = accumulated.lookup(p))
+        pieces.push_back(builder.create<ViewOp>(loc, RankedTensorType::get({count}, f32), g, 0));
+      else
+        zeros(count);
+      at = offset + count;
+    }
+    if (shard.flatElements > at)
+      zeros(shard.flatElements - at);
+    auto flatType = RankedTensorType::get({shard.flatElements}, f32);
+    Value flat = pieces.size() == 1 ? pieces.front()
+                                    : builder.create<ConcatOp>(named("gradients of " + of),
+                                                               flatType, pieces, uint64_t(0))
+                                          .getResult();
+    auto shardType = RankedTensorType::get({shard.flatElements / world}, f32);
+    Value scattered = builder
+                          .create<ReduceScatterOp>(named("reduce-scatter gradients of " + of),
+                                                   TypeRange{shardType}, ValueRange{flat},
+                                                   uint64_t(world))
+                          .getResult(0);
+    Value host = builder.create<OffloadOp>(named(group.name + ": offload gradient shard of " +
+                                                 shard.name),
+                                           scattered);
+    shard.grad = shard.grad ? builder.create<AccumulateOp>(
+                                  named("accumulate gradient shard of " + shard.name),
+                                  shard.grad, host)
+                            : host;
+    if (mode == Mode::SpeedLoader && --shard.passesLeft == 0)
+      finished.push_back(s);
+  }
+  if (!finished.empty())
+    emitShardOptimizerSteps(finished);
+}
+
+void StepBuilder::emitShardOptimizerSteps(ArrayRef<unsigned> finished) {
+  SmallVector<Value> grads, hosts;
+  std::string names;
+  for (unsigned s : finished) {
+    grads.push_back(shards[s].grad);
+    hosts.push_back(shards[s].host);
+    names += (names.empty() ? "shards of " : ", ") + shards[s].name;
+  }
+  builder.create<OptimizerStepOp>(named("optimizer step: " + names), lossHost, grads, hosts);
 }
 
 void StepBuilder::planNextFetch(ArrayRef<GroupPass> passes, size_t index, size_t shares) {
@@ -455,7 +617,10 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
                                                     splat(loss.getType(), 1.0 / double(n)));
       lossAccumulator = lossAccumulator ? builder.create<AccumulateOp>(loc, lossAccumulator, scaled)
                                         : scaled;
-      grads[lossValue].push_back(splat(loss.getType(), 1.0 / double(n)));
+      // Each rank's loss is the mean over its own tokens; its gradient, seeded with 1/(N W), is
+      // the rank's part of the gradient of the mean over every rank's tokens (all ranks have
+      // the same number), which the reduce-scatter sums.
+      grads[lossValue].push_back(splat(loss.getType(), 1.0 / double(n * world)));
     }
     llvm::MapVector<Value, SmallVector<Value>> paramGrads;
     for (size_t i = group.stages.size(); i-- > 0;) {
@@ -498,6 +663,8 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
   // The loss is final once the last group's last pass is done.
   if (computesLoss && pass.subBatches.back() == n - 1)
     lossHost = builder.create<OffloadOp>(named("offload loss"), lossAccumulator);
+  if (world > 1)
+    return reduceScatterGradients(group, accumulated);
   // The group's gradients leave the device once per pass.
   SmallVector<Value> finished;
   for (auto &[p, acc] : accumulated) {
@@ -574,6 +741,8 @@ DictionaryAttr StepBuilder::planAttribute() {
   attrs.set("num_sub_batches", builder.getI64IntegerAttr(n));
   attrs.set("sub_batch_size", builder.getI64IntegerAttr(subBatchSize));
   attrs.set("live_blocks", builder.getI64IntegerAttr(k));
+  if (world > 1)
+    attrs.set("world", builder.getI64IntegerAttr(world)); // absent: one rank
   attrs.set("parameter_bytes", builder.getI64IntegerAttr(int64_t(parameterBytes)));
   attrs.set("boundary_activation_bytes", builder.getI64IntegerAttr(int64_t(boundaryBytes)));
   return attrs.getDictionary(module.getContext());
@@ -584,10 +753,14 @@ LogicalResult StepBuilder::build() {
     return failure();
   loc = forward.getLoc();
   formGroups();
+  if (world > 1 && failed(formShards()))
+    return failure();
   step = createStep();
 
   for (auto param : forward.getBody().front().getOps<ParamOp>())
     stepParams.map(param.getResult(), builder.clone(*param)->getResult(0));
+  if (world > 1)
+    createShards();
   hostValue.resize(n);
   hostGrads.resize(n);
   device.resize(n);
@@ -605,7 +778,8 @@ LogicalResult StepBuilder::build() {
               fetched.front());
   for (auto [index, pass] : llvm::enumerate(passes)) {
     // While this pass runs, the next one's parameters arrive: one share per sub-batch.
-    planNextFetch(passes, index + 1, pass.subBatches.size());
+    // With world > 1 a group's shard is one copy and one all-gather: no shares.
+    planNextFetch(passes, index + 1, world > 1 ? 1 : pass.subBatches.size());
     if (pass.backward)
       emitBackwardPass(pass, fetched[index]);
     else
@@ -613,7 +787,19 @@ LogicalResult StepBuilder::build() {
     while (!nextShares.empty())
       issueNextShare();
   }
-  if (mode == Mode::Canonical) {
+  if (mode == Mode::Canonical && world > 1) {
+    for (unsigned g = groups.size(); g-- > 0;) {
+      llvm::SetVector<unsigned> read;
+      for (Value p : groups[g].params)
+        read.insert(shardOf.lookup(p));
+      SmallVector<unsigned> finished;
+      for (unsigned s : read)
+        if (--shards[s].passesLeft == 0)
+          finished.push_back(s);
+      if (!finished.empty())
+        emitShardOptimizerSteps(finished);
+    }
+  } else if (mode == Mode::Canonical) {
     // Every group's gradients are final only after the last sub-batch.
     for (unsigned g = groups.size(); g-- > 0;) {
       SmallVector<Value> finished;
@@ -626,7 +812,25 @@ LogicalResult StepBuilder::build() {
   }
 
   SmallVector<Value> returned{lossHost};
+  if (world > 1) {
+    // The rank's gradient of each shard instead of every parameter's gradient.
+    SmallVector<Attribute> resultAttrs{step.getResultAttrDict(0)};
+    for (Shard &shard : shards) {
+      returned.push_back(shard.grad);
+      resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          "sl.name", builder.getStringAttr("grad_shard:" + shard.name))));
+    }
+    step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(),
+                                                 ValueRange(returned).getTypes()));
+    step.setAllResultAttrs(resultAttrs);
+  }
   for (auto param : forward.getBody().front().getOps<ParamOp>()) {
+    if (world > 1) {
+      if (!shardOf.count(param.getResult()))
+        return param.emitError("sl-schedule-subbatches: parameter '")
+               << param.getName() << "' is read by no stage";
+      continue;
+    }
     Value g = hostParamGrad.lookup(param.getResult());
     if (!g)
       return param.emitError("sl-schedule-subbatches: parameter '")
@@ -661,6 +865,10 @@ struct ScheduleSubBatchesPass
           << int64_t(numSubBatches) << " and " << int64_t(liveBlocks);
       return signalPassFailure();
     }
+    if (world < 0) {
+      module.emitError("sl-schedule-subbatches: world must be at least 1, got ") << int64_t(world);
+      return signalPassFailure();
+    }
     auto plan = module->getAttrOfType<DictionaryAttr>(kPlanAttr);
     auto planned = [&](llvm::StringRef key, int64_t fallback) -> int64_t {
       if (plan)
@@ -670,6 +878,7 @@ struct ScheduleSubBatchesPass
     };
     int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : planned("num_sub_batches", 1);
     int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : planned("live_blocks", 1);
+    int64_t w = world > 0 ? int64_t(world) : planned("world", 1);
     std::string modeName = mode;
     if (modeName.empty() && plan)
       if (auto value = plan.getAs<StringAttr>("mode"))
@@ -681,9 +890,9 @@ struct ScheduleSubBatchesPass
           << modeName << "'";
       return signalPassFailure();
     }
-    if (n < 1 || k < 1) {
+    if (n < 1 || k < 1 || w < 1) {
       module.emitError("sl-schedule-subbatches: sl.plan asks for num_sub_batches=")
-          << n << " and live_blocks=" << k << "; both must be at least 1";
+          << n << ", live_blocks=" << k << " and world=" << w << "; each must be at least 1";
       return signalPassFailure();
     }
     auto first = llvm::dyn_cast<RankedTensorType>(forward.getArgumentTypes().empty()
@@ -697,7 +906,7 @@ struct ScheduleSubBatchesPass
       return signalPassFailure();
     }
     StepBuilder builder(module, forward,
-                        modeName == "speedloader" ? Mode::SpeedLoader : Mode::Canonical, n, k);
+                        modeName == "speedloader" ? Mode::SpeedLoader : Mode::Canonical, n, k, w);
     if (failed(builder.build()))
       signalPassFailure();
   }

@@ -14,7 +14,9 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "kernel_verifier.h"
 #include "slrt/atomic_file.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -61,22 +63,37 @@ void preadAll(int fd, std::byte *dst, uint64_t bytes, uint64_t offset, const std
   }
 }
 
-std::string inputList(const sl::schedule::Schedule &schedule) {
+// "the schedule's inputs: x, y" or, for a schedule with programs, "the inputs of program
+// 'decode': input_ids, position".
+std::string inputList(const sl::schedule::Schedule &schedule, uint32_t program) {
   std::string names;
   for (const sl::schedule::Binding &input : schedule.inputs())
-    names += (names.empty() ? "" : ", ") + input.name();
-  return names.empty() ? "none" : names;
+    if (input.program() == program)
+      names += (names.empty() ? "" : ", ") + input.name();
+  std::string what =
+      schedule.programs_size() == 0
+          ? std::string("the schedule's inputs: ")
+          : "the inputs of program '" + schedule.programs(static_cast<int>(program)).name() + "': ";
+  return what + (names.empty() ? "none" : names);
+}
+
+void checkProgram(const sl::schedule::Schedule &schedule, uint32_t program) {
+  uint32_t count = std::max(1, schedule.programs_size());
+  if (program >= count)
+    throw makeError("program ", program, " is out of range (the schedule has ", count,
+                    count == 1 ? " program)" : " programs)");
 }
 
 } // namespace
 
 void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
-                const HostTensor &tensor) {
-  auto binding = std::find_if(schedule.inputs().begin(), schedule.inputs().end(),
-                              [&](const sl::schedule::Binding &b) { return b.name() == name; });
+                const HostTensor &tensor, uint32_t program) {
+  checkProgram(schedule, program);
+  auto binding = std::find_if(
+      schedule.inputs().begin(), schedule.inputs().end(),
+      [&](const sl::schedule::Binding &b) { return b.name() == name && b.program() == program; });
   if (binding == schedule.inputs().end())
-    throw makeError("unknown input '", name, "' (the schedule's inputs: ", inputList(schedule),
-                    ")");
+    throw makeError("unknown input '", name, "' (", inputList(schedule, program), ")");
   const sl::schedule::Buffer &buffer = schedule.buffers(static_cast<int>(binding->buffer()));
   Shape shape = toShape(buffer.shape());
   if (tensor.dtype != buffer.dtype() || tensor.shape != shape)
@@ -89,13 +106,13 @@ void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
 }
 
 void checkInputs(const sl::schedule::Schedule &schedule,
-                 const std::map<std::string, HostTensor> &inputs) {
+                 const std::map<std::string, HostTensor> &inputs, uint32_t program) {
+  checkProgram(schedule, program);
   for (const auto &[name, tensor] : inputs)
-    checkInput(schedule, name, tensor);
+    checkInput(schedule, name, tensor, program);
   for (const sl::schedule::Binding &binding : schedule.inputs())
-    if (!inputs.count(binding.name()))
-      throw makeError("missing input '", binding.name(),
-                      "' (the schedule's inputs: ", inputList(schedule), ")");
+    if (binding.program() == program && !inputs.count(binding.name()))
+      throw makeError("missing input '", binding.name(), "' (", inputList(schedule, program), ")");
 }
 
 // The per-run work and results of one stream's thread; only that thread writes them during a
@@ -104,6 +121,9 @@ struct Executor::StreamRun {
   size_t worker = 0; // index in streamRuns_
   uint32_t stream = 0;
   std::vector<int> kernels;
+  // By program: the range [first, second) of `kernels` that belongs to it (programs are
+  // contiguous in the kernel list, so each stream's share of one is too).
+  std::vector<std::pair<size_t, size_t>> programRanges;
   RunStats stats; // kernels, bytes, peaks, perOp
   double busySeconds = 0, waitSeconds = 0;
   std::vector<TraceSpan> spans;
@@ -117,6 +137,7 @@ struct Executor::Threads {
   uint64_t generation = 0; // bumped to start a run
   bool shutdown = false;
   bool tracing = false;          // whether the current run is traced
+  uint32_t program = 0;          // the program the current run runs
   size_t running = 0;            // threads still in the current run
   std::vector<uint8_t> recorded; // by event slot, reset every run
   // By worker: the event slot it is blocked on, or kNotWaiting.
@@ -140,6 +161,17 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
     throw makeError(
         "the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
         options_.linkGbps);
+  world_ = std::max<uint32_t>(1, s.world());
+  int ranks = options_.comm ? options_.comm->size() : 1;
+  if (world_ > 1 && static_cast<uint32_t>(ranks) != world_)
+    throw makeError(schedule_.path, ": the schedule is for ", world_, " ranks (compiled with world=",
+                    world_, "), but ",
+                    ranks == 1 ? std::string("this is a run of one rank; launch it with mpirun -np ") +
+                                     std::to_string(world_)
+                               : "the job has " + std::to_string(ranks) + " ranks");
+  if (world_ == 1 && ranks > 1)
+    throw makeError(schedule_.path, ": the schedule is for one rank, but the job has ", ranks,
+                    " ranks; compile it for them (--sl-train=\"... world=", ranks, "\")");
   auto start = Clock::now();
   backend_.allocate(s.device_arena_bytes(), s.host_pool_bytes());
   stats_.deviceArenaBytes = s.device_arena_bytes();
@@ -172,6 +204,10 @@ void Executor::prepareKernels() {
   std::unordered_map<uint32_t, uint32_t> slotOf;
   std::map<uint32_t, size_t> runOf; // stream id -> index in streamRuns_
   plans_.resize(static_cast<size_t>(s.kernels_size()));
+  programOf_.assign(static_cast<size_t>(s.kernels_size()), 0);
+  for (int p = 0; p < s.programs_size(); ++p)
+    for (uint32_t k = 0; k < s.programs(p).num_kernels(); ++k)
+      programOf_[s.programs(p).first_kernel() + k] = static_cast<uint32_t>(p);
   for (int index = 0; index < s.kernels_size(); ++index) {
     const sl::schedule::Kernel &k = s.kernels(index);
     KernelPlan &plan = plans_[static_cast<size_t>(index)];
@@ -188,9 +224,12 @@ void Executor::prepareKernels() {
       plan.results.push_back(&refs_[id]);
       touch(id);
     }
-    if (k.op() == sl::schedule::OPTIMIZER_STEP)
+    if (k.op() == sl::schedule::OPTIMIZER_STEP) {
       for (uint32_t parameter : k.optimizer_step().parameters())
         touch(s.parameters(static_cast<int>(parameter)).buffer());
+      for (uint32_t shard : k.optimizer_step().shards())
+        touch(s.shards(static_cast<int>(shard)).buffer());
+    }
     // Slots in order of first mention; events are few next to num_events' range.
     auto slot = [&](uint32_t event) {
       return slotOf.emplace(event, static_cast<uint32_t>(slotOf.size())).first->second;
@@ -208,6 +247,18 @@ void Executor::prepareKernels() {
     streamRuns_[run->second]->kernels.push_back(index);
   }
   eventSlots_ = slotOf.size();
+  for (const std::unique_ptr<StreamRun> &run : streamRuns_) {
+    run->programRanges.assign(programCount(), {0, 0});
+    // Kernels are in list order, so each program's are one run of the stream's list.
+    size_t begin = 0;
+    for (uint32_t p = 0; p < programCount(); ++p) {
+      size_t end = begin;
+      while (end < run->kernels.size() && programOf_[static_cast<size_t>(run->kernels[end])] == p)
+        ++end;
+      run->programRanges[p] = {begin, end};
+      begin = end;
+    }
+  }
 }
 
 void Executor::startThreads() {
@@ -233,14 +284,34 @@ void Executor::loadParameters() {
   const sl::schedule::Schedule &s = schedule_.schedule;
   // Parameters usually share one file; open each file once.
   std::map<std::string, std::unique_ptr<File>> files;
+  for (const sl::schedule::Shard &shard : s.shards()) {
+    const TensorRef &ref = refs_[shard.buffer()];
+    std::memset(ref.data, 0, ref.bytes); // the padding between and after the parameters
+  }
+  uint64_t rank = static_cast<uint64_t>(this->rank());
   for (int i = 0; i < s.parameters_size(); ++i) {
     const sl::schedule::Parameter &p = s.parameters(i);
     const std::string &path = schedule_.parameterFiles[static_cast<size_t>(i)];
     std::unique_ptr<File> &file = files[path];
     if (!file)
       file = std::make_unique<File>(path);
-    preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
-    stats_.parameterBytesRead += p.bytes();
+    if (world_ == 1) {
+      preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
+      stats_.parameterBytesRead += p.bytes();
+      continue;
+    }
+    // The elements of the parameter that fall into this rank's part of its shard.
+    const sl::schedule::Shard &shard = s.shards(static_cast<int>(p.shard()));
+    uint64_t elementSize = dtypeSize(p.dtype());
+    uint64_t part = shard.elements() / world_;
+    uint64_t begin = std::max(rank * part, p.shard_offset());
+    uint64_t end = std::min((rank + 1) * part, p.shard_offset() + p.bytes() / elementSize);
+    if (begin >= end)
+      continue;
+    preadAll(file->fd(), refs_[shard.buffer()].data + (begin - rank * part) * elementSize,
+             (end - begin) * elementSize, p.file_offset() + (begin - p.shard_offset()) * elementSize,
+             path);
+    stats_.parameterBytesRead += (end - begin) * elementSize;
   }
 }
 
@@ -265,21 +336,70 @@ const TensorRef &Executor::parameterBuffer(int index) const {
   if (index < 0 || index >= s.parameters_size())
     throw makeError("parameter index ", index, " is out of range (the schedule has ",
                     s.parameters_size(), " parameters)");
+  if (world_ > 1)
+    throw makeError("parameter '", s.parameters(index).name(), "' is sharded over ", world_,
+                    " ranks: it has no buffer of its own (see shardBuffer)");
   return refs_[s.parameters(index).buffer()];
 }
 
-const TensorRef &Executor::outputBuffer(const std::string &name) const {
+const TensorRef &Executor::shardBuffer(int index) const {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  if (index < 0 || index >= s.shards_size())
+    throw makeError("shard index ", index, " is out of range (the schedule has ", s.shards_size(),
+                    " shards)");
+  return refs_[s.shards(index).buffer()];
+}
+
+const TensorRef &Executor::outputBuffer(const std::string &name, uint32_t program) const {
   for (const sl::schedule::Binding &binding : schedule_.schedule.outputs())
-    if (binding.name() == name)
+    if (binding.name() == name && binding.program() == program)
       return refs_[binding.buffer()];
-  throw makeError("the schedule has no output '", name, "'");
+  if (schedule_.schedule.programs_size() == 0)
+    throw makeError("the schedule has no output '", name, "'");
+  checkProgram(schedule_.schedule, program);
+  throw makeError("program '", schedule_.schedule.programs(static_cast<int>(program)).name(),
+                  "' has no output '", name, "'");
+}
+
+uint32_t Executor::programCount() const {
+  return static_cast<uint32_t>(std::max(1, schedule_.schedule.programs_size()));
+}
+
+uint32_t Executor::programIndex(const std::string &name) const {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  std::string names;
+  for (int p = 0; p < s.programs_size(); ++p) {
+    if (s.programs(p).name() == name)
+      return static_cast<uint32_t>(p);
+    names += (names.empty() ? "'" : ", '") + s.programs(p).name() + "'";
+  }
+  throw makeError("the schedule has no program '", name,
+                  "' (its programs: ", names.empty() ? "none" : names, ")");
+}
+
+uint32_t Executor::onlyProgram() const {
+  if (programCount() > 1)
+    throw makeError("the schedule has ", programCount(),
+                    " programs: name the one to run (Executor::run(inputs, program))");
+  return 0;
 }
 
 std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &inputs) {
-  execute(inputs);
+  return run(inputs, onlyProgram());
+}
+
+void Executor::execute(const std::map<std::string, HostTensor> &inputs) {
+  execute(inputs, onlyProgram());
+}
+
+std::vector<NamedTensor> Executor::run(const std::map<std::string, HostTensor> &inputs,
+                                       uint32_t program) {
+  execute(inputs, program);
   auto start = Clock::now();
   std::vector<NamedTensor> outputs;
   for (const sl::schedule::Binding &binding : schedule_.schedule.outputs()) {
+    if (binding.program() != program)
+      continue;
     const TensorRef &ref = refs_[binding.buffer()];
     NamedTensor out{binding.name(), HostTensor::zeros(ref.dtype, ref.shape)};
     if (ref.bytes != 0) // an empty output may have no storage; memcpy may not get null
@@ -294,11 +414,13 @@ void Executor::setOptimizerStepHook(OptimizerStepHook hook) {
   optimizerStepHook_ = std::move(hook);
 }
 
-void Executor::execute(const std::map<std::string, HostTensor> &inputs) {
+void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t program) {
   const sl::schedule::Schedule &s = schedule_.schedule;
-  checkInputs(s, inputs);
+  checkInputs(s, inputs, program);
   auto start = Clock::now();
   for (const sl::schedule::Binding &binding : s.inputs()) {
+    if (binding.program() != program)
+      continue;
     const HostTensor &tensor = inputs.at(binding.name());
     std::memcpy(refs_[binding.buffer()].data, tensor.data.data(), tensor.data.size());
   }
@@ -314,17 +436,19 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs) {
     t.error = nullptr;
     t.running = streamRuns_.size();
     t.tracing = tracing;
+    t.program = program;
     t.linkFreeAt[0] = t.linkFreeAt[1] = Clock::time_point();
     ++t.generation;
     t.wake.notify_all();
     t.progress.wait(lock, [&] { return t.running == 0; });
   }
   auto end = Clock::now();
-  mergeStats(tracing);
+  mergeStats(tracing, program);
   if (tracing) {
     TraceSpan span;
     span.kind = TraceSpan::Kind::kRun;
     span.run = runs_;
+    span.program = program;
     span.startMicros = std::chrono::duration<double, std::micro>(start - traceEpoch_).count();
     span.durationMicros = std::chrono::duration<double, std::micro>(end - start).count();
     traceSpans_.push_back(span);
@@ -336,8 +460,9 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs) {
     std::rethrow_exception(t.error);
 }
 
-void Executor::mergeStats(bool tracing) {
+void Executor::mergeStats(bool tracing, uint32_t program) {
   const sl::schedule::Schedule &s = schedule_.schedule;
+  stats_.program = program;
   stats_.kernels = 0;
   stats_.bytesHostToDevice = stats_.bytesDeviceToHost = stats_.bytesWithinSpace = 0;
   stats_.bytesCollective = 0;
@@ -354,6 +479,7 @@ void Executor::mergeStats(bool tracing) {
     stats_.bytesHostToDevice += r.bytesHostToDevice;
     stats_.bytesDeviceToHost += r.bytesDeviceToHost;
     stats_.bytesWithinSpace += r.bytesWithinSpace;
+    stats_.bytesCollective += r.bytesCollective;
     stats_.deviceArenaPeakBytes = std::max(stats_.deviceArenaPeakBytes, r.deviceArenaPeakBytes);
     stats_.hostPoolPeakBytes = std::max(stats_.hostPoolPeakBytes, r.hostPoolPeakBytes);
     for (const auto &[name, op] : r.perOp) {
@@ -366,8 +492,10 @@ void Executor::mergeStats(bool tracing) {
     stream.busySeconds = run->busySeconds;
     stream.waitSeconds = run->waitSeconds;
     if (tracing) {
-      for (TraceSpan &span : run->spans)
+      for (TraceSpan &span : run->spans) {
         span.run = runs_;
+        span.program = program;
+      }
       traceSpans_.insert(traceSpans_.end(), run->spans.begin(), run->spans.end());
     }
   }
@@ -379,6 +507,7 @@ void Executor::workerMain(size_t worker) {
   uint64_t seen = 0;
   for (;;) {
     bool tracing;
+    uint32_t program;
     {
       std::unique_lock<std::mutex> lock(t.mutex);
       t.wake.wait(lock, [&] { return t.shutdown || t.generation != seen; });
@@ -386,9 +515,10 @@ void Executor::workerMain(size_t worker) {
         return;
       seen = t.generation;
       tracing = t.tracing;
+      program = t.program;
     }
     try {
-      runStream(run, tracing);
+      runStream(run, tracing, program);
     } catch (...) {
       fail(std::current_exception());
     }
@@ -399,7 +529,7 @@ void Executor::workerMain(size_t worker) {
   }
 }
 
-void Executor::runStream(StreamRun &run, bool tracing) {
+void Executor::runStream(StreamRun &run, bool tracing, uint32_t program) {
   const sl::schedule::Schedule &s = schedule_.schedule;
   run.stats = RunStats();
   run.busySeconds = run.waitSeconds = 0;
@@ -407,7 +537,9 @@ void Executor::runStream(StreamRun &run, bool tracing) {
   auto micros = [&](Clock::time_point at) {
     return std::chrono::duration<double, std::micro>(at - traceEpoch_).count();
   };
-  for (int index : run.kernels) {
+  auto [first, last] = run.programRanges[program];
+  for (size_t position = first; position < last; ++position) {
+    int index = run.kernels[position];
     const KernelPlan &plan = plans_[static_cast<size_t>(index)];
     const sl::schedule::Kernel &kernel = s.kernels(index);
     for (size_t i = 0; i < plan.waitSlots.size(); ++i) {
@@ -454,6 +586,8 @@ void Executor::runKernel(int index, StreamRun &run) {
       optimizerStepHook_(kernel);
     return;
   }
+  if (kernel.op() == sl::schedule::ALL_GATHER || kernel.op() == sl::schedule::REDUCE_SCATTER)
+    return runCollective(index, run);
   try {
     if (kernel.op() == sl::schedule::COPY) {
       const TensorRef &src = *plan.operands[0];
@@ -472,6 +606,27 @@ void Executor::runKernel(int index, StreamRun &run) {
     // Backends describe what went wrong with the data; which kernel it was is named here.
     throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'", " (",
                     sl::schedule::OpKind_Name(kernel.op()), "): ", e.what());
+  }
+}
+
+void Executor::runCollective(int index, StreamRun &run) {
+  const sl::schedule::Kernel &kernel = schedule_.schedule.kernels(index);
+  const KernelPlan &plan = plans_[static_cast<size_t>(index)];
+  const TensorRef &in = *plan.operands[0];
+  const TensorRef &out = *plan.results[0];
+  // The communicator's errors name the rank and this kernel: they are not wrapped again.
+  std::string what = kernelText(index, kernel);
+  // Whatever computed the operand (another stream's kernel) has completed: kernels are
+  // synchronous once they return, and the wait for its event came first.
+  if (kernel.op() == sl::schedule::ALL_GATHER) {
+    options_.comm->allGather(reinterpret_cast<const float *>(in.data),
+                             reinterpret_cast<float *>(out.data), in.bytes / sizeof(float), what);
+    run.stats.bytesCollective += out.bytes;
+  } else {
+    options_.comm->reduceScatter(reinterpret_cast<const float *>(in.data),
+                                 reinterpret_cast<float *>(out.data), out.bytes / sizeof(float),
+                                 what);
+    run.stats.bytesCollective += in.bytes;
   }
 }
 

@@ -119,6 +119,19 @@ std::optional<OpRule> opRule(OpKind op) {
   // Operand 0 is the loss, one gradient operand follows per parameter named; no results.
   case OPTIMIZER_STEP:
     return OpRule{1, kAny, Kernel::kOptimizerStep, true, false, OpRule::Placement::kHostCompute, 0};
+  // Generation. KV_WRITE's result is the very buffer of its cache operand (checked with its
+  // shapes), so it is not "in place" in the sense above: its k, v and start overlap nothing.
+  case KV_WRITE:
+    return OpRule{3, 4, kNone, false, false, OpRule::Placement::kHostCompute}; // start is optional
+  case DECODE_ATTENTION:
+    return OpRule{5, 5, Kernel::kAttention, true, false, kCompute};
+  case TAKE_ROWS:
+    return OpRule{2, 2, kNone, false, false, kCompute};
+  // One shard in, the whole out (or the other way round): never in place. Their sizes depend on
+  // Schedule.world, which the schedule verifier checks.
+  case ALL_GATHER:
+  case REDUCE_SCATTER:
+    return OpRule{1, 1, kNone, false, false, OpRule::Placement::kCollective};
   default:
     return std::nullopt;
   }
@@ -281,6 +294,20 @@ private:
     case OPTIMIZER_STEP:
       // The host AdamW keeps fp32 master weights: its loss and gradients are f32 only.
       return sameDType(allRoles(), kF32, all);
+    case KV_WRITE:
+      if (numOperands() > 3)
+        dtypeIn(3, {I64}, " starts");
+      return sameDType({0, 1, 2, -1}, kFloat, "the cache, k, v and the result");
+    case DECODE_ATTENTION:
+      dtypeIn(4, {I64}, " lengths");
+      return sameDType({0, 1, 2, 3, -1}, kFloat, "q, k, v, the cache and the result");
+    case TAKE_ROWS:
+      dtypeIn(1, {I64}, " indices");
+      return sameDType({0, -1}, kAnyDType, "x and the result");
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      // They move the f32 weights and gradients of the sharded groups.
+      return sameDType(allRoles(), kF32, all);
     default:
       // The float ops (MATMUL, GEMM, TRANSPOSE, the unary ops, POW, SWIGLU, ACCUMULATE, the
       // reductions, norms, softmax, rotary, attention and their gradients) compute f32 or f64.
@@ -310,6 +337,9 @@ private:
 
   void verifyShapes() const {
     switch (k_.op()) {
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      return; // against Schedule.world, in the schedule verifier
     case MATMUL:
       return verifyMatmul();
     case GEMM:
@@ -394,6 +424,15 @@ private:
       return verifyGatherGrad();
     case SLICE_GRAD:
       return verifySliceShapes(out_, in_[0], "dx", "dy");
+    case KV_WRITE:
+      return verifyKvWrite();
+    case DECODE_ATTENTION:
+      return verifyDecodeAttention();
+    case TAKE_ROWS:
+      if (in_[0].size() != 3 || in_[1] != Shape{in_[0][0]})
+        throw error("x ", formatShape(in_[0]), " and index ", formatShape(in_[1]),
+                    " should be [B, S, H] and [B]");
+      return expectResult({in_[0][0], 1, in_[0][2]});
     case ACCUMULATE:
       if (in_[0] != in_[1])
         throw error("operand shapes ", formatShape(in_[0]), " and ", formatShape(in_[1]),
@@ -675,6 +714,55 @@ private:
     expectResult(0, "dq", in_[0]);
     expectResult(1, "dk", in_[1]);
     expectResult(2, "dv", in_[2]);
+  }
+
+  // The KV cache operand `at`: [B, 2, Hkv, C, D], keys at [:, 0] and values at [:, 1].
+  void verifyCache(size_t at) const {
+    const Shape &cache = in_[at];
+    if (cache.size() != 5 || cache[1] != 2)
+      throw error("cache ", formatShape(cache),
+                  " should be [B, 2, Hkv, C, D] (keys at [:, 0], values at [:, 1])");
+  }
+
+  // KV_WRITE (cache [B, 2, Hkv, C, D], k [B, Hkv, T, D], v [B, Hkv, T, D] [, start [B]]) -> the
+  // cache itself, with T <= C (where the T rows go is checked at run time).
+  void verifyKvWrite() const {
+    if (results_[0]->id() != operands_[0]->id())
+      throw error(role(-1), " must be the very buffer of ", role(0),
+                  ", the cache it writes in place");
+    verifyCache(0);
+    const Shape &cache = in_[0], &k = in_[1];
+    if (k.size() != 4 || k[0] != cache[0] || k[1] != cache[2] || k[3] != cache[4])
+      throw error("k ", formatShape(k), " does not fit the cache ", formatShape(cache),
+                  ": it should be [B, Hkv, T, D] = [", cache[0], ", ", cache[2], ", T, ", cache[4],
+                  "]");
+    expectOperand(2, "v", k, " (the shape of k)");
+    if (k[2] > cache[3])
+      throw error("k ", formatShape(k), " has ", k[2], " positions, more than the cache ",
+                  formatShape(cache), " holds (", cache[3], ")");
+    if (in_.size() > 3)
+      expectOperand(3, "start", {cache[0]}, " (one position per sequence)");
+  }
+
+  // DECODE_ATTENTION (q [B, Hq, 1, D], k [B, Hkv, 1, D], v [B, Hkv, 1, D], cache
+  // [B, 2, Hkv, C, D], length [B]) -> [B, Hq, 1, D].
+  void verifyDecodeAttention() const {
+    if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
+      throw error("attention.scale is ", k_.attention().scale(),
+                  "; it must be finite and non-zero");
+    verifyCache(3);
+    const Shape &q = in_[0], &k = in_[1], &cache = in_[3];
+    if (q.size() != 4 || q[0] != cache[0] || q[2] != 1 || q[3] != cache[4])
+      throw error("q ", formatShape(q), " does not fit the cache ", formatShape(cache),
+                  ": it should be [B, Hq, 1, D] with B = ", cache[0], " and D = ", cache[4]);
+    Shape kv{cache[0], cache[2], 1, cache[4]};
+    expectOperand(1, "k", kv, " ([B, Hkv, 1, D], as the cache)");
+    expectOperand(2, "v", kv, " ([B, Hkv, 1, D], as the cache)");
+    if (k[1] <= 0 || q[1] % k[1] != 0)
+      throw error("q has ", q[1], " heads and the cache ", k[1],
+                  "; the query heads must be a multiple of a positive number of key/value heads");
+    expectOperand(4, "length", {cache[0]}, " (one length per sequence)");
+    expectResult(q);
   }
 
   // GATHER_GRAD (indices, dy) -> ddata: the result is GATHER's data, so dy must be what GATHER

@@ -29,6 +29,7 @@ struct OpRule {
     kCopy,          // a HOST_TO_DEVICE or DEVICE_TO_HOST stream, buffers in any space (COPY)
     kComputeOrHost, // COMPUTE over DEVICE buffers, or HOST_COMPUTE over HOST ones (ACCUMULATE)
     kHostCompute,   // a HOST_COMPUTE stream, HOST buffers (OPTIMIZER_STEP)
+    kCollective,    // a COLLECTIVE stream, DEVICE buffers (ALL_GATHER, REDUCE_SCATTER)
   };
   Placement placement = Placement::kCompute;
   int numResults = 1;

@@ -10,7 +10,18 @@ namespace slrt {
 
 void exportTrainedOnnx(const LoadedSchedule &loaded, const Executor &executor,
                        const std::string &path) {
+  std::vector<const void *> weights;
+  for (int i = 0; i < loaded.schedule.parameters_size(); ++i)
+    weights.push_back(executor.parameterBuffer(i).data);
+  exportTrainedOnnx(loaded, weights, path);
+}
+
+void exportTrainedOnnx(const LoadedSchedule &loaded, const std::vector<const void *> &weights,
+                       const std::string &path) {
   const sl::schedule::Schedule &s = loaded.schedule;
+  if (weights.size() != static_cast<size_t>(s.parameters_size()))
+    throw makeError("--export-onnx: ", weights.size(), " weights given for the ",
+                    s.parameters_size(), " parameters of ", loaded.path);
   std::set<std::string> files(loaded.parameterFiles.begin(), loaded.parameterFiles.end());
   if (files.size() != 1 || files.begin()->size() < 5 ||
       files.begin()->compare(files.begin()->size() - 5, 5, ".onnx") != 0)
@@ -21,14 +32,12 @@ void exportTrainedOnnx(const LoadedSchedule &loaded, const Executor &executor,
   std::string bytes = readFile(model);
   for (int i = 0; i < s.parameters_size(); ++i) {
     const sl::schedule::Parameter &p = s.parameters(i);
-    const TensorRef &weights = executor.parameterBuffer(i);
     // loadSchedule checked that every parameter lies inside its file; the file may have changed
     // since, so check again before writing into the copy.
-    if (p.file_offset() > bytes.size() || p.bytes() > bytes.size() - p.file_offset() ||
-        weights.bytes != p.bytes())
+    if (p.file_offset() > bytes.size() || p.bytes() > bytes.size() - p.file_offset())
       throw makeError("--export-onnx: parameter '", p.name(), "' no longer fits ", model,
                       " (it changed after the schedule was loaded)");
-    std::memcpy(bytes.data() + p.file_offset(), weights.data, p.bytes());
+    std::memcpy(bytes.data() + p.file_offset(), weights[static_cast<size_t>(i)], p.bytes());
   }
   writeFileAtomically(path, bytes);
 }

@@ -1,5 +1,6 @@
 #include "slrt/schedule_verifier.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -37,6 +38,7 @@ std::string spaceName(MemorySpace space) { return space == DEVICE ? "device aren
 // relies on the same names, slrt/trainer.h).
 constexpr const char *kLossOutput = "loss";
 constexpr const char *kGradOutputPrefix = "grad:";
+constexpr const char *kGradShardOutputPrefix = "grad_shard:";
 
 class Verifier {
 public:
@@ -44,18 +46,64 @@ public:
 
   void run() {
     verifyBuffers();
+    verifyPrograms();
     verifyFillers();
     verifyStreams();
     for (const Binding &binding : s_.outputs())
-      outputBuffers_.emplace(binding.name(), binding.buffer());
+      outputBuffers_.emplace(std::make_pair(binding.program(), binding.name()), binding.buffer());
     for (int i = 0; i < s_.kernels_size(); ++i)
       verifyKernel(i, s_.kernels(i));
+    verifyGeneration();
     // Last: it relies on every id being valid and every event recorded once, before its waits.
     verifyStreamHazards(s_);
   }
 
 private:
   std::string bufferText(uint32_t id) const { return slrt::bufferText(s_, id); }
+
+  // "program 1 'decode'".
+  std::string programText(uint32_t index) const {
+    return "program " + std::to_string(index) + " '" + s_.programs(static_cast<int>(index)).name() +
+           "'";
+  }
+
+  // Programs split the kernel list into consecutive, non-empty, uniquely named parts that cover
+  // it; programOf_[k] is kernel k's program (all 0 without programs: one program of everything).
+  void verifyPrograms() {
+    programOf_.assign(static_cast<size_t>(s_.kernels_size()), 0);
+    if (s_.programs_size() == 0)
+      return;
+    uint64_t next = 0;
+    std::map<std::string, uint32_t> names;
+    for (int i = 0; i < s_.programs_size(); ++i) {
+      const Program &p = s_.programs(i);
+      uint32_t index = static_cast<uint32_t>(i);
+      if (p.name().empty())
+        throw makeError("program ", i, " has an empty name");
+      auto [it, inserted] = names.emplace(p.name(), index);
+      if (!inserted)
+        throw makeError(programText(index), " has the name of ", programText(it->second),
+                        " (program names are unique)");
+      if (p.num_kernels() == 0)
+        throw makeError(programText(index), " has no kernels");
+      if (p.first_kernel() != next)
+        throw makeError(programText(index), " starts at kernel ", p.first_kernel(), ", but ",
+                        i == 0 ? std::string("the first program must start at kernel 0")
+                               : programText(index - 1) + " ends before kernel " +
+                                     std::to_string(next),
+                        " (programs are contiguous and in order)");
+      next = uint64_t{p.first_kernel()} + p.num_kernels();
+      if (next > static_cast<uint64_t>(s_.kernels_size()))
+        throw makeError(programText(index), " (", p.num_kernels(), " kernels from kernel ",
+                        p.first_kernel(), ") runs past the last kernel (the schedule has ",
+                        s_.kernels_size(), " kernels)");
+      for (uint64_t k = p.first_kernel(); k < next; ++k)
+        programOf_[k] = index;
+    }
+    if (next != static_cast<uint64_t>(s_.kernels_size()))
+      throw makeError("the programs end before kernel ", next, ", but the schedule has ",
+                      s_.kernels_size(), " kernels (programs cover every kernel)");
+  }
 
   void verifyBuffers() {
     for (int i = 0; i < s_.buffers_size(); ++i) {
@@ -118,7 +166,15 @@ private:
         throw makeError(bufferText(id), " is filled by both ", it->second, " and ", who);
     };
 
+    if (world() > 1)
+      verifyShards(fill);
+    else if (s_.shards_size() > 0)
+      throw makeError("the schedule has ", s_.shards_size(),
+                      " shards, but shards are for schedules of world > 1 (its world is ",
+                      s_.world(), ")");
     for (const Parameter &p : s_.parameters()) {
+      if (world() > 1)
+        break;
       std::string who = "parameter '" + p.name() + "'";
       const Buffer &b = hostBuffer(p.buffer(), who);
       if (p.dtype() != b.dtype() || toShape(p.shape()) != toShape(b.shape()) ||
@@ -145,14 +201,23 @@ private:
       fill(c.buffer(), who);
     }
 
+    // Names are unique per program (prefill and decode both have "logits").
     auto verifyBindings = [&](const auto &bindings, const std::string &kind, bool fills) {
-      std::set<std::string> names;
+      std::set<std::pair<uint32_t, std::string>> names;
       for (const Binding &binding : bindings) {
         std::string who = kind + " '" + binding.name() + "'";
         if (binding.name().empty())
           throw makeError("an ", kind, " has an empty name");
-        if (!names.insert(binding.name()).second)
-          throw makeError(who, " is declared twice");
+        if (s_.programs_size() == 0 && binding.program() != 0)
+          throw makeError(who, " belongs to program ", binding.program(),
+                          ", but the schedule has no programs (its bindings belong to program 0)");
+        if (s_.programs_size() > 0 &&
+            binding.program() >= static_cast<uint32_t>(s_.programs_size()))
+          throw makeError(who, " belongs to program ", binding.program(), ", but the schedule has ",
+                          s_.programs_size(), " programs");
+        if (!names.emplace(binding.program(), binding.name()).second)
+          throw makeError(who, " is declared twice",
+                          s_.programs_size() == 0 ? "" : " in " + programText(binding.program()));
         hostBuffer(binding.buffer(), who);
         if (fills)
           fill(binding.buffer(), who);
@@ -160,6 +225,78 @@ private:
     };
     verifyBindings(s_.inputs(), "input", true);
     verifyBindings(s_.outputs(), "output", false);
+  }
+
+  uint32_t world() const { return std::max<uint32_t>(1, s_.world()); }
+
+  // World > 1: every shard is an f32 host buffer of elements / world values, filled at start-up,
+  // and every parameter an f32 range of one shard's elements, overlapping no other.
+  template <typename Fill> void verifyShards(Fill &fill) {
+    std::set<std::string> names;
+    for (int i = 0; i < s_.shards_size(); ++i) {
+      const Shard &shard = s_.shards(i);
+      std::string who = "shard " + std::to_string(i) + " '" + shard.name() + "'";
+      if (shard.name().empty())
+        throw makeError("shard ", i, " has an empty name");
+      if (!names.insert(shard.name()).second)
+        throw makeError(who, ": the name is used twice");
+      if (shard.elements() == 0 || shard.elements() % world() != 0)
+        throw makeError(who, " has ", shard.elements(), " elements, not a positive multiple of the ",
+                        world(), " ranks");
+      const Buffer &b = hostBuffer(shard.buffer(), who);
+      Shape expected{static_cast<int64_t>(shard.elements() / world())};
+      if (b.dtype() != F32 || toShape(b.shape()) != expected)
+        throw makeError(who, " is bound to ", bufferText(shard.buffer()), " (", dtypeName(b.dtype()),
+                        " ", formatShape(toShape(b.shape())), "), but one rank's part is f32 ",
+                        formatShape(expected));
+      fill(shard.buffer(), who);
+    }
+    std::map<uint32_t, std::map<uint64_t, std::pair<uint64_t, std::string>>> ranges;
+    for (const Parameter &p : s_.parameters()) {
+      std::string who = "parameter '" + p.name() + "'";
+      Shape shape = toShape(p.shape());
+      std::optional<uint64_t> count = numel(shape);
+      uint64_t bytes = 0;
+      if (p.dtype() != F32 || !count || __builtin_mul_overflow(*count, sizeof(float), &bytes) ||
+          p.bytes() != bytes)
+        throw makeError(who, " is ", dtypeName(p.dtype()), " ", formatShape(shape), " (", p.bytes(),
+                        " bytes); a sharded parameter is f32 of its shape's size");
+      if (p.file().empty())
+        throw makeError(who, " names no file");
+      if (p.shard() >= static_cast<uint32_t>(s_.shards_size()))
+        throw makeError(who, " is in shard ", p.shard(), ", but the schedule has ",
+                        s_.shards_size(), " shards");
+      const Shard &shard = s_.shards(static_cast<int>(p.shard()));
+      if (p.shard_offset() > shard.elements() || *count > shard.elements() - p.shard_offset())
+        throw makeError(who, " (elements ", p.shard_offset(), " to ", p.shard_offset() + *count,
+                        ") does not fit in shard '", shard.name(), "' of ", shard.elements(),
+                        " elements");
+      auto &placed = ranges[p.shard()];
+      auto next = placed.lower_bound(p.shard_offset());
+      if (*count > 0 && next != placed.end() && next->first < p.shard_offset() + *count)
+        throw makeError(who, " overlaps parameter '", next->second.second, "' in shard '",
+                        shard.name(), "'");
+      if (*count > 0 && next != placed.begin() && std::prev(next)->second.first > p.shard_offset())
+        throw makeError(who, " overlaps parameter '", std::prev(next)->second.second,
+                        "' in shard '", shard.name(), "'");
+      placed.emplace(p.shard_offset(), std::make_pair(p.shard_offset() + *count, p.name()));
+    }
+  }
+
+  // ALL_GATHER: operand [S], result [world * S]; REDUCE_SCATTER the other way round. Sizes are
+  // counted in elements: any shapes of those sizes will do.
+  void verifyCollective(const std::string &what, const Kernel &k) const {
+    if (world() == 1)
+      throw makeError(what, ": a schedule of one rank (world ", s_.world(), ") has no collectives");
+    const Buffer &in = s_.buffers(static_cast<int>(k.operands(0)));
+    const Buffer &out = s_.buffers(static_cast<int>(k.results(0)));
+    bool gather = k.op() == ALL_GATHER;
+    const Buffer &shard = gather ? in : out;
+    const Buffer &whole = gather ? out : in;
+    if (whole.bytes() != shard.bytes() * world())
+      throw makeError(what, ": ", gather ? "result " : "operand ", bufferText(whole.id()), " has ",
+                      whole.bytes(), " bytes, but ", world(), " ranks' shards of ",
+                      bufferText(shard.id()), " take ", shard.bytes() * world());
   }
 
   void verifyStreams() {
@@ -209,8 +346,17 @@ private:
       if (event >= s_.num_events())
         throw makeError(what, ": waits for event ", event, ", but the schedule has ",
                         s_.num_events(), " events");
-      if (!recordedBy_.count(event))
+      auto recorder = recordedBy_.find(event);
+      if (recorder == recordedBy_.end())
         throw makeError(what, ": waits for event ", event, ", which no earlier kernel records");
+      // Streams are idle between runs of programs, and each run starts with no event recorded.
+      uint32_t program = programOf_[static_cast<size_t>(index)];
+      uint32_t recorderProgram = programOf_[static_cast<size_t>(recorder->second)];
+      if (recorderProgram != program)
+        throw makeError(what, " of ", programText(program), ": waits for event ", event, ", which ",
+                        kernelText(recorder->second, s_.kernels(recorder->second)), " of ",
+                        programText(recorderProgram),
+                        " records; an event is recorded and waited within one program");
     }
     for (uint32_t event : k.record_events()) {
       if (event >= s_.num_events())
@@ -255,12 +401,14 @@ private:
       verifyKernelBuffer(what, *results.back(), space);
     }
     verifyKernelOperation(what, k, operands, results);
+    if (rule->placement == OpRule::Placement::kCollective)
+      verifyCollective(what, k);
     verifyNoOverlap(what, k, rule->inPlace);
   }
 
   void verifyPlacement(const std::string &what, const Kernel &k, const OpRule &rule,
                        StreamKind streamKind) const {
-    const char *expected = nullptr;
+    std::string expected;
     switch (rule.placement) {
     case OpRule::Placement::kCompute:
       if (streamKind != COMPUTE)
@@ -277,10 +425,14 @@ private:
       break;
     case OpRule::Placement::kHostCompute:
       if (streamKind != HOST_COMPUTE)
-        expected = "OPTIMIZER_STEP runs on a HOST_COMPUTE stream";
+        expected = OpKind_Name(k.op()) + " runs on a HOST_COMPUTE stream (host buffers)";
+      break;
+    case OpRule::Placement::kCollective:
+      if (streamKind != COLLECTIVE)
+        expected = "collectives run on a COLLECTIVE stream";
       break;
     }
-    if (expected)
+    if (!expected.empty())
       throw makeError(what, ": runs on stream ", k.stream(), " of kind ",
                       StreamKind_Name(streamKind), "; ", expected);
   }
@@ -300,6 +452,11 @@ private:
   // parameter named, each parameter stepped by at most one OPTIMIZER_STEP of the schedule: a
   // runtime that steps the optimizer here finds every gradient where the train contract puts it.
   void verifyOptimizerStep(int index, const std::string &what, const Kernel &k) {
+    if (world() > 1)
+      return verifyShardOptimizerStep(index, what, k);
+    if (k.optimizer_step().shards_size() > 0)
+      throw makeError(what, ": names shards, but the schedule has one rank (world ", s_.world(),
+                      ")");
     const auto &parameters = k.optimizer_step().parameters();
     if (parameters.size() != k.operands_size() - 1)
       throw makeError(what, ": has ", k.operands_size() - 1,
@@ -307,7 +464,8 @@ private:
                       "optimizer_step.parameters names ",
                       parameters.size(),
                       " parameters (operand i + 1 is the gradient of parameters[i])");
-    auto loss = outputBuffers_.find(kLossOutput);
+    uint32_t program = programOf_[static_cast<size_t>(index)];
+    auto loss = outputBuffers_.find({program, kLossOutput});
     if (loss == outputBuffers_.end())
       throw makeError(what, ": the schedule has no output '", kLossOutput,
                       "' (operand 0 of an OPTIMIZER_STEP is its buffer)");
@@ -321,7 +479,7 @@ private:
                         ", but the schedule has ", s_.parameters_size(), " parameters");
       const std::string &name = s_.parameters(static_cast<int>(parameter)).name();
       std::string gradName = kGradOutputPrefix + name;
-      auto grad = outputBuffers_.find(gradName);
+      auto grad = outputBuffers_.find({program, gradName});
       if (grad == outputBuffers_.end())
         throw makeError(what, ": steps parameter '", name, "', but the schedule has no output '",
                         gradName, "' (its gradient)");
@@ -339,6 +497,42 @@ private:
     }
   }
 
+  // World > 1: as verifyOptimizerStep, with shards in place of parameters and their outputs
+  // "grad_shard:<name>".
+  void verifyShardOptimizerStep(int index, const std::string &what, const Kernel &k) {
+    const auto &shards = k.optimizer_step().shards();
+    if (k.optimizer_step().parameters_size() > 0)
+      throw makeError(what, ": names parameters, but in a schedule of world ", world(),
+                      " the optimizer steps shards (optimizer_step.shards)");
+    if (shards.size() != k.operands_size() - 1)
+      throw makeError(what, ": has ", k.operands_size() - 1, " gradient operands, but "
+                      "optimizer_step.shards names ", shards.size(),
+                      " shards (operand i + 1 is the gradient of shards[i])");
+    uint32_t program = programOf_[static_cast<size_t>(index)];
+    auto loss = outputBuffers_.find({program, kLossOutput});
+    if (loss == outputBuffers_.end() || k.operands(0) != loss->second)
+      throw makeError(what, ": operand 0 must be the buffer of output '", kLossOutput, "'");
+    for (int i = 0; i < shards.size(); ++i) {
+      uint32_t shard = shards.Get(i);
+      if (shard >= static_cast<uint32_t>(s_.shards_size()))
+        throw makeError(what, ": optimizer_step.shards[", i, "] is ", shard,
+                        ", but the schedule has ", s_.shards_size(), " shards");
+      const std::string &name = s_.shards(static_cast<int>(shard)).name();
+      std::string gradName = kGradShardOutputPrefix + name;
+      auto grad = outputBuffers_.find({program, gradName});
+      if (grad == outputBuffers_.end() || k.operands(i + 1) != grad->second)
+        throw makeError(what, ": operand ", i + 1, " must be the buffer of output '", gradName,
+                        "' (the gradient of shard '", name, "')");
+      auto [it, inserted] = shardSteppedBy_.emplace(shard, index);
+      if (!inserted)
+        throw makeError(what, ": steps shard '", name, "', which ",
+                        it->second == index
+                            ? std::string("it names twice")
+                            : kernelText(it->second, s_.kernels(it->second)) + " steps too",
+                        "; a shard appears in at most one OPTIMIZER_STEP");
+    }
+  }
+
   static bool overlap(const Buffer &a, const Buffer &b) {
     // Bounds were checked, so these sums cannot overflow.
     return a.space() == b.space() && a.bytes() > 0 && b.bytes() > 0 &&
@@ -349,11 +543,15 @@ private:
   // rule allows it (and copies) may run exactly in place: same offset, bytes and element count, so
   // every element sits where the op reads it. Only result 0 may; the further results of a backward
   // kernel overlap nothing, and no two results overlap each other.
+  // KV_WRITE's result is its operand 0 by definition (the cache, written in place); its other
+  // operands must not overlap the cache.
   void verifyNoOverlap(const std::string &what, const Kernel &k, bool allowInPlace) const {
     for (int i = 0; i < k.results_size(); ++i) {
       const Buffer &r = s_.buffers(static_cast<int>(k.results(i)));
-      for (uint32_t id : k.operands()) {
-        const Buffer &o = s_.buffers(static_cast<int>(id));
+      for (int j = 0; j < k.operands_size(); ++j) {
+        if (k.op() == KV_WRITE && i == 0 && j == 0)
+          continue;
+        const Buffer &o = s_.buffers(static_cast<int>(k.operands(j)));
         bool inPlace = o.offset() == r.offset() && o.bytes() == r.bytes() &&
                        dtypeSize(o.dtype()) == dtypeSize(r.dtype());
         if (overlap(o, r) && !(allowInPlace && i == 0 && inPlace))
@@ -369,11 +567,134 @@ private:
     }
   }
 
+  // --- kind "generate" ------------------------------------------------------------------------
+
+  // The binding `name` of `program` (an index), or nullptr.
+  const Binding *findBinding(const google::protobuf::RepeatedPtrField<Binding> &bindings,
+                             uint32_t program, const std::string &name) const {
+    for (const Binding &b : bindings)
+      if (b.program() == program && b.name() == name)
+        return &b;
+    return nullptr;
+  }
+
+  // Program `program` (called `programName`) has exactly the bindings `expected` (name, dtype,
+  // shape) in `bindings` (its inputs: no others; its outputs: others allowed). A dtype of
+  // DTYPE_UNSPECIFIED stands for f32 or f64 (logits).
+  struct Expected {
+    const char *name;
+    DType dtype;
+    Shape shape;
+    const char *dims; // what the shape is made of, for messages
+  };
+  void verifyGenerateBindings(const google::protobuf::RepeatedPtrField<Binding> &bindings,
+                              const char *kind, uint32_t program, const char *programName,
+                              const std::vector<Expected> &expected, bool othersAllowed) const {
+    std::string names;
+    for (const Expected &e : expected)
+      names += (names.empty() ? "" : " and ") + std::string(e.name);
+    for (const Expected &e : expected) {
+      const Binding *b = findBinding(bindings, program, e.name);
+      std::string dtype = e.dtype == DTYPE_UNSPECIFIED ? "f32" : dtypeName(e.dtype);
+      if (!b)
+        throw makeError("program '", programName, "' has no ", kind, " '", e.name, "' (", dtype,
+                        " ", formatShape(e.shape), ": ", e.dims, ")");
+      const Buffer &buffer = s_.buffers(static_cast<int>(b->buffer()));
+      Shape shape = toShape(buffer.shape());
+      bool dtypeOk = e.dtype == DTYPE_UNSPECIFIED ? buffer.dtype() == F32 || buffer.dtype() == F64
+                                                  : buffer.dtype() == e.dtype;
+      if (!dtypeOk || shape != e.shape)
+        throw makeError(kind, " '", e.name, "' of program '", programName, "' is ",
+                        dtypeName(buffer.dtype()), " ", formatShape(shape),
+                        ", but the generation message makes it ",
+                        e.dtype == DTYPE_UNSPECIFIED ? "f32 or f64" : dtype.c_str(), " ",
+                        formatShape(e.shape), " (", e.dims, ")");
+    }
+    if (othersAllowed)
+      return;
+    for (const Binding &b : bindings)
+      if (b.program() == program &&
+          std::none_of(expected.begin(), expected.end(),
+                       [&](const Expected &e) { return b.name() == e.name; }))
+        throw makeError("program '", programName, "' has ", kind, " '", b.name(),
+                        "', which a generate schedule does not take (its ", kind, "s are ", names,
+                        ")");
+  }
+
+  // Kind "generate" has the Generation message, and then programs "prefill" and "decode" with the
+  // bindings the message describes; no other kind has it.
+  void verifyGeneration() const {
+    bool generate = s_.kind() == kGenerateKind;
+    if (!generate) {
+      if (s_.has_generation())
+        throw makeError("the schedule has a generation message, but its kind is '", s_.kind(),
+                        "' (only kind '", kGenerateKind, "' has one)");
+      return;
+    }
+    if (!s_.has_generation())
+      throw makeError("a schedule of kind '", kGenerateKind, "' needs the generation message");
+    const Generation &g = s_.generation();
+    const std::pair<const char *, int64_t> counts[] = {{"batch", g.batch()},
+                                                       {"max_prompt_len", g.max_prompt_len()},
+                                                       {"max_new_tokens", g.max_new_tokens()},
+                                                       {"vocab", g.vocab()},
+                                                       {"num_sub_batches", g.num_sub_batches()},
+                                                       {"sub_batch_size", g.sub_batch_size()}};
+    for (const auto &[name, value] : counts)
+      if (value <= 0)
+        throw makeError("generation.", name, " is ", value, "; it must be positive");
+    int64_t cacheLen = 0, batch = 0;
+    if (__builtin_add_overflow(g.max_prompt_len(), g.max_new_tokens(), &cacheLen) ||
+        g.cache_len() != cacheLen)
+      throw makeError("generation.cache_len is ", g.cache_len(), ", but max_prompt_len (",
+                      g.max_prompt_len(), ") + max_new_tokens (", g.max_new_tokens(), ") is ",
+                      cacheLen);
+    if (__builtin_mul_overflow(g.sub_batch_size(), int64_t{g.num_sub_batches()}, &batch) ||
+        batch != g.batch())
+      throw makeError("generation.num_sub_batches (", g.num_sub_batches(), ") sub-batches of ",
+                      g.sub_batch_size(), " sequences (sub_batch_size) are not batch (", g.batch(),
+                      ")");
+
+    std::string programs;
+    for (const Program &p : s_.programs())
+      programs += (programs.empty() ? "'" : ", '") + p.name() + "'";
+    int prefill = -1, decode = -1;
+    for (int i = 0; i < s_.programs_size(); ++i) {
+      if (s_.programs(i).name() == kPrefillProgram)
+        prefill = i;
+      else if (s_.programs(i).name() == kDecodeProgram)
+        decode = i;
+    }
+    if (s_.programs_size() != 2 || prefill < 0 || decode < 0)
+      throw makeError("a schedule of kind '", kGenerateKind, "' has two programs, '",
+                      kPrefillProgram, "' and '", kDecodeProgram, "'; this one has ",
+                      programs.empty() ? "none" : programs);
+    Shape logits{g.batch(), 1, g.vocab()};
+    const char *logitsDims = "batch, 1, vocab";
+    verifyGenerateBindings(
+        s_.inputs(), "input", static_cast<uint32_t>(prefill), kPrefillProgram,
+        {{kInputIdsInput, I64, {g.batch(), g.max_prompt_len()}, "batch, max_prompt_len"},
+         {kLastIndexInput, I64, {g.batch()}, "batch"}},
+        false);
+    verifyGenerateBindings(s_.outputs(), "output", static_cast<uint32_t>(prefill), kPrefillProgram,
+                           {{kLogitsOutput, DTYPE_UNSPECIFIED, logits, logitsDims}}, true);
+    verifyGenerateBindings(s_.inputs(), "input", static_cast<uint32_t>(decode), kDecodeProgram,
+                           {{kInputIdsInput, I64, {g.batch(), 1}, "batch, 1"},
+                            {kPositionInput, I64, {g.batch()}, "batch"}},
+                           false);
+    verifyGenerateBindings(s_.outputs(), "output", static_cast<uint32_t>(decode), kDecodeProgram,
+                           {{kLogitsOutput, DTYPE_UNSPECIFIED, logits, logitsDims}}, true);
+  }
+
   const Schedule &s_;
-  std::map<std::string, uint32_t> outputBuffers_;
+  // By kernel index: the program it belongs to.
+  std::vector<uint32_t> programOf_;
+  // Output buffers by (program, name).
+  std::map<std::pair<uint32_t, std::string>, uint32_t> outputBuffers_;
   // Which kernel records each event, and which OPTIMIZER_STEP steps each parameter.
   std::unordered_map<uint32_t, int> recordedBy_;
   std::unordered_map<uint32_t, int> steppedBy_;
+  std::unordered_map<uint32_t, int> shardSteppedBy_;
 };
 
 } // namespace

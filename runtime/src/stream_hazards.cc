@@ -50,7 +50,18 @@ public:
     assignStreamSlots();
     seq_.resize(static_cast<size_t>(s_.kernels_size()));
     std::vector<Access> reads, writes;
+    // Where each program after the first begins. Streams are idle between two runs of programs,
+    // and programs run in any order, so each is checked on its own: at a boundary, everything
+    // before it is forgotten.
+    std::vector<bool> programStart(static_cast<size_t>(s_.kernels_size()), false);
+    for (const Program &p : s_.programs())
+      if (p.first_kernel() > 0)
+        programStart[p.first_kernel()] = true;
     for (int index = 0; index < s_.kernels_size(); ++index) {
+      if (programStart[static_cast<size_t>(index)]) {
+        device_.clear();
+        host_.clear();
+      }
       const Kernel &k = s_.kernels(index);
       advanceClock(index, k);
       reads.clear();
@@ -59,9 +70,12 @@ public:
         reads.push_back({index, id});
       for (uint32_t id : k.results())
         writes.push_back({index, id});
-      if (k.op() == OPTIMIZER_STEP)
+      if (k.op() == OPTIMIZER_STEP) {
         for (uint32_t parameter : k.optimizer_step().parameters())
           writes.push_back({index, s_.parameters(static_cast<int>(parameter)).buffer()});
+        for (uint32_t shard : k.optimizer_step().shards())
+          writes.push_back({index, s_.shards(static_cast<int>(shard)).buffer()});
+      }
       // Check everything against the state before this kernel, then record it: a kernel never
       // conflicts with itself (in-place ops read and write the same bytes).
       for (const Access &a : reads)

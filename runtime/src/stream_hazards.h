@@ -19,7 +19,8 @@ inline constexpr uint32_t kMaxStreamsWithKernels = 256;
 // kernel before it on its stream) waits for, and so on transitively. A kernel reads its operands
 // and writes its results; an OPTIMIZER_STEP also writes the host buffers of the parameters it
 // names (the optimizer updates the weights there). The message names both kernels, their streams
-// and the buffers.
+// and the buffers. Program boundaries (Schedule.programs) are full barriers: every stream is idle
+// between two runs, so a kernel is only checked against the kernels of its own program.
 //
 // The schedule has passed every other check of verifySchedule (ids in range, events recorded once
 // and before they are waited for). Cost: O(K * D) for the vector clocks, with D the streams that

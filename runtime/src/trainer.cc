@@ -81,6 +81,18 @@ void checkTrainSchedule(const sl::schedule::Schedule &s) {
   if (s.parameters_size() == 0)
     throw fail("it has no parameters to train");
   std::set<std::string> names;
+  for (const sl::schedule::Shard &shard : s.shards()) {
+    // The verifier has checked the shard itself: f32 [elements / world] in the host pool.
+    std::string gradName = kGradShardPrefix + shard.name();
+    const sl::schedule::Binding *grad = findBinding(s.outputs(), gradName);
+    if (!grad)
+      throw fail("it has no output '", gradName, "' (the gradient of shard '", shard.name(), "')");
+    const sl::schedule::Buffer &b = bufferOf(s, *grad);
+    const sl::schedule::Buffer &own = s.buffers(static_cast<int>(shard.buffer()));
+    if (b.dtype() != own.dtype() || toShape(b.shape()) != toShape(own.shape()))
+      throw fail("output '", gradName, "' is ", typeText(b.dtype(), toShape(b.shape())),
+                 ", but shard '", shard.name(), "' is ", typeText(own.dtype(), toShape(own.shape())));
+  }
   for (const sl::schedule::Parameter &p : s.parameters()) {
     Shape shape = toShape(p.shape());
     if (!names.insert(p.name()).second)
@@ -88,6 +100,9 @@ void checkTrainSchedule(const sl::schedule::Schedule &s) {
     if (p.dtype() != sl::schedule::F32)
       throw makeError("parameter '", p.name(), "' is ", typeText(p.dtype(), shape),
                       ": only f32 parameters can be trained (AdamW keeps f32 master weights)");
+    if (s.world() > 1)
+      continue; // its gradient is in its shard's
+
     std::string gradName = kGradPrefix + p.name();
     const sl::schedule::Binding *grad = findBinding(s.outputs(), gradName);
     if (!grad)
@@ -139,26 +154,35 @@ Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenDa
   Shape shape = toShape(bufferOf(s, *findBinding(s.inputs(), kInputIdsName)).shape());
   batchSize_ = shape[0];
   seqLen_ = shape[1];
-  data_.checkFits(batchSize_, seqLen_);
+  world_ = std::max<uint32_t>(1, s.world());
+  // Every rank reads its rows of the W * b sequences of a step.
+  data_.checkFits(batchSize_ * world_, seqLen_);
   fingerprint_ = modelFingerprint(s);
 
   executor_ = std::make_unique<Executor>(schedule_, backend, options_.executor);
-  for (int i = 0; i < s.parameters_size(); ++i) {
-    const TensorRef &ref = executor_->parameterBuffer(i);
+  auto add = [&](const std::string &name, const TensorRef &ref, const std::string &gradName) {
     std::vector<float> weights(ref.bytes / sizeof(float));
     std::memcpy(weights.data(), ref.data, ref.bytes);
-    optimizer_.addParameter(s.parameters(i).name(), std::move(weights));
-    grads_.push_back(reinterpret_cast<const float *>(
-        executor_->outputBuffer(kGradPrefix + s.parameters(i).name()).data));
-  }
+    optimizer_.addParameter(name, std::move(weights));
+    targets_.push_back(&ref);
+    grads_.push_back(reinterpret_cast<const float *>(executor_->outputBuffer(gradName).data));
+  };
+  if (world_ > 1)
+    for (int i = 0; i < s.shards_size(); ++i)
+      add(s.shards(i).name(), executor_->shardBuffer(i), kGradShardPrefix + s.shards(i).name());
+  else
+    for (int i = 0; i < s.parameters_size(); ++i)
+      add(s.parameters(i).name(), executor_->parameterBuffer(i),
+          kGradPrefix + s.parameters(i).name());
 
-  // The verifier lets no parameter appear in two OPTIMIZER_STEPs, so counting them tells whether
-  // every parameter is stepped in the schedule.
-  int stepped = 0;
+  // The verifier lets no parameter (shard) appear in two OPTIMIZER_STEPs, so counting them tells
+  // whether every one is stepped in the schedule.
+  size_t stepped = 0;
   for (const sl::schedule::Kernel &kernel : s.kernels())
     if (kernel.op() == sl::schedule::OPTIMIZER_STEP)
-      stepped += kernel.optimizer_step().parameters_size();
-  overlapped_ = stepped == s.parameters_size() && options_.adamw.maxGradNorm == 0;
+      stepped += static_cast<size_t>(world_ > 1 ? kernel.optimizer_step().shards_size()
+                                                : kernel.optimizer_step().parameters_size());
+  overlapped_ = stepped == optimizer_.parameterCount() && options_.adamw.maxGradNorm == 0;
   if (overlapped_)
     executor_->setOptimizerStepHook(
         [this](const sl::schedule::Kernel &kernel) { optimizerStep(kernel); });
@@ -178,14 +202,14 @@ void Trainer::optimizerStep(const sl::schedule::Kernel &kernel) {
                       "; training stopped before this step's update");
     lossChecked_ = true;
   }
-  const sl::schedule::Schedule &s = schedule_.schedule;
   std::vector<ParamGrad> group;
-  for (uint32_t index : kernel.optimizer_step().parameters()) {
+  const auto &indices = world_ > 1 ? kernel.optimizer_step().shards()
+                                   : kernel.optimizer_step().parameters();
+  for (uint32_t index : indices) {
     ParamGrad pg{index, grads_[index]};
     double square = optimizer_.gradSquaredNorm({pg});
     if (!std::isfinite(square))
-      throw makeError("the gradient of parameter '", s.parameters(static_cast<int>(index)).name(),
-                      "' holds NaN or infinite values",
+      throw makeError("the gradient of ", describe(index), " holds NaN or infinite values",
                       parametersUpdated_ == 0 ? "; training stopped before this step's update"
                                               : "");
     squares_[index] = square;
@@ -193,10 +217,34 @@ void Trainer::optimizerStep(const sl::schedule::Kernel &kernel) {
   }
   optimizer_.stepGroup(group);
   parametersUpdated_ += group.size();
-  for (const ParamGrad &pg : group) {
-    const TensorRef &ref = executor_->parameterBuffer(static_cast<int>(pg.param));
-    std::memcpy(ref.data, optimizer_.weights(pg.param).data(), ref.bytes);
-  }
+  for (const ParamGrad &pg : group)
+    std::memcpy(targets_[pg.param]->data, optimizer_.weights(pg.param).data(),
+                targets_[pg.param]->bytes);
+}
+
+std::string Trainer::describe(size_t index) const {
+  return (world_ > 1 ? "shard '" : "parameter '") + optimizer_.name(index) + "'" +
+         (world_ > 1 ? " (this rank's part)" : "");
+}
+
+ShardedLayout Trainer::shardedLayout() const {
+  const sl::schedule::Schedule &s = schedule_.schedule;
+  ShardedLayout layout;
+  layout.world = world_;
+  for (const sl::schedule::Shard &shard : s.shards())
+    layout.shards.push_back({shard.name(), shard.elements()});
+  for (const sl::schedule::Parameter &p : s.parameters())
+    layout.parameters.push_back({p.name(), toShape(p.shape()), p.shard(), p.shard_offset()});
+  return layout;
+}
+
+uint64_t Trainer::optimizerStateBytes() const {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < optimizer_.parameterCount(); ++i)
+    bytes += (optimizer_.weights(i).capacity() + optimizer_.expAvg(i).capacity() +
+              optimizer_.expAvgSq(i).capacity()) *
+             sizeof(float);
+  return bytes;
 }
 
 uint64_t Trainer::resume(const std::string &path) {
@@ -204,10 +252,20 @@ uint64_t Trainer::resume(const std::string &path) {
   if (completedSteps() != firstStep_ || !history_.empty())
     throw makeError(path, ": cannot resume a trainer that has already stepped");
   const sl::schedule::Schedule &s = schedule_.schedule;
-  std::vector<ParameterSpec> specs;
-  for (const sl::schedule::Parameter &p : s.parameters())
-    specs.push_back({p.name(), toShape(p.shape())});
-  TrainingCheckpoint checkpoint = loadCheckpoint(path, fingerprint_, specs);
+  TrainingCheckpoint checkpoint;
+  if (world_ > 1) {
+    checkpoint = loadShardedCheckpoint(path, fingerprint_, shardedLayout(),
+                                       static_cast<uint32_t>(rank()));
+  } else {
+    if (isShardedCheckpointIndex(path))
+      throw makeError(path, ": this is the index of a sharded checkpoint (a run of several "
+                            "ranks): resume with as many ranks, or consolidate it for a run of "
+                            "one rank (sl-run SCHEDULE --consolidate INDEX --save FILE)");
+    std::vector<ParameterSpec> specs;
+    for (const sl::schedule::Parameter &p : s.parameters())
+      specs.push_back({p.name(), toShape(p.shape())});
+    checkpoint = loadCheckpoint(path, fingerprint_, specs);
+  }
   if (checkpoint.step > static_cast<uint64_t>(INT64_MAX))
     throw makeError(path, ": step ", checkpoint.step, " is out of range");
   for (size_t i = 0; i < checkpoint.parameters.size(); ++i) {
@@ -227,23 +285,21 @@ uint64_t Trainer::resume(const std::string &path) {
 
 uint64_t Trainer::dataPosition() const {
   uint64_t n = data_.numTokens();
-  uint64_t perStep = static_cast<uint64_t>(batchSize_) * static_cast<uint64_t>(seqLen_);
+  uint64_t perStep = static_cast<uint64_t>(batchSize_) * world_ * static_cast<uint64_t>(seqLen_);
   return static_cast<uint64_t>(static_cast<unsigned __int128>(completedSteps() % n) *
                                (perStep % n) % n);
 }
 
 void Trainer::writeWeights() {
   for (size_t i = 0; i < optimizer_.parameterCount(); ++i) {
-    const TensorRef &ref = executor_->parameterBuffer(static_cast<int>(i));
     const std::vector<float> &weights = optimizer_.weights(i);
-    std::memcpy(ref.data, weights.data(), weights.size() * sizeof(float));
+    std::memcpy(targets_[i]->data, weights.data(), weights.size() * sizeof(float));
   }
 }
 
 StepRecord Trainer::step() {
   refuseIfPartlyApplied("step");
   auto start = Clock::now();
-  const sl::schedule::Schedule &s = schedule_.schedule;
   uint64_t completed = completedSteps();
   StepRecord record;
   record.step = completed + 1;
@@ -251,7 +307,10 @@ StepRecord Trainer::step() {
   try {
     int64_t vocab =
         options_.vocabSize > 0 ? options_.vocabSize : uncheckedVocabulary(data_.dtype());
-    TokenBatch batch = data_.batch(completed, batchSize_, seqLen_, vocab);
+    TokenBatch batch =
+        world_ > 1 ? data_.batchRows(completed, batchSize_ * world_, seqLen_, vocab,
+                                     static_cast<int64_t>(rank()) * batchSize_, batchSize_)
+                   : data_.batch(completed, batchSize_, seqLen_, vocab);
     lossChecked_ = false;
     squares_.assign(optimizer_.parameterCount(), 0.0);
     parametersUpdated_ = 0;
@@ -265,7 +324,8 @@ StepRecord Trainer::step() {
       partlyApplied_ = "step " + std::to_string(record.step) + " was partly applied (" +
                        std::to_string(parametersUpdated_) + " of " +
                        std::to_string(optimizer_.parameterCount()) +
-                       " parameters were updated before it failed), so the weights in memory mix "
+                       (world_ > 1 ? " of this rank's shards" : " parameters") +
+                       " were updated before it failed), so the weights in memory mix "
                        "two steps; the last saved checkpoint is intact: resume from it";
       throw makeError(e.what(), "; ", partlyApplied_);
     }
@@ -275,15 +335,27 @@ StepRecord Trainer::step() {
     record.bytesCollective = stats.bytesCollective;
 
     std::memcpy(&record.loss, executor_->outputBuffer(kLossName).data, sizeof(float));
-    if (!std::isfinite(record.loss))
-      throw makeError("the loss is ", nonFiniteText(record.loss),
-                      "; training stopped before this step's update");
+    // With several ranks: the mean of their losses and the sum of their squared gradient norms,
+    // the same on every rank. The sum of the ranks' parts' squares is the whole gradient's.
+    auto overRanks = [&](double &squares) {
+      if (world_ == 1)
+        return;
+      double values[2] = {static_cast<double>(record.loss), squares};
+      options_.executor.comm->allReduceSum(
+          values, 2, "step " + std::to_string(record.step) + ": the loss and gradient norm");
+      record.loss = static_cast<float>(values[0] / world_);
+      squares = values[1];
+    };
 
     if (overlapped_) {
       // Every parameter was stepped, and its weights written, inside the run.
       double squares = 0;
       for (double square : squares_)
         squares += square;
+      overRanks(squares);
+      if (!std::isfinite(record.loss))
+        throw makeError("the loss is ", nonFiniteText(record.loss),
+                        "; training stopped before this step's update");
       record.gradNorm = std::sqrt(squares);
       optimizer_.finishStep();
     } else {
@@ -291,16 +363,21 @@ StepRecord Trainer::step() {
       // order they are exactly the sum AdamW::step clips with.
       std::vector<ParamGrad> grads;
       double squares = 0;
-      for (int i = 0; i < s.parameters_size(); ++i) {
-        ParamGrad pg{static_cast<size_t>(i), grads_[static_cast<size_t>(i)]};
+      bool finite = std::isfinite(record.loss);
+      for (size_t i = 0; i < optimizer_.parameterCount() && finite; ++i) {
+        ParamGrad pg{i, grads_[i]};
         double square = optimizer_.gradSquaredNorm({pg});
         if (!std::isfinite(square))
-          throw makeError("the gradient of parameter '", s.parameters(i).name(),
-                          "' holds NaN or infinite values; training stopped before this step's "
+          throw makeError("the gradient of ", describe(i),
+                          " holds NaN or infinite values; training stopped before this step's "
                           "update");
         squares += square;
         grads.push_back(pg);
       }
+      overRanks(squares);
+      if (!std::isfinite(record.loss))
+        throw makeError("the loss is ", nonFiniteText(record.loss),
+                        "; training stopped before this step's update");
       record.gradNorm = std::sqrt(squares);
       optimizer_.stepGroup(grads, optimizer_.clipCoefficient(squares));
       optimizer_.finishStep();
@@ -311,7 +388,8 @@ StepRecord Trainer::step() {
   }
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   record.tokensPerSecond =
-      record.seconds > 0 ? static_cast<double>(batchSize_ * seqLen_) / record.seconds : 0;
+      record.seconds > 0 ? static_cast<double>(batchSize_ * world_ * seqLen_) / record.seconds
+                         : 0;
   history_.push_back(record);
   return record;
 }
@@ -322,17 +400,21 @@ TrainingCheckpoint Trainer::checkpoint() const {
   checkpoint.step = completedSteps();
   checkpoint.modelFingerprint = fingerprint_;
   checkpoint.dataPosition = dataPosition();
-  const sl::schedule::Schedule &s = schedule_.schedule;
+  checkpoint.rank = static_cast<uint32_t>(rank());
+  checkpoint.world = world_;
   for (size_t i = 0; i < optimizer_.parameterCount(); ++i)
-    checkpoint.parameters.push_back(
-        {optimizer_.name(i), toShape(s.parameters(static_cast<int>(i)).shape()),
-         optimizer_.weights(i), optimizer_.expAvg(i), optimizer_.expAvgSq(i)});
+    checkpoint.parameters.push_back({optimizer_.name(i), targets_[i]->shape,
+                                     optimizer_.weights(i), optimizer_.expAvg(i),
+                                     optimizer_.expAvgSq(i)});
   return checkpoint;
 }
 
 void Trainer::save(const std::string &path) {
   refuseIfPartlyApplied(("save " + path).c_str());
-  saveCheckpoint(path, checkpoint());
+  if (world_ > 1)
+    saveShardedCheckpoint(path, checkpoint(), shardedLayout(), *options_.executor.comm);
+  else
+    saveCheckpoint(path, checkpoint());
   savedTo_ = path;
 }
 
@@ -352,7 +434,7 @@ nlohmann::json Trainer::report() const {
     stepSeconds.push_back(r.seconds);
     seconds += r.seconds;
   }
-  int64_t tokensPerStep = batchSize_ * seqLen_;
+  int64_t tokensPerStep = batchSize_ * world_ * seqLen_;
   double tokens = static_cast<double>(tokensPerStep) * static_cast<double>(history_.size());
   auto pathOrNull = [](const std::string &path) {
     return path.empty() ? nlohmann::json(nullptr) : nlohmann::json(path);
@@ -390,6 +472,8 @@ nlohmann::json Trainer::report() const {
         {"decay_steps", c.decaySteps},
         {"min_lr", c.minLr}}},
       {"optimizer_overlapped", overlapped_},
+      {"world", world_},
+      {"optimizer_state_bytes", optimizerStateBytes()},
       {"bytes_host_to_device", toDevice},
       {"bytes_device_to_host", toHost},
       {"bytes_collective", collective},

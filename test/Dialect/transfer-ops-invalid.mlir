@@ -64,3 +64,55 @@ func.func @scatter_world(%x: tensor<4x4xf32>) {
   %y = sl.reduce_scatter %x {world = 0 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
   return
 }
+
+// -----
+
+func.func @shard_size() {
+  %w = sl.param "w" : tensor<4x4xf32>
+  %b = sl.param "b" : tensor<3xf32>
+  // w takes elements 0-15, b 16-18; padded to 24 (a multiple of 4 x 2): 12 per rank.
+  // expected-error @+1 {{result 'tensor<10xf32>' must be tensor<12xf32>: the flattened group has 24 elements, split over 2 ranks}}
+  %s = sl.param_shard %w, %b {group = "g", world = 2 : i64} : tensor<4x4xf32>, tensor<3xf32> -> tensor<10xf32>
+  return
+}
+
+// -----
+
+func.func @shard_world() {
+  %w = sl.param "w" : tensor<4xf32>
+  // expected-error @+1 {{world must be at least 2, got 1}}
+  %s = sl.param_shard %w {group = "g", world = 1 : i64} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @shard_of_a_value(%w: tensor<4xf32>) {
+  // expected-error @+1 {{operands must be sl.param values}}
+  %s = sl.param_shard %w {group = "g", world = 2 : i64} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @view_outside(%x: tensor<8xf32>) {
+  // expected-error @+1 {{elements [4, 10) are outside the source's 8}}
+  %v = sl.view %x {offset = 4 : i64} : tensor<8xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @view_type(%x: tensor<8xf32>) {
+  // expected-error @+1 {{result element type 'i64' must be the source's, 'f32'}}
+  %v = sl.view %x {offset = 0 : i64} : tensor<8xf32> -> tensor<8xi64>
+  return
+}
+
+// -----
+
+func.func @step_of_a_value(%loss: tensor<f32>, %g: tensor<4xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{params must be sl.param or sl.param_shard values}}
+  sl.optimizer_step %loss grads(%g) params(%w) : tensor<f32>, (tensor<4xf32>), (tensor<4xf32>)
+  return
+}

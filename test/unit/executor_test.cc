@@ -361,8 +361,9 @@ TEST_F(StreamedExecutorTest, TracesEveryKernelOnItsStreamsTrack) {
       const sl::schedule::Kernel &k = loaded.schedule.kernels(kernel);
       EXPECT_EQ(event["name"], k.name());
       EXPECT_EQ(event["tid"], static_cast<int>(k.stream()) + 1);
-      if (k.op() == sl::schedule::COPY)
+      if (k.op() == sl::schedule::COPY) {
         EXPECT_EQ(event["args"]["bytes"], 20);
+      }
     } else {
       EXPECT_THAT(event["name"].get<std::string>(), ::testing::StartsWith("wait event "));
     }

@@ -16,6 +16,7 @@
 #include "slrt/cuda_backend.h"
 #endif
 #include "slrt/npy.h"
+#include "slrt/prompts.h"
 #include "test_support.h"
 
 namespace slrt::test {
@@ -469,6 +470,224 @@ TEST_F(SlRunTrainTest, CheckpointOfAnotherModelIsRefused) {
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr(ckpt + ": the checkpoint does not match this model"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("mine.st")));
+}
+
+// Generation: a generate schedule (TinyGenerate) on a prompts file.
+class SlRunGenerateTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    schedule = model.write(dir.path());
+    prompts = dir.file("prompts.jsonl");
+    writeBytes(prompts, "{\"tokens\": [3, 1, 4, 1], \"id\": \"pi\"}\n"
+                        "{\"tokens\": [5]}\n"
+                        "\n"
+                        "{\"tokens\": [9, 2], \"id\": 7}\n"
+                        "{\"tokens\": [6, 5, 3]}\n"
+                        "{\"tokens\": [15, 8]}\n");
+  }
+
+  std::vector<nlohmann::json> readLines(const std::string &path) {
+    std::vector<nlohmann::json> lines;
+    std::string text = readFile(path);
+    for (size_t begin = 0; begin < text.size();) {
+      size_t end = text.find('\n', begin);
+      lines.push_back(nlohmann::json::parse(text.substr(begin, end - begin)));
+      begin = end + 1;
+    }
+    return lines;
+  }
+
+  TinyGenerate model = TinyGenerate::build(5);
+  const std::vector<std::vector<int64_t>> tokens = {{3, 1, 4, 1}, {5}, {9, 2}, {6, 5, 3}, {15, 8}};
+  TempDir dir;
+  std::string schedule, prompts;
+};
+
+TEST_F(SlRunGenerateTest, HelpDescribesGeneration) {
+  Result r = slRun("--help");
+  EXPECT_EQ(r.exitCode, 0);
+  for (const char *option : {"--prompts", "--tokenizer", "--max-new-tokens", "--stop-token",
+                             "--temperature", "--top-k", "--top-p", "--seed", "generate schedule"})
+    EXPECT_THAT(r.output, HasSubstr(option));
+}
+
+TEST_F(SlRunGenerateTest, GreedyTokensAreTheReferences) {
+  std::string out = dir.file("out.jsonl"), report = dir.file("report.json"),
+              trace = dir.file("trace.json");
+  Result r = slRun(schedule + " --prompts " + prompts + " --output " + out + " --report " + report +
+                   " --trace " + trace);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, ContainsRegex("batch 1/3  sequences 2/5  tokens 10  tokens/s [0-9]+  "
+                                      "elapsed [0-9]+\\.[0-9]{2}s\n"));
+  EXPECT_THAT(r.output, HasSubstr("batch 3/3  sequences 5/5  tokens 25  "));
+  std::vector<nlohmann::json> lines = readLines(out);
+  ASSERT_EQ(lines.size(), tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(lines[i]["index"], i);
+    EXPECT_EQ(lines[i]["prompt_tokens"], tokens[i].size());
+    EXPECT_EQ(lines[i]["tokens"].get<std::vector<int64_t>>(),
+              model.referenceGreedy(tokens[i], model.maxNew));
+    EXPECT_EQ(lines[i]["finish_reason"], "length");
+    EXPECT_FALSE(lines[i].contains("text"));
+  }
+  EXPECT_EQ(lines[0]["id"], "pi");
+  EXPECT_EQ(lines[2]["id"], 7);
+  EXPECT_FALSE(lines[1].contains("id"));
+
+  nlohmann::json j = nlohmann::json::parse(readFile(report));
+  EXPECT_EQ(j["kind"], "generate");
+  const nlohmann::json &g = j["generation"];
+  EXPECT_EQ(g["prompts"], 5);
+  EXPECT_EQ(g["batches"], 3);
+  EXPECT_EQ(g["prefill_tokens"], 12);
+  EXPECT_EQ(g["decode_tokens"], 20);
+  EXPECT_GT(g["prefill_tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(g["decode_tokens_per_second"].get<double>(), 0);
+  EXPECT_EQ(g["sampling"]["temperature"], 0.0);
+  EXPECT_EQ(g["schedule"]["batch"], 2);
+  EXPECT_EQ(g["schedule"]["vocab"], 16);
+  nlohmann::json t = nlohmann::json::parse(readFile(trace));
+  EXPECT_EQ(t["otherData"]["runs"], 3 + 3 * (model.maxNew - 1));
+  EXPECT_THAT(t.dump(), HasSubstr("\"run 1 decode\""));
+}
+
+TEST_F(SlRunGenerateTest, StopTokensAndFewerNewTokens) {
+  int64_t stop = model.referenceGreedy(tokens[0], model.maxNew)[1];
+  std::string out = dir.file("out.jsonl");
+  Result r = slRun(schedule + " --prompts " + prompts + " --output " + out + " --stop-token " +
+                   std::to_string(stop) + " --stop-token 0 --max-new-tokens 4");
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::vector<nlohmann::json> lines = readLines(out);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::vector<int64_t> expected = model.referenceGreedy(tokens[i], 4, {stop, 0});
+    EXPECT_EQ(lines[i]["tokens"].get<std::vector<int64_t>>(), expected) << i;
+    bool stopped = expected.back() == stop || expected.back() == 0;
+    EXPECT_EQ(lines[i]["finish_reason"], stopped ? "stop" : "length") << i;
+  }
+  EXPECT_EQ(lines[0]["finish_reason"], "stop");
+}
+
+TEST_F(SlRunGenerateTest, SamplingIsSeededAndWithoutOutputGoesToStdout) {
+  std::string args = schedule + " --prompts " + prompts + " --temperature 1.5 --top-p 0.95 ";
+  Result a = slRun(args + "--seed 3 --output " + dir.file("a.jsonl"));
+  Result b = slRun(args + "--seed 3 --output " + dir.file("b.jsonl"));
+  Result c = slRun(args + "--seed 4 --output " + dir.file("c.jsonl"));
+  ASSERT_EQ(a.exitCode, 0) << a.output;
+  ASSERT_EQ(b.exitCode, 0) << b.output;
+  ASSERT_EQ(c.exitCode, 0) << c.output;
+  EXPECT_EQ(readFile(dir.file("a.jsonl")), readFile(dir.file("b.jsonl")));
+  EXPECT_NE(readFile(dir.file("a.jsonl")), readFile(dir.file("c.jsonl")));
+  // --top-k 1 is greedy at any temperature; the lines go to standard output.
+  Result greedy = slRun(schedule + " --prompts " + prompts + " --temperature 2 --top-k 1 --seed 1");
+  ASSERT_EQ(greedy.exitCode, 0) << greedy.output;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    EXPECT_THAT(greedy.output,
+                HasSubstr("\"tokens\":" +
+                          nlohmann::json(model.referenceGreedy(tokens[i], model.maxNew)).dump()));
+  }
+}
+
+TEST_F(SlRunGenerateTest, TextPromptsWithTheByteTokenizer) {
+  TinyGenerate bytes = TinyGenerate::build(6, 3, 8, 6, 256);
+  std::string path = bytes.write(dir.path(), "bytes");
+  writeBytes(prompts, "{\"text\": \"Hi \\u00e9\"}\n{\"tokens\": [200, 13]}\n");
+  std::string out = dir.file("out.jsonl");
+  Result r = slRun(path + " --prompts " + prompts + " --tokenizer bytes -o " + out);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::vector<nlohmann::json> lines = readLines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["prompt_tokens"], 5); // 'H', 'i', ' ', 0xC3, 0xA9
+  std::vector<int64_t> generated = lines[0]["tokens"].get<std::vector<int64_t>>();
+  EXPECT_EQ(generated, bytes.referenceGreedy({'H', 'i', ' ', 0xC3, 0xA9}, 6));
+  EXPECT_EQ(lines[0]["text"], decodeByteTokens(generated));
+  EXPECT_EQ(lines[1]["tokens"].get<std::vector<int64_t>>(), bytes.referenceGreedy({200, 13}, 6));
+}
+
+TEST_F(SlRunGenerateTest, BadPromptsFailWithoutOutput) {
+  std::string out = dir.file("out.jsonl"), report = dir.file("r.json");
+  // Each file's contents, and the message after "sl-run: error: PROMPTS".
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"tokens\": [1]}\n{\"tokens\": [1, 2\n", ":2: malformed JSON"},
+      {"{\"ids\": [1]}\n", ":1: the prompt has neither \"tokens\" nor \"text\""},
+      {"{\"tokens\": [1], \"text\": \"a\"}\n", ":1: the prompt has both"},
+      {"{\"tokens\": [1]}\n{\"tokens\": []}\n", ":2: the prompt is empty"},
+      {"{\"tokens\": [1, 2, 3, 4, 5]}\n",
+       ":1: the prompt has 5 tokens, more than the 4 the schedule takes "
+       "(max_prompt_len)"},
+      {"{\"tokens\": [16]}\n", ":1: token 0 of the prompt is 16, outside the vocabulary [0, 16)"},
+      {"{\"text\": \"hi\"}\n", ":1: the prompt is text, which needs a tokenizer"},
+      {"", ": holds no prompt"},
+  };
+  for (const auto &[contents, message] : cases) {
+    writeBytes(prompts, contents);
+    Result r =
+        slRun(schedule + " --prompts " + prompts + " --output " + out + " --report " + report);
+    EXPECT_EQ(r.exitCode, 1) << contents;
+    EXPECT_THAT(r.output, HasSubstr("sl-run: error: " + prompts + message)) << contents;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_FALSE(std::filesystem::exists(report));
+  }
+  Result r = slRun(schedule + " --prompts " + dir.file("absent.jsonl") + " --output " + out);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("absent.jsonl: cannot open (No such file or directory)"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST_F(SlRunGenerateTest, OptionsOfOtherKindsAreRefusedAndViceVersa) {
+  Result r = slRun(schedule + " --prompts " + prompts + " --steps 2 --data x.bin");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --data, --steps: only a train schedule takes "
+                                  "these options (" +
+                                  schedule + " is of kind 'generate')"));
+  writeNpy(dir.file("ids.npy"), i64Tensor({2, 4}, std::vector<int64_t>(8, 1)));
+  r = slRun(schedule + " --prompts " + prompts + " --input input_ids=" + dir.file("ids.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --input: a generate schedule reads its prompts "
+                                  "from --prompts, not .npy files"));
+  r = slRun(schedule);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr(schedule + " is a generate schedule: give --prompts FILE.jsonl"));
+  r = slRun(schedule + " --prompts " + prompts + " -o a.jsonl -o b.jsonl");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("--output is given 2 times"));
+  r = slRun(schedule + " --prompts " + prompts + " --max-new-tokens 6");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("the most new tokens per sequence must be in [1, 5]"));
+  r = slRun(schedule + " --prompts " + prompts + " --stop-token 16");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("stop token 16 is outside the vocabulary [0, 16)"));
+  EXPECT_EQ(slRun(schedule + " --prompts " + prompts + " --top-p 1.5").exitCode, 1);
+  EXPECT_EQ(slRun(schedule + " --prompts " + prompts + " --tokenizer gpt2").exitCode, 1);
+  r = slRun(schedule + " --prompts " + prompts + " --top-p 0");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("top-p must be in (0, 1]"));
+
+  TinyMlp mlp = TinyMlp::build(5);
+  std::string inference = mlp.write(dir.path());
+  r = slRun(inference + " --prompts " + prompts + " --temperature 1");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --prompts, --temperature: only a generate "
+                                  "schedule takes these options (" +
+                                  inference + " is of kind 'infer')"));
+  // Programs without kind "generate": nothing tells sl-run how to drive them.
+  TinyGenerate programs = model;
+  programs.schedule.set_kind("infer");
+  programs.schedule.clear_generation();
+  std::string twoPrograms = programs.write(dir.path(), "two_programs");
+  r = slRun(twoPrograms + " --input input_ids=" + dir.file("ids.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: " + twoPrograms +
+                                  " has 2 programs; sl-run runs a schedule of several programs "
+                                  "only when it is a generate schedule, and this one is of kind "
+                                  "'infer'"));
+
+  TinyTrain train = TinyTrain::build(23);
+  std::string trainSchedule = train.write(dir.path());
+  r = slRun(trainSchedule + " --data x.bin --steps 1 --seed 4");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --seed: only a generate schedule takes this "
+                                  "option"));
 }
 
 } // namespace

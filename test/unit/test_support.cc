@@ -1,5 +1,6 @@
 #include "test_support.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -285,16 +286,18 @@ Kernel &ScheduleBuilder::kernel(OpKind op, const std::string &name, std::vector<
   return *k;
 }
 
-void ScheduleBuilder::input(const std::string &name, uint32_t buffer) {
+void ScheduleBuilder::input(const std::string &name, uint32_t buffer, uint32_t program) {
   Binding *b = schedule.add_inputs();
   b->set_name(name);
   b->set_buffer(buffer);
+  b->set_program(program);
 }
 
-void ScheduleBuilder::output(const std::string &name, uint32_t buffer) {
+void ScheduleBuilder::output(const std::string &name, uint32_t buffer, uint32_t program) {
   Binding *b = schedule.add_outputs();
   b->set_name(name);
   b->set_buffer(buffer);
+  b->set_program(program);
 }
 
 void ScheduleBuilder::parameter(uint32_t buffer, const std::string &file, uint64_t fileOffset) {
@@ -722,6 +725,207 @@ TinyTrain::Result TinyTrain::reference(const std::vector<float> &wValues,
     }
   }
   return result;
+}
+
+} // namespace slrt::test
+
+namespace slrt::test {
+
+using namespace sl::schedule;
+
+TinyGenerate TinyGenerate::build(uint32_t seed, int64_t batch, int64_t maxPrompt, int64_t maxNew,
+                                 int64_t vocab) {
+  TinyGenerate m;
+  m.batch = batch;
+  m.maxPrompt = maxPrompt;
+  m.maxNew = maxNew;
+  m.vocab = vocab;
+  std::mt19937 rng(seed);
+  m.emb = randomFloats(rng, static_cast<size_t>(vocab * kDim));
+  m.head = randomFloats(rng, static_cast<size_t>(kDim * vocab));
+  for (float &w : m.head)
+    w *= 4; // logits a few units apart: greedy choices far from ties
+  int64_t cacheLen = maxPrompt + maxNew;
+
+  ScheduleBuilder b;
+  Schedule &s = b.schedule;
+  s.set_kind("generate");
+  enum : uint32_t { kHostCompute = 3 };
+  Stream *host = s.add_streams();
+  host->set_id(kHostCompute);
+  host->set_kind(HOST_COMPUTE);
+  auto hostBuffer = [&](const std::string &name, DType dtype, Shape shape) {
+    return b.buffer(name, HOST, dtype, std::move(shape));
+  };
+  auto device = [&](const std::string &name, DType dtype, Shape shape) {
+    return b.buffer(name, DEVICE, dtype, std::move(shape));
+  };
+  uint32_t emb = hostBuffer("emb", F32, {vocab, kDim});
+  uint32_t head = hostBuffer("head", F32, {kDim, vocab});
+  uint32_t cache = hostBuffer("kv_cache", F32, {batch, 2, 1, cacheLen, kDim});
+  b.constant(emb, m.emb);
+  b.constant(head, m.head);
+  uint32_t embDev = device("emb.dev", F32, {vocab, kDim});
+  uint32_t headDev = device("head.dev", F32, {kDim, vocab});
+
+  // --- prefill (program 0): events 0..3 ------------------------------------------------------
+  uint32_t ids = hostBuffer("prefill.input_ids", I64, {batch, maxPrompt});
+  uint32_t last = hostBuffer("prefill.last_index", I64, {batch});
+  uint32_t logits = hostBuffer("prefill.logits", F32, {batch, 1, vocab});
+  uint32_t kv = hostBuffer("prefill.kv", F32, {batch, 1, maxPrompt, kDim});
+  b.input("input_ids", ids, 0);
+  b.input("last_index", last, 0);
+  b.output("logits", logits, 0);
+  uint32_t idsDev = device("prefill.input_ids.dev", I64, {batch, maxPrompt});
+  uint32_t lastDev = device("prefill.last_index.dev", I64, {batch});
+  uint32_t h = device("prefill.h", F32, {batch, maxPrompt, kDim});
+  uint32_t h4 = b.alias("prefill.h.heads", h, {batch, 1, maxPrompt, kDim});
+  uint32_t a = device("prefill.a", F32, {batch, 1, maxPrompt, kDim});
+  uint32_t a3 = b.alias("prefill.a.rows", a, {batch, maxPrompt, kDim});
+  uint32_t r = device("prefill.r", F32, {batch, 1, kDim});
+  uint32_t logitsDev = device("prefill.logits.dev", F32, {batch, 1, vocab});
+
+  b.kernel(COPY, "prefill.ids.h2d", {ids}, idsDev);
+  b.kernel(COPY, "prefill.last.h2d", {last}, lastDev);
+  b.kernel(COPY, "prefill.emb.h2d", {emb}, embDev);
+  b.kernel(COPY, "prefill.head.h2d", {head}, headDev).add_record_events(0);
+  Kernel &embed = b.kernel(GATHER, "prefill.embed", {embDev, idsDev}, h);
+  embed.mutable_axis()->set_axis(0);
+  embed.add_wait_events(0);
+  embed.add_record_events(1);
+  Kernel &attention = b.kernel(ATTENTION, "prefill.attn", {h4, h4, h4}, a);
+  attention.mutable_attention()->set_causal(true);
+  attention.mutable_attention()->set_scale(kScale);
+  b.kernel(TAKE_ROWS, "prefill.last", {a3, lastDev}, r);
+  b.kernel(MATMUL, "prefill.head", {r, headDev}, logitsDev).add_record_events(2);
+  Kernel &kvOut = b.kernel(COPY, "prefill.kv.d2h", {h4}, kv);
+  kvOut.add_wait_events(1);
+  kvOut.add_record_events(3);
+  b.kernel(COPY, "prefill.logits.d2h", {logitsDev}, logits).add_wait_events(2);
+  Kernel &write = b.kernel(KV_WRITE, "prefill.kv.write", {cache, kv, kv}, cache);
+  write.set_stream(kHostCompute);
+  write.add_wait_events(3);
+  int prefillKernels = s.kernels_size();
+
+  // --- decode (program 1): events 4..7 -------------------------------------------------------
+  uint32_t newest = hostBuffer("decode.input_ids", I64, {batch, 1});
+  uint32_t position = hostBuffer("decode.position", I64, {batch});
+  uint32_t logits1 = hostBuffer("decode.logits", F32, {batch, 1, vocab});
+  uint32_t x1 = hostBuffer("decode.x", F32, {batch, 1, 1, kDim});
+  b.input("input_ids", newest, 1);
+  b.input("position", position, 1);
+  b.output("logits", logits1, 1);
+  uint32_t newestDev = device("decode.input_ids.dev", I64, {batch, 1});
+  uint32_t positionDev = device("decode.position.dev", I64, {batch});
+  uint32_t cacheDev = device("decode.kv_cache.dev", F32, {batch, 2, 1, cacheLen, kDim});
+  uint32_t x = device("decode.x.dev", F32, {batch, 1, kDim});
+  uint32_t x4 = b.alias("decode.x.heads", x, {batch, 1, 1, kDim});
+  uint32_t ad = device("decode.a", F32, {batch, 1, 1, kDim});
+  uint32_t ad3 = b.alias("decode.a.rows", ad, {batch, 1, kDim});
+  uint32_t logits1Dev = device("decode.logits.dev", F32, {batch, 1, vocab});
+
+  b.kernel(COPY, "decode.ids.h2d", {newest}, newestDev);
+  b.kernel(COPY, "decode.position.h2d", {position}, positionDev);
+  b.kernel(COPY, "decode.kv_cache.h2d", {cache}, cacheDev);
+  b.kernel(COPY, "decode.emb.h2d", {emb}, embDev);
+  b.kernel(COPY, "decode.head.h2d", {head}, headDev).add_record_events(4);
+  Kernel &embed1 = b.kernel(GATHER, "decode.embed", {embDev, newestDev}, x);
+  embed1.mutable_axis()->set_axis(0);
+  embed1.add_wait_events(4);
+  embed1.add_record_events(5);
+  m.decodeAttentionKernel = s.kernels_size();
+  Kernel &decodeAttention =
+      b.kernel(DECODE_ATTENTION, "decode.attn", {x4, x4, x4, cacheDev, positionDev}, ad);
+  decodeAttention.mutable_attention()->set_scale(kScale);
+  b.kernel(MATMUL, "decode.head", {ad3, headDev}, logits1Dev).add_record_events(6);
+  Kernel &xOut = b.kernel(COPY, "decode.x.d2h", {x4}, x1);
+  xOut.add_wait_events(5);
+  xOut.add_record_events(7);
+  b.kernel(COPY, "decode.logits.d2h", {logits1Dev}, logits1).add_wait_events(6);
+  m.kvWriteKernel = s.kernels_size();
+  Kernel &write1 = b.kernel(KV_WRITE, "decode.kv.write", {cache, x1, x1, position}, cache);
+  write1.set_stream(kHostCompute);
+  write1.add_wait_events(7);
+  s.set_num_events(8);
+
+  Program *prefill = s.add_programs();
+  prefill->set_name("prefill");
+  prefill->set_first_kernel(0);
+  prefill->set_num_kernels(static_cast<uint32_t>(prefillKernels));
+  Program *decode = s.add_programs();
+  decode->set_name("decode");
+  decode->set_first_kernel(static_cast<uint32_t>(prefillKernels));
+  decode->set_num_kernels(static_cast<uint32_t>(s.kernels_size() - prefillKernels));
+
+  Generation *g = s.mutable_generation();
+  g->set_batch(batch);
+  g->set_max_prompt_len(maxPrompt);
+  g->set_max_new_tokens(maxNew);
+  g->set_vocab(vocab);
+  g->set_cache_len(cacheLen);
+  g->set_num_sub_batches(1);
+  g->set_sub_batch_size(batch);
+  g->set_kv_cache_bytes(s.buffers(static_cast<int>(cache)).bytes());
+  g->set_parameter_bytes(0);
+  m.schedule = std::move(s);
+  return m;
+}
+
+std::string TinyGenerate::write(const std::string &dir, const std::string &name) const {
+  std::string path = dir + "/" + name + ".slsched";
+  writeSchedule(schedule, path);
+  return path;
+}
+
+std::vector<double> TinyGenerate::referenceLogits(const std::vector<int64_t> &tokens) const {
+  const float *q = &emb[static_cast<size_t>(tokens.back() * kDim)];
+  std::vector<double> scores;
+  double max = -INFINITY;
+  for (int64_t token : tokens) {
+    double dot = 0;
+    for (int64_t c = 0; c < kDim; ++c)
+      dot += double(q[c]) * emb[static_cast<size_t>(token * kDim + c)];
+    scores.push_back(dot * kScale);
+    max = std::max(max, scores.back());
+  }
+  double sum = 0;
+  for (double &p : scores)
+    sum += (p = std::exp(p - max));
+  std::vector<double> a(kDim, 0.0);
+  for (size_t t = 0; t < tokens.size(); ++t)
+    for (int64_t c = 0; c < kDim; ++c)
+      a[static_cast<size_t>(c)] += scores[t] / sum * emb[static_cast<size_t>(tokens[t] * kDim + c)];
+  std::vector<double> logits(static_cast<size_t>(vocab), 0.0);
+  for (int64_t c = 0; c < kDim; ++c)
+    for (int64_t v = 0; v < vocab; ++v)
+      logits[static_cast<size_t>(v)] +=
+          a[static_cast<size_t>(c)] * head[static_cast<size_t>(c * vocab + v)];
+  return logits;
+}
+
+std::vector<int64_t> TinyGenerate::referenceGreedy(const std::vector<int64_t> &prompt,
+                                                   int64_t count, const std::vector<int64_t> &stop,
+                                                   double *margin) const {
+  std::vector<int64_t> sequence = prompt, out;
+  if (margin)
+    *margin = INFINITY;
+  while (static_cast<int64_t>(out.size()) < count) {
+    std::vector<double> logits = referenceLogits(sequence);
+    int64_t best = 0;
+    for (int64_t v = 1; v < vocab; ++v)
+      if (logits[static_cast<size_t>(v)] > logits[static_cast<size_t>(best)])
+        best = v;
+    if (margin)
+      for (int64_t v = 0; v < vocab; ++v)
+        if (v != best)
+          *margin =
+              std::min(*margin, logits[static_cast<size_t>(best)] - logits[static_cast<size_t>(v)]);
+    out.push_back(best);
+    sequence.push_back(best);
+    if (std::find(stop.begin(), stop.end(), best) != stop.end())
+      break;
+  }
+  return out;
 }
 
 } // namespace slrt::test

@@ -52,8 +52,8 @@ public:
   // device-to-host one; every other op on the compute stream.
   sl::schedule::Kernel &kernel(sl::schedule::OpKind op, const std::string &name,
                                std::vector<uint32_t> operands, uint32_t result);
-  void input(const std::string &name, uint32_t buffer);
-  void output(const std::string &name, uint32_t buffer);
+  void input(const std::string &name, uint32_t buffer, uint32_t program = 0);
+  void output(const std::string &name, uint32_t buffer, uint32_t program = 0);
   void parameter(uint32_t buffer, const std::string &file, uint64_t fileOffset);
   void constant(uint32_t buffer, const std::string &data);
   template <typename T> void constant(uint32_t buffer, const std::vector<T> &values) {
@@ -173,6 +173,43 @@ struct TinyTrain {
                    const std::vector<int64_t> &ids, const std::vector<int64_t> &labels) const;
 
   std::string name;
+};
+
+// A tiny generate schedule (kind "generate", slrt/generator.h), hand-built the way sl-opt would
+// schedule it, whose "model" is one attention layer without projections: a token's embedding row
+// is its query, key and value, and the next token's logits after a sequence s are
+//   logits(s) = head^T attention(q = emb[s_last], k = v = emb[s_0..s_last])    (scale kScale)
+// with emb [vocab, kDim] and head [kDim, vocab] constants. Streams 0..2 as ScheduleBuilder's and
+// 3 HOST_COMPUTE; the KV cache is a host buffer [batch, 2, 1, cache_len, kDim].
+//   prefill  h = GATHER(emb, input_ids) [B, P, D], a = ATTENTION(h, h, h, causal),
+//            logits = TAKE_ROWS(a, last_index) @ head; h copied to the host and KV_WRITE'd into
+//            cache positions [0, P)
+//   decode   x = GATHER(emb, input_ids) [B, 1, D], the cache copied to the device,
+//            a = DECODE_ATTENTION(x, x, x, cache, position), logits = a @ head; x copied to the
+//            host and KV_WRITE'd at position
+// Decode's logits are right only if prefill and every earlier decode wrote the cache right.
+struct TinyGenerate {
+  static constexpr int64_t kDim = 8;
+  static constexpr float kScale = 0.5f;
+
+  int64_t batch = 2, maxPrompt = 4, maxNew = 5, vocab = 16;
+  sl::schedule::Schedule schedule;
+  std::vector<float> emb, head;
+  // Kernel indices of interest.
+  int kvWriteKernel = -1, decodeAttentionKernel = -1;
+
+  static TinyGenerate build(uint32_t seed, int64_t batch = 2, int64_t maxPrompt = 4,
+                            int64_t maxNew = 5, int64_t vocab = 16);
+  // Writes the schedule into `dir` as NAME.slsched; returns its path.
+  std::string write(const std::string &dir, const std::string &name = "tiny_generate") const;
+  // The logits after the sequence `tokens`, in double.
+  std::vector<double> referenceLogits(const std::vector<int64_t> &tokens) const;
+  // The greedy continuation of `prompt`: up to `count` tokens, ending after a token of `stop`.
+  // `margin`, when given, gets the smallest gap between the best and the second-best logit of
+  // any step (a tiny one would let float rounding pick another token).
+  std::vector<int64_t> referenceGreedy(const std::vector<int64_t> &prompt, int64_t count,
+                                       const std::vector<int64_t> &stop = {},
+                                       double *margin = nullptr) const;
 };
 
 } // namespace slrt::test

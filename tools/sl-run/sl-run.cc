@@ -10,13 +10,18 @@
 
 #include <CLI/CLI.hpp>
 
+#include "slrt/atomic_file.h"
 #include "slrt/backend.h"
+#include "slrt/checkpoint.h"
+#include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/generator.h"
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
 #include "slrt/report.h"
 #include "slrt/schedule_loader.h"
+#include "slrt/schedule_verifier.h"
 #include "slrt/token_data.h"
 #include "slrt/trainer.h"
 
@@ -98,20 +103,66 @@ void printOutput(const slrt::NamedTensor &out) {
 struct Options {
   std::string schedulePath, reportPath, tracePath, backendName = "cpu";
   double linkGbps = 0;
+  // Several ranks: how long a collective may take, and the job's communicator (null for one rank).
+  double collectiveTimeout = 300;
+  slrt::Communicator *comm = nullptr;
+  std::string consolidatePath;
   std::vector<std::string> inputArgs, outputArgs;
   // Training.
   std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
   int64_t steps = 0, vocab = 0;
   slrt::AdamWConfig adamw;
-  // The flags given that only a train schedule takes ("--data", ...), and those it refuses.
-  std::vector<std::string> trainFlagsGiven, inferFlagsGiven;
+  // Generation.
+  std::string promptsPath, tokenizer = "none";
+  slrt::SamplingOptions sampling;
+  std::vector<int64_t> stopTokens;
+  int64_t maxNewTokens = 0;
+  // The flags given that only a train schedule takes ("--data", ...), those of inference
+  // (--input, --output) and those only a generate schedule takes ("--prompts", ...).
+  std::vector<std::string> trainFlagsGiven, inferFlagsGiven, generateFlagsGiven;
 };
 
 slrt::ExecutorOptions executorOptions(const Options &options) {
   slrt::ExecutorOptions executor;
   executor.linkGbps = options.linkGbps;
   executor.trace = !options.tracePath.empty();
+  executor.comm = options.comm;
   return executor;
+}
+
+bool isRankZero(const Options &options) { return !options.comm || options.comm->rank() == 0; }
+
+// With several ranks each writes its own trace: FILE with ".rank<R>" before its extension.
+std::string tracePathOf(const Options &options) {
+  if (!options.comm)
+    return options.tracePath;
+  std::string path = options.tracePath;
+  size_t slash = path.rfind('/'), dot = path.rfind('.');
+  std::string rank = ".rank" + std::to_string(options.comm->rank());
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return path + rank;
+  return path.substr(0, dot) + rank + path.substr(dot);
+}
+
+// World > 1: every parameter's trained weights, gathered from the ranks' parts of the shards.
+std::vector<std::vector<float>> gatherWeights(const slrt::Trainer &trainer,
+                                              slrt::Communicator &comm) {
+  slrt::ShardedLayout layout = trainer.shardedLayout();
+  std::vector<std::vector<float>> shards;
+  for (size_t i = 0; i < layout.shards.size(); ++i) {
+    const std::vector<float> &mine = trainer.optimizer().weights(i);
+    std::vector<float> whole(mine.size() * layout.world);
+    comm.allGatherBytes(mine.data(), whole.data(), mine.size() * sizeof(float),
+                        "--export-onnx: gathering shard '" + layout.shards[i].name + "'");
+    shards.push_back(std::move(whole));
+  }
+  std::vector<std::vector<float>> weights;
+  for (const slrt::ShardedParameter &p : layout.parameters) {
+    const std::vector<float> &flat = shards[p.shard];
+    auto begin = flat.begin() + static_cast<std::ptrdiff_t>(p.offset);
+    weights.emplace_back(begin, begin + static_cast<std::ptrdiff_t>(*slrt::numel(p.shape)));
+  }
+  return weights;
 }
 
 std::string flagList(const std::vector<std::string> &flags) {
@@ -121,12 +172,24 @@ std::string flagList(const std::vector<std::string> &flags) {
   return list;
 }
 
+// Refuses the flags of `given` that only a schedule of kind `kind` takes.
+void refuseFlags(const std::vector<std::string> &given, const char *kind,
+                 const slrt::LoadedSchedule &loaded) {
+  if (!given.empty())
+    throw makeError(flagList(given), ": only a ", kind, " schedule takes ",
+                    given.size() == 1 ? "this option" : "these options", " (", loaded.path,
+                    " is of kind '", loaded.schedule.kind(), "')");
+}
+
 int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
   const sl::schedule::Schedule &schedule = loaded.schedule;
-  if (!options.trainFlagsGiven.empty())
-    throw makeError(flagList(options.trainFlagsGiven), ": only a train schedule takes ",
-                    options.trainFlagsGiven.size() == 1 ? "this option" : "these options", " (",
-                    loaded.path, " is of kind '", schedule.kind(), "')");
+  refuseFlags(options.trainFlagsGiven, "train", loaded);
+  refuseFlags(options.generateFlagsGiven, "generate", loaded);
+  if (schedule.programs_size() > 1)
+    throw makeError(loaded.path, " has ", schedule.programs_size(),
+                    " programs; sl-run runs a schedule of several programs only when it is a "
+                    "generate schedule, and this one is of kind '",
+                    schedule.kind(), "'");
 
   // Everything the user gave is checked before parameters are loaded or anything runs.
   std::map<std::string, std::string> inputFiles =
@@ -169,6 +232,7 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 }
 
 int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
+  refuseFlags(options.generateFlagsGiven, "generate", loaded);
   if (!options.inferFlagsGiven.empty())
     throw makeError(flagList(options.inferFlagsGiven),
                     ": a train schedule reads its inputs from "
@@ -193,10 +257,11 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   trainerOptions.vocabSize = options.vocab;
   trainerOptions.executor = executorOptions(options);
   slrt::Trainer trainer(loaded, backend, data, trainerOptions);
+  bool printing = isRankZero(options);
 
   if (!options.resumePath.empty()) {
     uint64_t saved = trainer.resume(options.resumePath);
-    if (saved != trainer.dataPosition())
+    if (saved != trainer.dataPosition() && printing)
       std::cerr << "sl-run: warning: " << options.resumePath << " was saved where the next step "
                 << "reads from token " << saved << " of its data, but step "
                 << trainer.completedSteps() + 1 << " of this run reads from token "
@@ -210,6 +275,8 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   try {
     for (int64_t i = 0; i < options.steps; ++i) {
       slrt::StepRecord r = trainer.step();
+      if (!printing)
+        continue;
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("step %llu/%llu  loss %.4f  lr %.2e  tokens/s %.0f  elapsed %.2fs\n",
@@ -226,9 +293,37 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 
   if (!options.savePath.empty())
     trainer.save(options.savePath);
-  if (!options.exportOnnxPath.empty())
-    slrt::exportTrainedOnnx(loaded, trainer.executor(), options.exportOnnxPath);
+  if (!options.exportOnnxPath.empty()) {
+    if (options.comm) {
+      std::vector<std::vector<float>> weights = gatherWeights(trainer, *options.comm);
+      std::vector<const void *> pointers;
+      for (const std::vector<float> &w : weights)
+        pointers.push_back(w.data());
+      if (printing)
+        slrt::exportTrainedOnnx(loaded, pointers, options.exportOnnxPath);
+    } else {
+      slrt::exportTrainedOnnx(loaded, trainer.executor(), options.exportOnnxPath);
+    }
+  }
+  // Every rank's memory and traffic, for rank 0's report.
+  nlohmann::json ranks = nlohmann::json::array();
   if (!options.reportPath.empty()) {
+    const slrt::RunStats &stats = trainer.executor().stats();
+    uint64_t mine[4] = {trainer.optimizerStateBytes(), stats.hostPoolBytes,
+                        stats.deviceArenaBytes, stats.bytesCollective};
+    std::vector<uint64_t> all(4 * static_cast<size_t>(options.comm ? options.comm->size() : 1));
+    if (options.comm)
+      options.comm->allGatherBytes(mine, all.data(), sizeof mine, "--report: every rank's figures");
+    else
+      std::copy(std::begin(mine), std::end(mine), all.begin());
+    for (size_t r = 0; r < all.size() / 4; ++r)
+      ranks.push_back({{"rank", r},
+                       {"optimizer_state_bytes", all[4 * r]},
+                       {"host_pool_bytes", all[4 * r + 1]},
+                       {"device_arena_bytes", all[4 * r + 2]},
+                       {"bytes_collective_last_step", all[4 * r + 3]}});
+  }
+  if (!options.reportPath.empty() && printing) {
     nlohmann::json report =
         slrt::makeReport(loaded, backend.name(), trainer.executor().stats(), {});
     for (const sl::schedule::Binding &b : loaded.schedule.outputs()) {
@@ -239,18 +334,108 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
     }
     report["train"] = trainer.report();
     report["link_gbps"] = options.linkGbps;
+    report["world"] = trainer.world();
+    report["ranks"] = ranks;
     slrt::writeReport(options.reportPath, report);
   }
   if (!options.tracePath.empty())
-    trainer.executor().writeTrace(options.tracePath);
+    trainer.executor().writeTrace(tracePathOf(options));
+  return 0;
+}
+
+// --consolidate INDEX: a sharded checkpoint into one checkpoint file (--save) and an ONNX model
+// with the trained weights (--export-onnx), for the schedule's model; one process, no MPI.
+int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
+  if (options.comm)
+    throw makeError("--consolidate runs as one process; run it without mpirun");
+  if (options.savePath.empty() && options.exportOnnxPath.empty())
+    throw makeError("--consolidate ", options.consolidatePath,
+                    ": give --save FILE and/or --export-onnx FILE to say what to write");
+  std::vector<slrt::ParameterSpec> specs;
+  for (const sl::schedule::Parameter &p : loaded.schedule.parameters())
+    specs.push_back({p.name(), slrt::toShape(p.shape())});
+  slrt::TrainingCheckpoint whole = slrt::consolidateShardedCheckpoint(
+      options.consolidatePath, slrt::modelFingerprint(loaded.schedule), specs);
+  if (!options.exportOnnxPath.empty()) {
+    std::vector<const void *> weights;
+    for (const slrt::ParameterState &state : whole.parameters)
+      weights.push_back(state.master.data());
+    slrt::exportTrainedOnnx(loaded, weights, options.exportOnnxPath);
+  }
+  if (!options.savePath.empty())
+    slrt::saveCheckpoint(options.savePath, whole);
+  std::printf("consolidated %s (step %llu, %d parameters)%s%s%s%s\n",
+              options.consolidatePath.c_str(), static_cast<unsigned long long>(whole.step),
+              static_cast<int>(whole.parameters.size()),
+              options.savePath.empty() ? "" : " into ", options.savePath.c_str(),
+              options.exportOnnxPath.empty() ? "" : " and ", options.exportOnnxPath.c_str());
+  return 0;
+}
+
+int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
+  refuseFlags(options.trainFlagsGiven, "train", loaded);
+  for (const std::string &flag : options.inferFlagsGiven)
+    if (flag == "--input")
+      throw makeError("--input: a generate schedule reads its prompts from --prompts, not .npy "
+                      "files");
+  if (options.promptsPath.empty())
+    throw makeError(loaded.path, " is a generate schedule: give --prompts FILE.jsonl");
+  if (options.outputArgs.size() > 1)
+    throw makeError("--output is given ", options.outputArgs.size(),
+                    " times; a generate schedule writes one file (JSON Lines)");
+
+  // The options and every prompt are checked before the parameters are read.
+  slrt::GenerationOptions generation;
+  generation.sampling = options.sampling;
+  generation.stopTokens = options.stopTokens;
+  generation.maxNewTokens = options.maxNewTokens;
+  generation.tokenizer = slrt::parseTokenizer(options.tokenizer);
+  generation.executor = executorOptions(options);
+  generation.sampling.validate();
+  generation.progress = [](const slrt::GenerationProgress &p) {
+    std::fprintf(
+        stderr,
+        "batch %llu/%llu  sequences %llu/%llu  tokens %llu  tokens/s %.0f  "
+        "elapsed %.2fs\n",
+        static_cast<unsigned long long>(p.batch), static_cast<unsigned long long>(p.batches),
+        static_cast<unsigned long long>(p.sequencesDone),
+        static_cast<unsigned long long>(p.sequences),
+        static_cast<unsigned long long>(p.generatedTokens),
+        p.elapsedSeconds > 0 ? static_cast<double>(p.generatedTokens) / p.elapsedSeconds : 0.0,
+        p.elapsedSeconds);
+  };
+  const sl::schedule::Generation &g = loaded.schedule.generation();
+  slrt::PromptLimits limits{g.max_prompt_len(), g.vocab(), generation.tokenizer};
+  std::vector<slrt::Prompt> prompts = slrt::readPrompts(options.promptsPath, limits);
+  slrt::Generator generator(loaded, backend, generation);
+  std::vector<slrt::GeneratedSequence> sequences = generator.generate(prompts);
+
+  std::string lines = slrt::generationJsonLines(sequences, generation.tokenizer);
+  if (options.outputArgs.empty())
+    std::cout << lines << std::flush;
+  else
+    slrt::writeFileAtomically(options.outputArgs[0], lines);
+  if (!options.reportPath.empty()) {
+    nlohmann::json report =
+        slrt::makeReport(loaded, backend.name(), generator.executor().stats(), {});
+    report["generation"] = generator.report();
+    report["link_gbps"] = options.linkGbps;
+    slrt::writeReport(options.reportPath, report);
+  }
+  if (!options.tracePath.empty())
+    generator.executor().writeTrace(options.tracePath);
   return 0;
 }
 
 int run(const Options &options) {
   std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
   slrt::LoadedSchedule loaded = slrt::loadSchedule(options.schedulePath);
+  if (!options.consolidatePath.empty())
+    return consolidate(options, loaded);
   if (loaded.schedule.kind() == slrt::kTrainKind)
     return train(options, *backend, loaded);
+  if (loaded.schedule.kind() == slrt::kGenerateKind)
+    return generate(options, *backend, loaded);
   return infer(options, *backend, loaded);
 }
 
@@ -264,7 +449,10 @@ int main(int argc, char **argv) {
       "first values are printed.\n"
       "A train schedule (kind \"train\") runs --steps training steps on the token ids of --data: "
       "each step computes the loss and every gradient, then AdamW updates the weights; a progress "
-      "line per step is printed."};
+      "line per step is printed.\n"
+      "A generate schedule (kind \"generate\") continues each prompt of --prompts (JSON Lines) "
+      "token by token and writes the new tokens to --output (JSON Lines; standard output without "
+      "it); a progress line per batch goes to standard error."};
   app.get_formatter()->column_width(30);
   Options o;
   app.add_option("SCHEDULE", o.schedulePath, "The schedule file (.slsched) to run")
@@ -282,7 +470,9 @@ int main(int argc, char **argv) {
       app.add_option("--output,-o", o.outputArgs,
                      "Where to write an output, as NAME=FILE.npy, or FILE.npy when the schedule "
                      "has one output; repeatable. Files are written atomically. Outputs not "
-                     "named are not written (inference)")
+                     "named are not written (inference). For a generate schedule: the JSON Lines "
+                     "file of generated tokens, written atomically (without --output, the lines "
+                     "go to standard output)")
           ->expected(1)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));
@@ -290,13 +480,17 @@ int main(int argc, char **argv) {
                  "Write a JSON report (timings, kernels, bytes moved per direction, arena and pool "
                  "sizes and peak use, busy and wait seconds per stream, the schedule's plan, "
                  "outputs; for training also a \"train\" section: per-step loss, lr and bytes "
-                 "moved, tokens/s, the AdamW settings) to FILE, atomically, after the run")
+                 "moved, tokens/s, the AdamW settings; for generation a \"generation\" section: "
+                 "prefill and decode tokens/s, bytes moved and peak memory over all runs, the "
+                 "sampling settings, the schedule's generation shape) to FILE, atomically, after "
+                 "the run")
       ->type_name("FILE");
   app.add_option("--trace", o.tracePath,
                  "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run to FILE, "
                  "atomically, after the run: a track per stream, a span per kernel and per wait "
-                 "that blocked. Training traces every step until the trace holds a million "
-                 "spans; later steps are left out (otherData.runs_traced says how many are in)")
+                 "that blocked. Training and generation trace every run (step, prefill, "
+                 "decode step) until the trace holds a million spans; later runs are left out "
+                 "(otherData.runs_traced says how many are in)")
       ->type_name("FILE");
   app.add_option("--link-gbps", o.linkGbps,
                  "Pace host<->device copies to at most G GB/s per direction, to emulate a PCIe "
@@ -304,6 +498,12 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
       ->type_name("G");
+  app.add_option("--collective-timeout", o.collectiveTimeout,
+                 "With several ranks (mpirun -np W): seconds a collective may take before the job "
+                 "is ended with an error naming the rank and the collective")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->type_name("SECONDS");
   app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu, or cuda (an NVIDIA GPU, in a build with the CUDA "
                  "backend)")
@@ -364,8 +564,73 @@ int main(int argc, char **argv) {
                   ->type_name("FILE"));
   trainOption(app.add_option("--resume", o.resumePath,
                              "Continue from a checkpoint written by --save for the same model: "
-                             "its weights, moments and step count; --steps more steps follow")
+                             "its weights, moments and step count; --steps more steps follow. "
+                             "With several ranks, the index of a sharded checkpoint written with "
+                             "as many ranks")
                   ->type_name("FILE"));
+  app.add_option("--consolidate", o.consolidatePath,
+                 "Instead of running: read the sharded checkpoint whose index is INDEX (written "
+                 "by --save in a run of several ranks) and write it whole, for SCHEDULE's model, "
+                 "as one checkpoint (--save FILE, which a run of one rank can --resume) and/or "
+                 "as ONNX with the trained weights (--export-onnx FILE)")
+      ->group(training)
+      ->type_name("INDEX");
+
+  const char *generation = "Generation (generate schedules only)";
+  std::vector<CLI::Option *> generateOptions;
+  auto generateOption = [&](CLI::Option *option) {
+    option->group(generation);
+    generateOptions.push_back(option);
+    return option;
+  };
+  generateOption(
+      app.add_option("--prompts", o.promptsPath,
+                     "The prompts: JSON Lines, one object per line, {\"tokens\": [ids]} or "
+                     "{\"text\": \"...\"} (with --tokenizer bytes), optionally with an \"id\" "
+                     "that the output repeats. Prompts run in batches of the schedule's batch "
+                     "size; each output line is {\"index\", \"id\", \"prompt_tokens\", "
+                     "\"tokens\", \"text\" (with a tokenizer), \"finish_reason\": \"stop\" or "
+                     "\"length\"}, in prompt order")
+          ->type_name("FILE"));
+  generateOption(app.add_option("--tokenizer", o.tokenizer,
+                                "How \"text\" becomes token ids and tokens text: none (prompts "
+                                "give \"tokens\"), or bytes (each UTF-8 byte is a token, ids "
+                                "0..255, as speedloader.data writes training data)")
+                     ->check(CLI::IsMember({"none", "bytes"}))
+                     ->capture_default_str());
+  generateOption(app.add_option("--max-new-tokens", o.maxNewTokens,
+                                "The most tokens generated per prompt (default and most: the "
+                                "schedule's max_new_tokens)")
+                     ->check(CLI::PositiveNumber)
+                     ->type_name("N"));
+  generateOption(app.add_option("--stop-token", o.stopTokens,
+                                "A token id that ends a sequence (kept in its output, finish "
+                                "reason \"stop\"); repeatable")
+                     ->expected(1)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                     ->type_name("ID"));
+  generateOption(app.add_option("--temperature", o.sampling.temperature,
+                                "Sampling temperature; 0 (the default) is greedy: the most "
+                                "probable token, the lowest id on ties, deterministic")
+                     ->check(CLI::NonNegativeNumber)
+                     ->capture_default_str()
+                     ->type_name("T"));
+  generateOption(app.add_option("--top-k", o.sampling.topK,
+                                "Sample among the K most probable tokens only; 0: all")
+                     ->check(CLI::NonNegativeNumber)
+                     ->capture_default_str()
+                     ->type_name("K"));
+  generateOption(app.add_option("--top-p", o.sampling.topP,
+                                "Nucleus sampling: among the fewest most probable tokens whose "
+                                "probability sums to at least P (after --top-k); 1: all")
+                     ->check(CLI::Range(0.0, 1.0))
+                     ->capture_default_str()
+                     ->type_name("P"));
+  generateOption(app.add_option("--seed", o.sampling.seed,
+                                "Seed of the sampling: prompt i draws from a stream seeded by "
+                                "(seed, i), so its tokens do not depend on its batch")
+                     ->capture_default_str()
+                     ->type_name("N"));
 
   try {
     app.parse(argc, argv);
@@ -379,10 +644,37 @@ int main(int argc, char **argv) {
   for (CLI::Option *option : inferOptions)
     if (option->count() > 0)
       o.inferFlagsGiven.push_back(option->get_name());
+  for (CLI::Option *option : generateOptions)
+    if (option->count() > 0)
+      o.generateFlagsGiven.push_back(option->get_name());
+  std::unique_ptr<slrt::Communicator> comm;
   try {
+    // First, so that every rank of a job is in MPI before any can fail and abort the job.
+    slrt::CommOptions commOptions;
+    commOptions.backend = o.backendName;
+    commOptions.timeoutSeconds = o.collectiveTimeout;
+    comm = slrt::openCommunicator(commOptions);
+    o.comm = comm.get();
+    if (!o.consolidatePath.empty() &&
+        (!o.inferFlagsGiven.empty() || !o.generateFlagsGiven.empty()))
+      throw makeError("--consolidate takes only --save and --export-onnx, not ",
+                      flagList(o.inferFlagsGiven.empty() ? o.generateFlagsGiven
+                                                         : o.inferFlagsGiven));
+    if (!o.consolidatePath.empty())
+      for (const std::string &flag : o.trainFlagsGiven)
+        if (flag != "--save" && flag != "--export-onnx")
+          throw makeError("--consolidate takes only --save and --export-onnx (it does not train), "
+                          "not ", flag);
     return run(o);
   } catch (const std::exception &e) {
-    std::cerr << "sl-run: error: " << e.what() << "\n";
-    return 1;
+    if (!comm) {
+      std::cerr << "sl-run: error: " << e.what() << "\n";
+      return 1;
+    }
+    // One rank's error ends the job: the others would wait for it in their next collective.
+    std::cerr << "sl-run: error: rank " << comm->rank() << " of " << comm->size() << ": "
+              << e.what() << "\n";
+    std::cerr.flush();
+    comm->abort(1);
   }
 }

@@ -31,6 +31,10 @@ struct View {
 };
 std::optional<View> viewOf(mlir::Value value);
 
+/// Whether `value` needs a buffer of its own: false for a parameter read only through the shards
+/// of its group (sl.param_shard), whose bytes live in the shards.
+bool hasStorage(mlir::Value value);
+
 /// Bytes of a static tensor as the runtime stores it (a bool takes one byte).
 uint64_t storageBytes(mlir::Type type);
 

@@ -16,6 +16,17 @@ namespace sl {
 /// Inferred and written result types agree when element types are equal and shapes compatible:
 /// a `?` where inference knows the size (or the other way round) describes the same tensor.
 bool compatibleReturnTypes(mlir::TypeRange inferred, mlir::TypeRange actual);
+
+/// Where a sharded group's parameters lie in its flattened vector (sl.param_shard): each starts at
+/// a multiple of kShardElementAlignment elements (16 bytes of f32, so every parameter view of the
+/// gathered vector is vector-aligned), and the vector is padded with zeros to a multiple of
+/// kShardElementAlignment * world, so that every rank's part has the same, aligned size.
+inline constexpr int64_t kShardElementAlignment = 4;
+struct ShardLayout {
+  llvm::SmallVector<int64_t> offsets; // per parameter, in elements
+  int64_t flatElements = 0;
+};
+ShardLayout shardLayout(mlir::TypeRange params, int64_t world);
 } // namespace sl
 
 #define GET_OP_CLASSES

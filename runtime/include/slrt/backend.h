@@ -58,7 +58,10 @@ public:
   //  - CAST from a float to an integer truncates toward zero, saturates out of range and gives 0
   //    for NaN; integer narrowing wraps; anything to bool is x != 0 (NaN is true);
   //  - a BOOL element is a byte, true when non-zero; kernels write 0 or 1;
-  //  - a GATHER index outside [-n, n) for an axis of n is an Error.
+  //  - a GATHER index outside [-n, n) for an axis of n is an Error, and so are a KV_WRITE start,
+  //    a DECODE_ATTENTION length and a TAKE_ROWS index out of the range the contract gives;
+  //  - DECODE_ATTENTION subtracts the maximum score too; its row is never empty (the new token
+  //    always sees itself), and a NaN or infinite score makes it NaN.
   virtual void execute(const sl::schedule::Kernel &kernel,
                        const std::vector<const TensorRef *> &operands,
                        const std::vector<const TensorRef *> &results) = 0;

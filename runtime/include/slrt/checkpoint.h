@@ -13,6 +13,23 @@
 //   "speedloader.model_fingerprint"  TrainingCheckpoint::modelFingerprint
 //   "speedloader.data_position"      TrainingCheckpoint::dataPosition
 //   "speedloader.rng_state"          TrainingCheckpoint::rngState
+// and, in a rank's file of a sharded checkpoint (below) only:
+//   "speedloader.rank", "speedloader.world"
+//
+// Sharded checkpoints (a run of W > 1 ranks, whose parameters and AdamW state are sharded): every
+// rank writes its part, its shards' master weights and moments, as a file of the layout above (the
+// tensors named after the shards, f32 [elements / W] each), atomically; once every rank has
+// written its file, rank 0 writes the index, atomically, last. The index is what --save names and
+// --resume and --consolidate read; a save that fails anywhere leaves no index (or the previous one,
+// whose files have other names: they carry the step), so no half-written checkpoint is ever read.
+// The index is JSON:
+//   {"format": "speedloader.sharded_checkpoint", "version": 1, "step": S, "world": W,
+//    "model_fingerprint": "...", "data_position": D,
+//    "shards": [{"name": "layers 0", "elements": E}, ...],
+//    "parameters": [{"name": "...", "shape": [...], "shard": i, "offset": o}, ...],
+//    "files": ["<index file name>.step<S>.rank<R>-of-<W>.safetensors", ...]}
+// with the files relative to the index's directory, one per rank in rank order, and the
+// parameters where they are in the flattened shards (Schedule.parameters, slrt/trainer.h).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +39,8 @@
 #include "slrt/shape.h"
 
 namespace slrt {
+
+class Communicator;
 
 // One trained parameter and its AdamW state; each vector holds numel(shape) values, row-major.
 struct ParameterState {
@@ -43,6 +62,9 @@ struct TrainingCheckpoint {
   uint64_t dataPosition = 0;
   uint64_t rngState = 0;
   std::vector<ParameterState> parameters;
+  // In a rank's file of a sharded checkpoint: whose part it is (world 1: not sharded).
+  uint32_t rank = 0;
+  uint32_t world = 1;
 };
 
 // What the resuming model expects a checkpoint to hold.
@@ -62,5 +84,47 @@ void saveCheckpoint(const std::string &path, const TrainingCheckpoint &checkpoin
 // to those saved.
 TrainingCheckpoint loadCheckpoint(const std::string &path, const std::string &modelFingerprint,
                                   const std::vector<ParameterSpec> &parameters);
+
+// How a sharded run lays out its parameters: the shards (Schedule.shards) and where each parameter
+// is in them (Schedule.parameters).
+struct CheckpointShard {
+  std::string name;
+  uint64_t elements = 0; // of the whole flattened group; each rank holds elements / world
+};
+struct ShardedParameter {
+  std::string name;
+  Shape shape;
+  uint32_t shard = 0;
+  uint64_t offset = 0; // in elements
+};
+struct ShardedLayout {
+  uint32_t world = 1;
+  std::vector<CheckpointShard> shards;
+  std::vector<ShardedParameter> parameters;
+};
+
+// Whether `path` holds a sharded checkpoint's index (JSON) rather than a checkpoint file
+// (safetensors). Error when it cannot be read.
+bool isShardedCheckpointIndex(const std::string &path);
+
+// Called by every rank with its part (`part.parameters`: one state per shard, in layout order,
+// named after the shard; part.rank and part.world set): writes the rank's file, then, once every
+// rank has, the index at `indexPath` (rank 0). Error on every rank, naming the ranks that failed,
+// when any could not write its file; the index is then not written.
+void saveShardedCheckpoint(const std::string &indexPath, const TrainingCheckpoint &part,
+                           const ShardedLayout &layout, Communicator &comm);
+
+// Rank `rank`'s part of the sharded checkpoint whose index is `indexPath`, for a run with
+// `layout` (same world, shards and parameters) and `modelFingerprint`. Error naming the mismatch.
+TrainingCheckpoint loadShardedCheckpoint(const std::string &indexPath,
+                                         const std::string &modelFingerprint,
+                                         const ShardedLayout &layout, uint32_t rank);
+
+// The whole model's state from every rank's file: an unsharded checkpoint (per parameter, in the
+// order of `parameters`) that saveCheckpoint writes and a run of one rank resumes. Error when the
+// index's fingerprint is not `modelFingerprint` or a file is missing or does not match.
+TrainingCheckpoint consolidateShardedCheckpoint(const std::string &indexPath,
+                                                const std::string &modelFingerprint,
+                                                const std::vector<ParameterSpec> &parameters);
 
 } // namespace slrt

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "slrt/backend.h"
+#include "slrt/comm.h"
 #include "slrt/host_tensor.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/trace.h"
@@ -33,14 +34,19 @@ struct StreamStats {
   double waitSeconds = 0;
 };
 
-// Everything but loadSeconds and parameterBytesRead describes the last run() or execute().
+// Everything but loadSeconds and parameterBytesRead describes the last run() or execute(), which
+// ran the kernels of one program.
 struct RunStats {
+  // The program the last run ran (0 for a schedule without programs).
+  uint32_t program = 0;
   uint64_t kernels = 0;
   // COPY traffic by direction; withinSpace counts host->host and device->device copies.
   uint64_t bytesHostToDevice = 0;
   uint64_t bytesDeviceToHost = 0;
   uint64_t bytesWithinSpace = 0;
-  // Bytes moved by collectives; always 0 until the runtime runs them.
+  // Bytes moved by collectives: per ALL_GATHER its result's bytes, per REDUCE_SCATTER its
+  // operand's, i.e. the whole (unsharded) tensor each time, the P of the traffic formulas. A ring
+  // sends and receives (world - 1) / world of that per rank.
   uint64_t bytesCollective = 0;
   // Bytes read from parameter files when the executor was created.
   uint64_t parameterBytesRead = 0;
@@ -70,32 +76,44 @@ struct ExecutorOptions {
   // the first, as long as fewer than traceSpanLimit spans are held when one starts.
   bool trace = false;
   size_t traceSpanLimit = 1000000;
+  // The ranks of the job: required for a schedule of world > 1 (with exactly that many ranks),
+  // refused for a schedule of one rank when the job has more. Must outlive the executor.
+  Communicator *comm = nullptr;
 };
 
 // Runs on the HOST_COMPUTE stream's thread when an OPTIMIZER_STEP kernel's turn comes.
 using OptimizerStepHook = std::function<void(const sl::schedule::Kernel &)>;
 
-// Throws Error unless `name` is an input of `schedule` and `tensor` has exactly the dtype and shape
-// of its buffer. Lets a tool check each input as it reads it, before any parameter is loaded.
+// Throws Error unless `name` is an input of program `program` of `schedule` (a schedule without
+// programs has one, 0) and `tensor` has exactly the dtype and shape of its buffer. Lets a tool
+// check each input as it reads it, before any parameter is loaded.
 void checkInput(const sl::schedule::Schedule &schedule, const std::string &name,
-                const HostTensor &tensor);
+                const HostTensor &tensor, uint32_t program = 0);
 
-// Throws Error unless `inputs` holds exactly the schedule's inputs, each passing checkInput.
+// Throws Error unless `inputs` holds exactly the inputs of program `program`, each passing
+// checkInput.
 void checkInputs(const sl::schedule::Schedule &schedule,
-                 const std::map<std::string, HostTensor> &inputs);
+                 const std::map<std::string, HostTensor> &inputs, uint32_t program = 0);
 
-// Runs a verified schedule: every stream on a host thread of its own (started with the executor,
-// kept for its lifetime), which walks its stream's kernels in list order. Before a kernel it waits
-// until every event in its wait_events has been recorded in this run; after the kernel it records
-// its record_events. COPY kernels go to Backend::copy, OPTIMIZER_STEP to the hook (or nothing),
-// the others to Backend::execute. The verifier has checked that this order cannot deadlock
-// (every waited event is recorded by an earlier kernel) and that kernels of different streams
-// that touch the same bytes are ordered by events, so the outputs are those of running the kernels
-// one by one in list order.
+// Runs a verified schedule, one program at a time: every stream on a host thread of its own
+// (started with the executor, kept for its lifetime), which walks its stream's kernels of the
+// program in list order. A schedule without programs is one program (index 0) of every kernel;
+// a schedule with programs (Schedule.programs, version 4: generation's "prefill" and "decode")
+// runs one of them per run(), in any order and as often as the caller likes. Buffers persist
+// between runs: what one program leaves in the host pool (a KV cache) the next one reads. Before a
+// kernel it waits until every event in its wait_events has been recorded in this run; after the
+// kernel it records its record_events. COPY kernels go to Backend::copy, OPTIMIZER_STEP to the hook
+// (or nothing), ALL_GATHER and REDUCE_SCATTER to the communicator, the others to
+// Backend::execute. The verifier has checked that this order cannot
+// deadlock (every waited event is recorded by an earlier kernel) and that kernels of different
+// streams that touch the same bytes are ordered by events, so the outputs are those of running the
+// kernels one by one in list order.
 class Executor {
 public:
-  // Allocates the backend's arena and pool, reads every parameter into its host buffer and writes
-  // every constant into its own (a one-element constant is repeated over the whole buffer).
+  // Allocates the backend's arena and pool, reads every parameter into its host buffer (with
+  // world > 1: the part of it in this rank's part of its shard, into the shard's buffer, zeros
+  // elsewhere) and writes every constant into its own (a one-element constant is repeated over
+  // the whole buffer). Error when the job's ranks do not match the schedule's world.
   // `schedule` and `backend` must outlive the executor. Throws Error for a negative or NaN
   // options.linkGbps.
   Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options = {});
@@ -103,26 +121,44 @@ public:
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
 
-  // Checks the inputs (checkInputs), copies them into their host buffers, runs every stream and
-  // returns the outputs in schedule order once every stream has finished. The first error on any
-  // stream stops the others (a stream finishes the kernel it is in, and a waiting one wakes) and is
-  // rethrown here: an Error from a kernel (a GATHER index out of range, an integer division by
-  // zero) starts with "kernel N 'name' (OP): "; an exception from the OPTIMIZER_STEP hook comes
-  // through unchanged. The executor can run again after an error.
+  // Checks the inputs of program `program` (checkInputs), copies them into their host buffers,
+  // runs the program's kernels on every stream and returns the program's outputs in schedule
+  // order once every stream has finished. Error for a program index out of range. The first error
+  // on any stream stops the others (a stream finishes the kernel it is in, and a waiting one
+  // wakes) and is rethrown here: an Error from a kernel (a GATHER index out of range, an integer
+  // division by zero) starts with "kernel N 'name' (OP): "; an exception from the OPTIMIZER_STEP
+  // hook comes through unchanged. The executor can run again after an error.
+  std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs, uint32_t program);
+  // The only program: Error for a schedule with more than one.
   std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs);
 
   // As run(), but leaves the outputs in their host buffers (outputBuffer) instead of copying them
   // out: a trainer reads every gradient where it lies.
+  void execute(const std::map<std::string, HostTensor> &inputs, uint32_t program);
   void execute(const std::map<std::string, HostTensor> &inputs);
+
+  // The number of programs (1 for a schedule without programs), and the index of the program
+  // named `name` (Error, naming the programs there are, when there is none).
+  uint32_t programCount() const;
+  uint32_t programIndex(const std::string &name) const;
 
   // The host buffer Schedule.parameters(index) was read into. The weights are read from it by the
   // schedule's own copies on every run, so writing it between runs (a trainer's update) changes
   // the weights the next run computes with. Error for an index out of range.
   const TensorRef &parameterBuffer(int index) const;
 
-  // The host buffer output `name` is written to, valid until the next run overwrites it. Error
-  // for a name that is not an output.
-  const TensorRef &outputBuffer(const std::string &name) const;
+  // World > 1: the host buffer of this rank's part of Schedule.shards(index), which the
+  // schedule's copies read on every run (so writing it between runs updates the weights). A
+  // sharded parameter has no parameterBuffer. Error for an index out of range.
+  const TensorRef &shardBuffer(int index) const;
+
+  // The schedule's world (1 for a schedule of one rank) and this process's rank in it.
+  uint32_t world() const { return world_; }
+  int rank() const { return options_.comm ? options_.comm->rank() : 0; }
+
+  // The host buffer output `name` of program `program` is written to, valid until a run
+  // overwrites it. Error for a name that is not an output of the program.
+  const TensorRef &outputBuffer(const std::string &name, uint32_t program = 0) const;
 
   // Called with each OPTIMIZER_STEP kernel, on the HOST_COMPUTE stream's thread, while the other
   // streams go on: the kernel's operands (loss and gradients) are final, and the host buffers of
@@ -147,19 +183,22 @@ private:
   void prepareKernels();
   void startThreads();
   void workerMain(size_t worker);
-  void runStream(StreamRun &run, bool tracing);
+  uint32_t onlyProgram() const;
+  void runStream(StreamRun &run, bool tracing, uint32_t program);
   void runKernel(int index, StreamRun &run);
+  void runCollective(int index, StreamRun &run);
   void pacedCopy(const TensorRef &src, const TensorRef &dst);
   bool waitForEvent(size_t worker, uint32_t slot, bool &blocked);
   void failIfStuck();
   void recordEvent(uint32_t slot);
   void fail(std::exception_ptr error);
-  void mergeStats(bool tracing);
+  void mergeStats(bool tracing, uint32_t program);
 
   const LoadedSchedule &schedule_;
   Backend &backend_;
   ExecutorOptions options_;
   OptimizerStepHook optimizerStepHook_;
+  uint32_t world_ = 1;
   // refs_[i] locates buffer i in its memory space.
   std::vector<TensorRef> refs_;
   // Per kernel: operand and result refs, the dense slots (below) of its waited and recorded
@@ -175,6 +214,8 @@ private:
   size_t eventSlots_ = 0;
   // One per stream that has kernels.
   std::vector<std::unique_ptr<StreamRun>> streamRuns_;
+  // By kernel index: its program.
+  std::vector<uint32_t> programOf_;
   std::unique_ptr<Threads> threads_;
   RunStats stats_;
   std::vector<TraceSpan> traceSpans_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "slrt/executor.h"
 #include "slrt/schedule_loader.h"
@@ -14,6 +15,11 @@ namespace slrt {
 // other byte are kept exactly: the result is the exported model with trained weights. Models
 // whose parameters live in external data files are refused (Error) for now.
 void exportTrainedOnnx(const LoadedSchedule &schedule, const Executor &executor,
+                       const std::string &path);
+
+// The same with the weights given: weights[i] holds the Schedule.parameters(i).bytes() bytes of
+// parameter i (a consolidated checkpoint's, or weights gathered from the ranks of a sharded run).
+void exportTrainedOnnx(const LoadedSchedule &schedule, const std::vector<const void *> &weights,
                        const std::string &path);
 
 } // namespace slrt

@@ -58,9 +58,18 @@ public:
   void batch(uint64_t step, int64_t batchSize, int64_t seqLen, int64_t vocabSize, int64_t *inputs,
              int64_t *labels) const;
 
+  // Sequences [firstRow, firstRow + rows) of step `step`'s batch of batchSize sequences: exactly
+  // those rows of batch(step, batchSize, ...), reading only their tokens. Data parallelism: rank
+  // r of W, with b sequences per rank, reads rows [r * b, (r + 1) * b) of the W * b of a step.
+  // Error as batch(), and for rows outside the batch.
+  TokenBatch batchRows(uint64_t step, int64_t batchSize, int64_t seqLen, int64_t vocabSize,
+                       int64_t firstRow, int64_t rows) const;
+
 private:
   TokenData(MappedFile file, TokenDType dtype, uint64_t numTokens)
       : file_(std::move(file)), dtype_(dtype), numTokens_(numTokens) {}
+  void readRows(uint64_t step, int64_t batchSize, int64_t seqLen, int64_t vocabSize,
+                int64_t firstRow, int64_t rows, int64_t *inputs, int64_t *labels) const;
 
   MappedFile file_;
   TokenDType dtype_;

@@ -25,6 +25,8 @@ struct TraceSpan {
   uint64_t run = 0;
   double startMicros = 0;
   double durationMicros = 0;
+  // The program the run ran (0 for a schedule without programs).
+  uint32_t program = 0;
 };
 
 struct TraceSummary {
@@ -38,7 +40,8 @@ struct TraceSummary {
 // with " (stream N)" added where two streams share a kind), an "X" event per kernel (name: the
 // kernel's name, or "kernel N" when it has none; cat: its op; args: its index, and bytes for a
 // copy), an "X" event "wait event N" per wait that blocked, and an "X" event "run N" per run on a
-// track "runs" of its own. otherData holds the schedule path and the TraceSummary.
+// track "runs" of its own ("run N prefill": the program's name, for a schedule with programs).
+// otherData holds the schedule path and the TraceSummary.
 std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::string &schedulePath,
                             const std::vector<TraceSpan> &spans, const TraceSummary &summary);
 

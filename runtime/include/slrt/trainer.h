@@ -6,7 +6,8 @@
 //   outputs  "loss", f32 [], the mean cross-entropy over all batch * seq tokens, and for every
 //            Schedule.parameters entry P an output "grad:" + P.name of P's dtype and shape: the
 //            gradient of the loss with respect to P (other outputs are allowed and ignored);
-//   parameters  at least one, all f32 (the optimizer's master weights are f32), names unique.
+//   parameters  at least one, all f32 (the optimizer's master weights are f32), names unique;
+//   world > 1   the outputs "grad_shard:" + S.name per shard S instead of the "grad:" ones (below).
 // One run computes the loss and the gradients from the weights in the parameters' host buffers,
 // which the schedule's own copies read on every run, so writing them between runs is the update.
 //
@@ -21,6 +22,19 @@
 // the grouping. A step that fails after some groups were updated (a non-finite gradient of a later
 // group, a failing kernel) leaves the weights half-updated: the trainer then refuses to step, save
 // or make a checkpoint, so that no such state is ever written; the last saved checkpoint is intact.
+//
+// Several ranks (a schedule of world W > 1, slrt/comm.h). Every rank runs the same schedule with
+// batch b on its own sequences: rank r reads sequences [r*b, (r+1)*b) of each step's W*b
+// (TokenData::batchRows), so the data order is that of a run of one rank with batch W*b. The
+// parameters are sharded: the outputs are "loss" and, for every Schedule.shards entry S,
+// "grad_shard:" + S.name (f32 [S.elements / W], the rank's part of the gradient of the mean loss
+// over all W*b sequences, summed over the ranks by the schedule's REDUCE_SCATTER kernels), and
+// AdamW keeps master weights and moments of the rank's parts of the shards only (1/W of the
+// model's). A step's loss is the mean of the ranks' losses, each the mean over its own tokens
+// (all ranks have as many): the mean over every token of the W*b sequences; the gradient norm is
+// summed over the ranks too. Every rank then holds the same loss, norm and step count; with
+// clipping every rank scales by the same coefficient. The data position of a checkpoint is that
+// of the whole W*b batch.
 //
 // Step numbers: a trainer that has completed `t` steps (AdamW::step()) runs step t + 1 next, which
 // reads TokenData::batch(t, ...) and updates with learning rate AdamWConfig::lrAt(t). Messages and
@@ -48,6 +62,7 @@ inline constexpr const char *kInputIdsName = "input_ids";
 inline constexpr const char *kLabelsName = "labels";
 inline constexpr const char *kLossName = "loss";
 inline constexpr const char *kGradPrefix = "grad:";
+inline constexpr const char *kGradShardPrefix = "grad_shard:";
 
 // Throws Error, naming the first thing that is wrong, unless `schedule` meets the train contract
 // above.
@@ -65,7 +80,8 @@ struct TrainerOptions {
   // file. 0: not checked here; an out-of-range id is then refused by the schedule's GATHER (input
   // ids) or CROSS_ENTROPY (labels) kernel, whose error names the kernel.
   int64_t vocabSize = 0;
-  // How the executor runs each step (link pacing, tracing).
+  // How the executor runs each step (link pacing, tracing) and, for a schedule of world > 1, the
+  // job's ranks (executor.comm), which the trainer's own collectives use too.
   ExecutorOptions executor;
 };
 
@@ -116,10 +132,19 @@ public:
   // unusable (partlyApplied()): step, save, checkpoint and resume throw Error.
   StepRecord step();
 
-  // The state a resume continues from bit-identically.
+  // The state a resume continues from bit-identically: with world > 1, this rank's part (one
+  // ParameterState per shard, rank and world set).
   TrainingCheckpoint checkpoint() const;
-  // Writes checkpoint() atomically.
+  // Writes checkpoint() atomically; with world > 1 a sharded checkpoint whose index is `path`
+  // (every rank must call it), which resume() reads back with as many ranks.
   void save(const std::string &path);
+
+  // The schedule's world and this rank, and the layout of the shards (world > 1).
+  uint32_t world() const { return world_; }
+  int rank() const { return executor_->rank(); }
+  ShardedLayout shardedLayout() const;
+  // Bytes of AdamW's master weights and moments this rank holds.
+  uint64_t optimizerStateBytes() const;
 
   // Whether the optimizer steps inside the run, at the schedule's OPTIMIZER_STEP kernels.
   bool overlapsOptimizer() const { return overlapped_; }
@@ -137,17 +162,22 @@ public:
   // The steps of this trainer's lifetime, in order.
   const std::vector<StepRecord> &history() const { return history_; }
 
-  // The "train" section of sl-run's report: {"first_step", "steps", "batch_size", "seq_len",
-  // "tokens_per_step", "losses": [...], "lrs": [...], "grad_norms": [...], "step_seconds": [...],
+  // The "train" section of sl-run's report: {"first_step", "steps", "batch_size" (per rank),
+  // "seq_len", "tokens_per_step" (of all ranks), "world", "optimizer_state_bytes" (this rank's
+  // master weights and moments), "losses": [...], "lrs": [...], "grad_norms": [...],
+  // "step_seconds": [...],
   // "seconds", "tokens_per_second", "fingerprint", "data": {"path", "dtype", "tokens"},
   // "vocab_size" (null when unchecked), "resumed_from", "saved_to" (null when none), "adamw":
   // {"lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm", "warmup_steps",
   // "decay_steps", "min_lr"}, "optimizer_overlapped", "bytes_host_to_device": [...],
-  // "bytes_device_to_host": [...], "bytes_collective": [...]} (the byte arrays per step).
+  // "bytes_device_to_host": [...], "bytes_collective": [...]} (the byte arrays per step, this
+  // rank's).
   nlohmann::json report() const;
 
 private:
   void writeWeights();
+  // "parameter 'w'" or "shard 'layers 0'": AdamW's parameter `index`, for messages.
+  std::string describe(size_t index) const;
   // The OPTIMIZER_STEP hook: runs on the executor's HOST_COMPUTE thread.
   void optimizerStep(const sl::schedule::Kernel &kernel);
   // Throws the Error that says why this trainer can no longer be used, if it cannot.
@@ -163,8 +193,11 @@ private:
   uint64_t firstStep_ = 0;
   std::string resumedFrom_, savedTo_;
   std::vector<StepRecord> history_;
-  // The gradient output buffer of each parameter.
+  // Per AdamW parameter (a schedule parameter, or with world > 1 a shard): the host buffer its
+  // weights are written to, and its gradient output buffer.
+  std::vector<const TensorRef *> targets_;
   std::vector<const float *> grads_;
+  uint32_t world_ = 1;
   bool overlapped_ = false;
   // Within a step whose optimizer runs inside the executor: whether the loss was checked, the
   // squared gradient norm of each parameter (summed in parameter order after the run, so the

@@ -1,12 +1,14 @@
 #include "slrt/checkpoint.h"
 
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "slrt/error.h"
+#include "checkpoint/checkpoint_part.h"
 #include "slrt/safetensors.h"
 
 namespace slrt {
@@ -18,6 +20,8 @@ constexpr const char *kStepKey = "speedloader.step";
 constexpr const char *kFingerprintKey = "speedloader.model_fingerprint";
 constexpr const char *kDataPositionKey = "speedloader.data_position";
 constexpr const char *kRngStateKey = "speedloader.rng_state";
+constexpr const char *kRankKey = "speedloader.rank";
+constexpr const char *kWorldKey = "speedloader.world";
 
 // The three tensors of a parameter: name suffix, what they are (for messages), and where they live.
 struct Slot {
@@ -40,12 +44,23 @@ std::optional<uint64_t> parseUnsigned(const std::string &text) {
 class Loader {
 public:
   Loader(const std::string &path, const std::string &fingerprint,
-         const std::vector<ParameterSpec> &specs)
-      : path_(path), fingerprint_(fingerprint), specs_(specs) {}
+         const std::vector<ParameterSpec> &specs, uint32_t rank, uint32_t world)
+      : path_(path), fingerprint_(fingerprint), specs_(specs), rank_(rank), world_(world) {}
 
   TrainingCheckpoint load() {
     SafetensorsFile file = readSafetensors(path_);
     TrainingCheckpoint checkpoint = readMetadata(file.metadata);
+    if (checkpoint.world > 1 && world_ == 1)
+      throw makeError(path_, ": this is rank ", checkpoint.rank, "'s part of a checkpoint sharded "
+                      "over ", checkpoint.world, " ranks: resume from its index with ",
+                      checkpoint.world, " ranks, or consolidate it first (sl-run SCHEDULE "
+                      "--consolidate INDEX --save FILE)");
+    if (checkpoint.world != world_ || checkpoint.rank != rank_)
+      throw makeError(path_, ": it is ",
+                      checkpoint.world == 1 ? std::string("not part of a sharded checkpoint")
+                                            : "rank " + std::to_string(checkpoint.rank) + " of " +
+                                                  std::to_string(checkpoint.world) + "'s part",
+                      ", but rank ", rank_, " of ", world_, "'s part was expected");
 
     std::map<std::string, TensorEntry *> byName;
     for (TensorEntry &entry : file.tensors)
@@ -116,6 +131,14 @@ private:
     checkpoint.step = number(kStepKey);
     checkpoint.dataPosition = number(kDataPositionKey);
     checkpoint.rngState = number(kRngStateKey);
+    if (metadata.count(kWorldKey) || metadata.count(kRankKey)) {
+      uint64_t world = number(kWorldKey), rank = number(kRankKey);
+      if (world < 2 || world > UINT32_MAX || rank >= world)
+        throw makeError(path_, ": metadata says rank ", rank, " of ", world,
+                        " ranks, which is not a rank's part of a sharded checkpoint");
+      checkpoint.world = static_cast<uint32_t>(world);
+      checkpoint.rank = static_cast<uint32_t>(rank);
+    }
     return checkpoint;
   }
 
@@ -137,6 +160,7 @@ private:
   const std::string &path_;
   const std::string &fingerprint_;
   const std::vector<ParameterSpec> &specs_;
+  uint32_t rank_, world_;
   std::string fileFingerprint_;
   std::set<std::string> expected_;
 };
@@ -167,12 +191,22 @@ void saveCheckpoint(const std::string &path, const TrainingCheckpoint &checkpoin
       {kDataPositionKey, std::to_string(checkpoint.dataPosition)},
       {kRngStateKey, std::to_string(checkpoint.rngState)},
   };
+  if (checkpoint.world > 1) {
+    metadata[kRankKey] = std::to_string(checkpoint.rank);
+    metadata[kWorldKey] = std::to_string(checkpoint.world);
+  }
   writeSafetensors(path, views, metadata);
 }
 
 TrainingCheckpoint loadCheckpoint(const std::string &path, const std::string &modelFingerprint,
                                   const std::vector<ParameterSpec> &parameters) {
-  return Loader(path, modelFingerprint, parameters).load();
+  return Loader(path, modelFingerprint, parameters, 0, 1).load();
+}
+
+TrainingCheckpoint loadCheckpointPart(const std::string &path, const std::string &modelFingerprint,
+                                      const std::vector<ParameterSpec> &parameters, uint32_t rank,
+                                      uint32_t world) {
+  return Loader(path, modelFingerprint, parameters, rank, world).load();
 }
 
 } // namespace slrt

@@ -73,23 +73,46 @@ TokenBatch TokenData::batch(uint64_t step, int64_t batchSize, int64_t seqLen,
 
 void TokenData::batch(uint64_t step, int64_t batchSize, int64_t seqLen, int64_t vocabSize,
                       int64_t *inputs, int64_t *labels) const {
+  readRows(step, batchSize, seqLen, vocabSize, 0, batchSize, inputs, labels);
+}
+
+TokenBatch TokenData::batchRows(uint64_t step, int64_t batchSize, int64_t seqLen,
+                                int64_t vocabSize, int64_t firstRow, int64_t rows) const {
+  checkFits(batchSize, seqLen);
+  if (firstRow < 0 || rows < 1 || rows > batchSize - firstRow)
+    throw makeError(path(), ": sequences [", firstRow, ", ", firstRow + rows,
+                    ") are not sequences of a batch of ", batchSize);
+  TokenBatch out{HostTensor::zeros(sl::schedule::I64, {rows, seqLen}),
+                 HostTensor::zeros(sl::schedule::I64, {rows, seqLen})};
+  readRows(step, batchSize, seqLen, vocabSize, firstRow, rows, out.inputs.as<int64_t>(),
+           out.labels.as<int64_t>());
+  return out;
+}
+
+void TokenData::readRows(uint64_t step, int64_t batchSize, int64_t seqLen, int64_t vocabSize,
+                         int64_t firstRow, int64_t rows, int64_t *inputs, int64_t *labels) const {
   checkFits(batchSize, seqLen);
   if (vocabSize <= 0)
     throw makeError(path(), ": the vocabulary size must be positive, not ", vocabSize);
   uint64_t tokensPerStep = static_cast<uint64_t>(batchSize) * static_cast<uint64_t>(seqLen);
-  // (step * B * S) mod N without overflow, for any step.
-  uint64_t index = static_cast<uint64_t>(static_cast<unsigned __int128>(step % numTokens_) *
-                                         (tokensPerStep % numTokens_) % numTokens_);
-  // Window token i is input i (i < B*S) and label i-1 (i > 0): flattening [batch, seq] row-major
-  // makes sequence j's inputs the window's [j*S, j*S+S) and its labels those shifted by one.
-  for (uint64_t i = 0; i <= tokensPerStep; ++i) {
+  uint64_t tokensRead = static_cast<uint64_t>(rows) * static_cast<uint64_t>(seqLen);
+  uint64_t skipped = static_cast<uint64_t>(firstRow) * static_cast<uint64_t>(seqLen);
+  // (step * B * S + firstRow * S) mod N without overflow, for any step.
+  uint64_t index = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(step % numTokens_) * (tokensPerStep % numTokens_) +
+       skipped % numTokens_) %
+      numTokens_);
+  // Window token i is input i (i < rows*S) and label i-1 (i > 0): flattening [rows, seq]
+  // row-major makes sequence j's inputs the window's [j*S, j*S+S) and its labels those shifted
+  // by one.
+  for (uint64_t i = 0; i <= tokensRead; ++i) {
     uint64_t value = token(index);
     if (value >= static_cast<uint64_t>(vocabSize))
       // Steps are numbered from 1 in messages, as sl-run's progress lines number them.
       throw makeError(path(), ": token ", index, " of the file (read by step ", step + 1, ") is ",
                       value, ", past the vocabulary of ", vocabSize, " ids (0..", vocabSize - 1,
                       ")");
-    if (i < tokensPerStep)
+    if (i < tokensRead)
       inputs[i] = static_cast<int64_t>(value);
     if (i > 0)
       labels[i - 1] = static_cast<int64_t>(value);

@@ -68,6 +68,9 @@ std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::s
     case TraceSpan::Kind::kRun:
       event["tid"] = runTrack;
       event["name"] = "run " + std::to_string(span.run);
+      if (span.program < static_cast<uint32_t>(schedule.programs_size()))
+        event["name"] = event["name"].get<std::string>() + " " +
+                        schedule.programs(static_cast<int>(span.program)).name();
       event["cat"] = "run";
       break;
     case TraceSpan::Kind::kWait:

@@ -92,6 +92,12 @@ void CpuBackend::execute(const Kernel &kernel, const std::vector<const TensorRef
     return cpu::rotary(kernel, operands, y);
   case ATTENTION:
     return cpu::attention(kernel, operands, y);
+  case KV_WRITE:
+    return cpu::kvWrite(operands, y);
+  case DECODE_ATTENTION:
+    return cpu::decodeAttention(kernel, operands, y);
+  case TAKE_ROWS:
+    return cpu::takeRows(operands, y);
   case CROSS_ENTROPY:
     return cpu::crossEntropy(kernel, operands, y);
   case CROSS_ENTROPY_GRAD:

@@ -89,15 +89,13 @@ void trilu(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 // linear_algebra.cc: MATMUL, GEMM (OpenBLAS).
 // Row-major C = alpha * op(A) op(B) + beta * C through OpenBLAS (which threads it), for the
 // kernels built on GEMMs: cblas_sgemm for float, cblas_dgemm for double.
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                 int64_t ldc);
-void dgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
-           const double *a, int64_t lda, const double *b, int64_t ldb, double beta, double *c,
-           int64_t ldc);
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void dgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+           int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
 inline void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                     float *c, int64_t ldc) {
+                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                     int64_t ldc) {
   sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 inline void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
@@ -111,6 +109,12 @@ void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 // attention.cc: ATTENTION, ROTARY.
 void attention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+
+// generation.cc: KV_WRITE (y is operand 0's very buffer), DECODE_ATTENTION, TAKE_ROWS (any dtype).
+// A start, length or index out of range is an Error, raised before anything is written.
+void kvWrite(const Operands &operands, const TensorRef *y);
+void decodeAttention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+void takeRows(const Operands &operands, const TensorRef *y);
 
 // loss.cc: CROSS_ENTROPY.
 void crossEntropy(const Kernel &kernel, const Operands &operands, const TensorRef *y);
