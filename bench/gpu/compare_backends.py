@@ -2,7 +2,8 @@
 
 Train schedules: each step's loss of a --steps run (from sl-run's --report) must agree within
 --loss-rtol relative. Inference schedules: the outputs must agree within --output-rtol, by
-||a - b|| / ||b||. Prints a table (last, so that a truncated log still ends with it) and writes
+||a - b|| / ||b||. Generation schedules: greedy tokens must be equal on both, and equal to
+PyTorch's where the manifest has them. Prints a table (last, so that a truncated log still ends with it) and writes
 every number to --out as JSON. Exit status 1 when anything disagrees or fails to run.
 
     python3 bench/gpu/compare_backends.py --sl-run bin/sl-run --models models --out e2e.json
@@ -31,6 +32,9 @@ def run_entry(entry, backend, models, sl_run_path, tmp, timeout):
     if entry["kind"] == "train":
         args += ["--data", models / entry["data"], "--steps", entry["steps"], "--vocab",
                  entry["vocab"], "--lr", "1e-3"]
+    elif entry["kind"] == "generate":
+        out = tmp / f"{backend}-tokens.jsonl"
+        args += ["--prompts", models / entry["prompts"], "--output", out, "--temperature", "0"]
     else:
         out = tmp / f"{backend}-logits.npy"
         args += ["--input", models / entry["input"], "--output", f"logits={out}"]
@@ -39,7 +43,13 @@ def run_entry(entry, backend, models, sl_run_path, tmp, timeout):
         return None, None, text[-2000:]
     with open(report) as f:
         rep = json.load(f)
-    result = rep["train"]["losses"] if entry["kind"] == "train" else np.load(out)
+    if entry["kind"] == "train":
+        result = rep["train"]["losses"]
+    elif entry["kind"] == "generate":
+        with open(out) as f:
+            result = [json.loads(line)["tokens"] for line in f if line.strip()]
+    else:
+        result = np.load(out)
     return result, rep.get("wall_seconds"), None
 
 
@@ -77,6 +87,14 @@ def main():
             row["max_rel_diff"] = float(np.max(rel)) if rel.size else 0.0
             row["pass"] = bool(want.size == entry["steps"] and got.size == want.size and
                                np.all(np.isfinite(got)) and row["max_rel_diff"] <= args.loss_rtol)
+        elif entry["kind"] == "generate":
+            row["tokens"] = {reference: want, candidate: got}
+            mismatched = sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
+            expected = entry.get("expected")
+            off_torch = sum(a != b for a, b in zip(got, expected)) if expected else 0
+            # Reported in the table's difference column: sequences that differ.
+            row["rel_error"] = float(mismatched + off_torch)
+            row["pass"] = mismatched == 0 and off_torch == 0
         else:
             want, got = want.astype(np.float64), got.astype(np.float64)
             rel = float(np.linalg.norm(got - want) / np.linalg.norm(want))
@@ -85,16 +103,17 @@ def main():
             row["pass"] = bool(np.all(np.isfinite(got)) and rel <= args.output_rtol)
         ok = ok and row["pass"]
         rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("losses", "tokens")}),
+              flush=True)
 
     args.out.write_text(json.dumps({"reference": reference, "candidate": candidate,
                                     "loss_rtol": args.loss_rtol, "output_rtol": args.output_rtol,
                                     "runs": rows}, indent=1) + "\n")
-    print(f"\n{'schedule':36} {'kind':6} {'difference':>12}  result")
+    print(f"\n{'schedule':36} {'kind':8} {'difference':>12}  result")
     for row in rows:
         diff = row.get("max_rel_diff", row.get("rel_error"))
         text = "error" if diff is None else f"{diff:12.3e}"
-        print(f"{row['name']:36} {row['kind']:6} {text:>12}  {'pass' if row['pass'] else 'FAIL'}")
+        print(f"{row['name']:36} {row['kind']:8} {text:>12}  {'pass' if row['pass'] else 'FAIL'}")
     first = next((r for r in rows if r["kind"] == "train" and "losses" in r), None)
     if first:
         print(f"\nlosses of {first['name']} ({reference} / {candidate}):")

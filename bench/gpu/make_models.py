@@ -1,10 +1,11 @@
 """Tiny models compiled into schedules, for the GPU suite (bench/gpu/run-gpu-suite.sh).
 
 The GPU machine has no MLIR, so sl-opt runs here: each model is exported by PyTorch, compiled by
-sl-opt into train schedules (SpeedLoader and canonical mode, two sub-batches) and inference
-schedules (fused and unfused ops), and written with its token file and an input under OUT, with
-OUT/manifest.json saying what to run. compare_backends.py runs every entry on the CPU and the CUDA
-backend there and compares.
+sl-opt into train schedules (SpeedLoader and canonical mode, two sub-batches), inference schedules
+(fused and unfused ops) and, for the small ones, a generation schedule (two sub-batches, prompts of
+different lengths, PyTorch's greedy tokens kept to compare with), and written with its token file,
+an input and prompts under OUT, with OUT/manifest.json saying what to run. compare_backends.py
+runs every entry on the CPU and the CUDA backend there and compares.
 
     PYTHONPATH=python /usr/bin/python3 bench/gpu/make_models.py --sl-opt build/bin/sl-opt --out DIR
 """
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from speedloader.export import export_model
 from speedloader.models.gpt2 import GPT2Config
@@ -34,6 +36,10 @@ MODELS = {
                                         vocab=512, max_positions=256), 4, 160, 2),
 }
 STEPS = 20
+# Generation (the models whose positions allow it): prompts of these lengths, greedy.
+GENERATE = {"llama-gqa", "gpt2-tied"}
+PROMPT_LENGTHS = [3, 7, 1, 5, 2, 6, 4, 7]
+MAX_PROMPT, NEW_TOKENS = 7, 5
 
 
 def run(cmd):
@@ -41,6 +47,16 @@ def run(cmd):
                           text=True)
     if proc.returncode != 0:
         sys.exit(f"failed: {' '.join(map(str, cmd))}\n{proc.stdout}{proc.stderr}")
+
+
+def greedy(model, prompt):
+    """PyTorch's greedy continuation of `prompt` by NEW_TOKENS tokens."""
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(NEW_TOKENS):
+            logits = model(torch.tensor([ids], dtype=torch.int64))
+            ids.append(int(torch.argmax(logits[0, -1]).item()))
+    return ids[len(prompt):]
 
 
 def main():
@@ -54,8 +70,8 @@ def main():
         d = args.out / name
         d.mkdir(parents=True, exist_ok=True)
         # Without constant folding: parameters keep their names, a tied weight stays one.
-        export_model(arch, config, d / "model.onnx", seed=0, constant_folding=False, batch=2,
-                     seq=seq)
+        exported = export_model(arch, config, d / "model.onnx", seed=0, constant_folding=False,
+                                batch=2, seq=seq)
         rng = np.random.default_rng(7)
         rng.integers(0, config.vocab, size=batch * seq * STEPS + 1, dtype=np.uint16).astype(
             "<u2").tofile(d / "tokens.bin")
@@ -74,6 +90,18 @@ def main():
                  d / sched])
             entries.append({"name": f"{name}/infer-fuse-{fuse}", "kind": "infer",
                             "schedule": f"{name}/{sched}", "input": f"{name}/input_ids.npy"})
+        if name in GENERATE:
+            prompts = [rng.integers(0, config.vocab, size=n).tolist() for n in PROMPT_LENGTHS]
+            with open(d / "prompts.jsonl", "w") as f:
+                for p in prompts:
+                    f.write(json.dumps({"tokens": p}) + "\n")
+            run([args.sl_opt, d / "model.onnx",
+                 f"--sl-generate=batch=6 num-sub-batches=2 max-prompt-len={MAX_PROMPT} "
+                 f"max-new-tokens={NEW_TOKENS}", "-o", d / "generate.slsched"])
+            entries.append({"name": f"{name}/generate", "kind": "generate",
+                            "schedule": f"{name}/generate.slsched",
+                            "prompts": f"{name}/prompts.jsonl",
+                            "expected": [greedy(exported.model, p) for p in prompts]})
     (args.out / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"{len(entries)} schedules in {args.out}")
 

@@ -32,10 +32,10 @@ bool haveGpu() {
   return have;
 }
 
-#define SKIP_WITHOUT_GPU()                                                                       \
-  do {                                                                                           \
-    if (!haveGpu())                                                                              \
-      GTEST_SKIP() << "no CUDA device is visible";                                               \
+#define SKIP_WITHOUT_GPU()                                                                         \
+  do {                                                                                             \
+    if (!haveGpu())                                                                                \
+      GTEST_SKIP() << "no CUDA device is visible";                                                 \
   } while (0)
 
 uint32_t freshSeed() {
@@ -140,7 +140,8 @@ void poison(std::byte *data, DType dtype, int64_t n) {
   }
 }
 
-// --- running one kernel ---------------------------------------------------------------------------
+// --- running one kernel
+// ---------------------------------------------------------------------------
 
 struct ResultSpec {
   DType dtype;
@@ -174,7 +175,8 @@ Outcome runOn(Backend &backend, const Kernel &kernel, const std::vector<Value> &
                                       : place(numel(r.shape).value() * dtypeSize(r.dtype)));
   backend.allocate(end, end);
   std::byte *pool = backend.hostPool(), *arena = backend.deviceArena();
-  auto refs = [&](uint64_t at, DType dtype, const Shape &shape, TensorRef &host, TensorRef &device) {
+  auto refs = [&](uint64_t at, DType dtype, const Shape &shape, TensorRef &host,
+                  TensorRef &device) {
     uint64_t bytes = numel(shape).value() * dtypeSize(dtype);
     host = TensorRef{pool + at, HOST, dtype, shape, bytes};
     device = TensorRef{arena + at, DEVICE, dtype, shape, bytes};
@@ -300,9 +302,8 @@ protected:
       Value poisoned{results[i].dtype, results[i].shape, {}};
       poisoned.bytes.resize(got.results[i].bytes.size());
       poison(poisoned.bytes.data(), poisoned.dtype, poisoned.numel());
-      EXPECT_EQ(std::memcmp(poisoned.bytes.data(), got.results[i].bytes.data(),
-                            poisoned.bytes.size()),
-                0)
+      EXPECT_EQ(
+          std::memcmp(poisoned.bytes.data(), got.results[i].bytes.data(), poisoned.bytes.size()), 0)
           << describe(kernel, operands) << ": result " << i << " was written before the error";
     }
   }
@@ -315,7 +316,8 @@ protected:
 
 const DType kFloats[] = {F32, F64};
 
-// --- elementwise ----------------------------------------------------------------------------------
+// --- elementwise
+// ----------------------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, BinaryFloat) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
@@ -389,16 +391,17 @@ TEST_F(CudaKernelTest, CompareAndWhere) {
             {{BOOL, {4, 3, 5}}}, kExact);
   Value condition = integers(rng, {3, 1}, 0, 3, BOOL); // 2 and 3 are true too
   for (DType dtype : {F32, F64, I64, I32, BOOL, BF16}) {
-    Value x = isFloat(dtype) ? uniform(rng, {2, 3, 4}, dtype) : smallValues(rng, {2, 3, 4}, dtype, 0, 1);
+    Value x =
+        isFloat(dtype) ? uniform(rng, {2, 3, 4}, dtype) : smallValues(rng, {2, 3, 4}, dtype, 0, 1);
     Value y = isFloat(dtype) ? uniform(rng, {4}, dtype) : smallValues(rng, {4}, dtype, 0, 1);
     check(makeKernel(WHERE), {condition, x, y}, {{dtype, {2, 3, 4}}}, kExact);
   }
 }
 
 TEST_F(CudaKernelTest, CastEveryPair) {
-  const std::vector<double> specials = {0.0,  -0.0,  2.7,   -2.7,  0.5,       -1e20, 1e20,
-                                        3e9,  -3e9,  1e-30, 255.9, -129.5,    INFINITY,
-                                        -INFINITY, NAN, 9.3e18, -9.3e18, 2147483647.0};
+  const std::vector<double> specials = {0.0,      -0.0,      2.7,  -2.7,   0.5,     -1e20,
+                                        1e20,     3e9,       -3e9, 1e-30,  255.9,   -129.5,
+                                        INFINITY, -INFINITY, NAN,  9.3e18, -9.3e18, 2147483647.0};
   for (DType from : {F32, F64, I64, I32, BOOL}) {
     Value x{from, {static_cast<int64_t>(specials.size())}, {}};
     x.bytes.resize(specials.size() * dtypeSize(from));
@@ -407,8 +410,9 @@ TEST_F(CudaKernelTest, CastEveryPair) {
       if (isFloat(from))
         setFloat(x, static_cast<int64_t>(i), s);
       else if (from == I64)
-        x.as<int64_t>()[i] = std::isfinite(s) && std::fabs(s) < 9e18 ? static_cast<int64_t>(s)
-                                                                      : static_cast<int64_t>(i) << 40;
+        x.as<int64_t>()[i] = std::isfinite(s) && std::fabs(s) < 9e18
+                                 ? static_cast<int64_t>(s)
+                                 : static_cast<int64_t>(i) << 40;
       else if (from == I32)
         x.as<int32_t>()[i] = static_cast<int32_t>(std::isfinite(s) && std::fabs(s) < 2e9 ? s : i);
       else
@@ -443,7 +447,8 @@ TEST_F(CudaKernelTest, HostAccumulateRunsOnTheHost) {
   check(makeKernel(ACCUMULATE), {a, b}, {{F32, {3, 9}, 0}}, kExact, /*onHost=*/true);
 }
 
-// --- reductions, softmax, norms -------------------------------------------------------------------
+// --- reductions, softmax, norms
+// -------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, Reduce) {
   struct Case {
@@ -451,11 +456,11 @@ TEST_F(CudaKernelTest, Reduce) {
     std::vector<int64_t> axes;
     bool keepdims;
   };
-  const std::vector<Case> cases = {{{4, 5, 6}, {}, false},     {{4, 5, 6}, {0}, false},
-                                   {{4, 5, 6}, {1}, true},     {{4, 5, 6}, {2}, false},
-                                   {{4, 5, 6}, {0, 2}, true},  {{3, 5000}, {1}, false},
-                                   {{5000, 3}, {0}, false},    {{3, 0}, {1}, false},
-                                   {{}, {}, false},            {{2, 3, 4, 5, 6}, {1, 3}, false}};
+  const std::vector<Case> cases = {{{4, 5, 6}, {}, false},    {{4, 5, 6}, {0}, false},
+                                   {{4, 5, 6}, {1}, true},    {{4, 5, 6}, {2}, false},
+                                   {{4, 5, 6}, {0, 2}, true}, {{3, 5000}, {1}, false},
+                                   {{5000, 3}, {0}, false},   {{3, 0}, {1}, false},
+                                   {{}, {}, false},           {{2, 3, 4, 5, 6}, {1, 3}, false}};
   for (DType dtype : kFloats)
     for (OpKind op : {REDUCE_MEAN, REDUCE_SUM})
       for (const Case &c : cases) {
@@ -465,8 +470,8 @@ TEST_F(CudaKernelTest, Reduce) {
         k.mutable_reduce()->set_keepdims(c.keepdims);
         Shape y;
         for (size_t d = 0; d < c.shape.size(); ++d) {
-          bool reduced = c.axes.empty() ||
-                         std::find(c.axes.begin(), c.axes.end(), int64_t(d)) != c.axes.end();
+          bool reduced =
+              c.axes.empty() || std::find(c.axes.begin(), c.axes.end(), int64_t(d)) != c.axes.end();
           if (!reduced)
             y.push_back(c.shape[d]);
           else if (c.keepdims)
@@ -551,14 +556,15 @@ TEST_F(CudaKernelTest, RmsNormAndItsGradient) {
     }
 }
 
-// --- data movement ----------------------------------------------------------------------------------
+// --- data movement
+// ----------------------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, TransposeSliceExpandTrilu) {
   for (DType dtype : {F32, F64, I64, I32, BOOL, BF16}) {
     auto data = [&](Shape shape) {
-      return isFloat(dtype) ? uniform(rng, shape, dtype)
-                            : integers(rng, shape, 0, dtype == BOOL ? 1 : 50000,
-                                       dtype == BF16 ? BF16 : dtype);
+      return isFloat(dtype)
+                 ? uniform(rng, shape, dtype)
+                 : integers(rng, shape, 0, dtype == BOOL ? 1 : 50000, dtype == BF16 ? BF16 : dtype);
     };
     Kernel transpose = makeKernel(TRANSPOSE);
     for (int64_t axis : {2, 0, 3, 1})
@@ -651,13 +657,16 @@ TEST_F(CudaKernelTest, GatherGradient) {
     }
 }
 
-// --- GEMMs ----------------------------------------------------------------------------------------
+// --- GEMMs
+// ----------------------------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, Matmul) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{2, 3, 4, 5}, {5, 6}}, {{3, 4, 5}, {3, 5, 6}},      {{4, 5}, {2, 5, 6}},
-      {{2, 1, 4, 5}, {1, 3, 5, 6}}, {{5}, {5, 6}},         {{3, 4, 5}, {5}},
-      {{3, 0}, {0, 4}},       {{1, 1, 4, 5}, {3, 5, 6}},   {{130, 257}, {257, 129}}};
+      {{2, 3, 4, 5}, {5, 6}},  {{3, 4, 5}, {3, 5, 6}},
+      {{4, 5}, {2, 5, 6}},     {{2, 1, 4, 5}, {1, 3, 5, 6}},
+      {{5}, {5, 6}},           {{3, 4, 5}, {5}},
+      {{3, 0}, {0, 4}},        {{1, 1, 4, 5}, {3, 5, 6}},
+      {{130, 257}, {257, 129}}};
   for (DType dtype : kFloats)
     for (const auto &[sa, sb] : shapes)
       check(makeKernel(MATMUL), {uniform(rng, sa, dtype), uniform(rng, sb, dtype)},
@@ -692,7 +701,8 @@ TEST_F(CudaKernelTest, Gemm) {
   check(gemm, {uniform(rng, {4, 5}), uniform(rng, {5, 3}), nanC}, {{F32, {4, 3}}}, kReduction);
 }
 
-// --- attention and rotary -------------------------------------------------------------------------
+// --- attention and rotary
+// -------------------------------------------------------------------------
 
 struct AttentionCase {
   int64_t batch, heads, kvHeads, s, t, d, dv;
@@ -770,7 +780,8 @@ TEST_F(CudaKernelTest, RotaryAndItsGradient) {
       }
 }
 
-// --- loss -----------------------------------------------------------------------------------------
+// --- loss
+// -----------------------------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, CrossEntropyAndItsGradient) {
   for (DType dtype : kFloats)
@@ -808,77 +819,51 @@ TEST_F(CudaKernelTest, CrossEntropyAndItsGradient) {
         {{F32, {1}, 1}}, kReduction);
 }
 
-// --- generation kernels ---------------------------------------------------------------------------
-// Their CPU kernels come with the generation runtime; until then they are checked against loops
-// here.
+// --- generation kernels
+// ---------------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, TakeRows) {
-  Value x = uniform(rng, {3, 5, 4});
-  Value index = valueOf<int64_t>(I64, {3}, {4, 0, 2});
-  Outcome got = runOn(*gpu, makeKernel(TAKE_ROWS), {x, index}, {{F32, {3, 1, 4}}});
-  ASSERT_EQ(got.error, "");
-  for (int64_t b = 0; b < 3; ++b)
-    for (int64_t c = 0; c < 4; ++c)
-      EXPECT_EQ(got.results[0].as<float>()[b * 4 + c],
-                x.as<float>()[(b * 5 + index.as<int64_t>()[b]) * 4 + c]);
-  Value bad = valueOf<int64_t>(I64, {3}, {4, 5, -1});
-  got = runOn(*gpu, makeKernel(TAKE_ROWS), {x, bad}, {{F32, {3, 1, 4}}});
-  EXPECT_THAT(got.error, HasSubstr("index 5 (element 1 of the indices [3]) is out of range for "
-                                   "the 5 rows of x [3, 5, 4]"));
-  EXPECT_TRUE(std::isnan(got.results[0].as<float>()[0])) << "written before the error";
+  for (DType dtype : {F32, F64, I64, BOOL}) {
+    Value x =
+        isFloat(dtype) ? uniform(rng, {3, 5, 4}, dtype) : smallValues(rng, {3, 5, 4}, dtype, 0, 1);
+    check(makeKernel(TAKE_ROWS), {x, valueOf<int64_t>(I64, {3}, {4, 0, 2})}, {{dtype, {3, 1, 4}}},
+          kExact);
+    checkError(makeKernel(TAKE_ROWS), {x, valueOf<int64_t>(I64, {3}, {4, 5, -1})},
+               {{dtype, {3, 1, 4}}},
+               "index 5 (element 1 of the indices [3]) is out of range for the 5 rows of x "
+               "[3, 5, 4]");
+  }
 }
 
 TEST_F(CudaKernelTest, DecodeAttention) {
   for (DType dtype : kFloats) {
     const int64_t batch = 3, heads = 4, kvHeads = 2, capacity = 300, d = 16;
-    Value q = uniform(rng, {batch, heads, 1, d}, dtype, -2, 2);
-    Value k = uniform(rng, {batch, kvHeads, 1, d}, dtype, -2, 2);
-    Value v = uniform(rng, {batch, kvHeads, 1, d}, dtype);
-    Value cache = uniform(rng, {batch, 2, kvHeads, capacity, d}, dtype, -2, 2);
-    Value length = valueOf<int64_t>(I64, {batch}, {0, 17, capacity});
+    std::vector<Value> operands = {uniform(rng, {batch, heads, 1, d}, dtype, -2, 2),
+                                   uniform(rng, {batch, kvHeads, 1, d}, dtype, -2, 2),
+                                   uniform(rng, {batch, kvHeads, 1, d}, dtype),
+                                   uniform(rng, {batch, 2, kvHeads, capacity, d}, dtype, -2, 2),
+                                   valueOf<int64_t>(I64, {batch}, {0, 17, capacity})};
     Kernel kernel = makeKernel(DECODE_ATTENTION);
     kernel.mutable_attention()->set_scale(0.25f);
-    Outcome got = runOn(*gpu, kernel, {q, k, v, cache, length}, {{dtype, {batch, heads, 1, d}}});
-    ASSERT_EQ(got.error, "");
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h) {
-        int64_t kv = h / (heads / kvHeads), n = length.as<int64_t>()[b];
-        auto key = [&](int64_t j, int64_t c) {
-          return j < n ? getFloat(cache, (((b * 2 + 0) * kvHeads + kv) * capacity + j) * d + c)
-                       : getFloat(k, (b * kvHeads + kv) * d + c);
-        };
-        auto value = [&](int64_t j, int64_t c) {
-          return j < n ? getFloat(cache, (((b * 2 + 1) * kvHeads + kv) * capacity + j) * d + c)
-                       : getFloat(v, (b * kvHeads + kv) * d + c);
-        };
-        std::vector<double> scores(static_cast<size_t>(n + 1));
-        double max = -INFINITY, sum = 0;
-        for (int64_t j = 0; j <= n; ++j) {
-          double dot = 0;
-          for (int64_t c = 0; c < d; ++c)
-            dot += getFloat(q, (b * heads + h) * d + c) * key(j, c);
-          scores[static_cast<size_t>(j)] = dot * 0.25;
-          max = std::max(max, dot * 0.25);
-        }
-        for (double &s : scores)
-          sum += (s = std::exp(s - max));
-        for (int64_t c = 0; c < d; ++c) {
-          double y = 0;
-          for (int64_t j = 0; j <= n; ++j)
-            y += scores[static_cast<size_t>(j)] * value(j, c);
-          EXPECT_NEAR(getFloat(got.results[0], (b * heads + h) * d + c), y / sum,
-                      kReduction * (1 + std::fabs(y / sum)))
-              << "b " << b << " h " << h << " c " << c << " (seed " << seed << ")";
-        }
-      }
-    Value bad = valueOf<int64_t>(I64, {batch}, {3, capacity + 1, -1});
-    got = runOn(*gpu, kernel, {q, k, v, cache, bad}, {{dtype, {batch, heads, 1, d}}});
-    EXPECT_THAT(got.error, HasSubstr("length 301 (element 1 of the lengths [3]) is out of range "
-                                     "for the cache [3, 2, 2, 300, 16] of 300 positions"));
+    check(kernel, operands, {{dtype, {batch, heads, 1, d}}}, kReduction);
+    operands[4] = valueOf<int64_t>(I64, {batch}, {3, capacity + 1, -1});
+    checkError(kernel, operands, {{dtype, {batch, heads, 1, d}}},
+               "length 301 (element 1 of the lengths [3]) is out of range for the cache "
+               "[3, 2, 2, 300, 16] of 300 positions");
   }
 }
 
-// --- the backend as a whole -----------------------------------------------------------------------
+// KV_WRITE works on the host pool (a HOST_COMPUTE kernel): the CUDA backend hands it to the CPU
+// backend's kernel.
+TEST_F(CudaKernelTest, KvWriteRunsOnTheHost) {
+  Value cache = uniform(rng, {2, 2, 3, 9, 4}), k = uniform(rng, {2, 3, 2, 4});
+  Value v = uniform(rng, {2, 3, 2, 4}), start = valueOf<int64_t>(I64, {2}, {0, 7});
+  check(makeKernel(KV_WRITE), {cache, k, v, start}, {{F32, cache.shape, 0}}, kExact,
+        /*onHost=*/true);
+}
+
+// --- the backend as a whole
+// -----------------------------------------------------------------------
 
 TEST(CudaBackend, SaysClearlyWhenThereIsNoGpu) {
   if (haveGpu())
