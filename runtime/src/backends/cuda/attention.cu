@@ -49,9 +49,9 @@ template <typename T>
 __global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mask, T *y,
                                 AttentionShape sh, MaskStrides ms, T scale, bool causal) {
   extern __shared__ double shared[];
-  double *acc = shared;                              // [dv]
-  T *qs = reinterpret_cast<T *>(acc + sh.dv);        // [d]
-  T *tile = qs + sh.d;                               // [blockDim]
+  double *acc = shared;                       // [dv]
+  T *qs = reinterpret_cast<T *>(acc + sh.dv); // [d]
+  T *tile = qs + sh.d;                        // [blockDim]
   __shared__ double total;
   const int64_t rows = sh.batch * sh.heads * sh.s;
   const int tid = threadIdx.x, threads = blockDim.x;
@@ -132,10 +132,10 @@ __global__ void attentionGradQuery(const T *q, const T *k, const T *v, const T *
                                    T *dq, RowStats stats, AttentionShape sh, MaskStrides ms,
                                    T scale, bool causal) {
   extern __shared__ double shared[];
-  double *acc = shared;                       // [d]
-  T *qs = reinterpret_cast<T *>(acc + sh.d);  // [d]
-  T *dys = qs + sh.d;                         // [dv]
-  T *tile = dys + sh.dv;                      // [blockDim]
+  double *acc = shared;                      // [d]
+  T *qs = reinterpret_cast<T *>(acc + sh.d); // [d]
+  T *dys = qs + sh.d;                        // [dv]
+  T *tile = dys + sh.dv;                     // [blockDim]
   T *rowMaxOut = static_cast<T *>(stats.max), *inverseOut = static_cast<T *>(stats.inverse);
   T *deltaOut = static_cast<T *>(stats.delta);
   const int64_t rows = sh.batch * sh.heads * sh.s;
@@ -215,12 +215,12 @@ __global__ void attentionGradKey(const T *q, const T *k, const T *v, const T *dy
                                  T *dk, T *dv, RowStats stats, AttentionShape sh, MaskStrides ms,
                                  T scale, bool causal) {
   extern __shared__ double shared[];
-  double *accK = shared;                          // [d]
-  double *accV = accK + sh.d;                     // [dv]
-  T *ks = reinterpret_cast<T *>(accV + sh.dv);    // [d]
-  T *vs = ks + sh.d;                              // [dv]
-  T *pTile = vs + sh.dv;                          // [blockDim]
-  T *dsTile = pTile + blockDim.x;                 // [blockDim]
+  double *accK = shared;                       // [d]
+  double *accV = accK + sh.d;                  // [dv]
+  T *ks = reinterpret_cast<T *>(accV + sh.dv); // [d]
+  T *vs = ks + sh.d;                           // [dv]
+  T *pTile = vs + sh.dv;                       // [blockDim]
+  T *dsTile = pTile + blockDim.x;              // [blockDim]
   const T *rowMax = static_cast<const T *>(stats.max);
   const T *inverse = static_cast<const T *>(stats.inverse);
   const T *delta = static_cast<const T *>(stats.delta);
@@ -296,9 +296,9 @@ __global__ void decodeAttentionKernel(const T *q, const T *k, const T *v, const 
                                       const int64_t *length, T *y, int64_t batch, int64_t heads,
                                       int64_t kvHeads, int64_t capacity, int64_t d, T scale) {
   extern __shared__ double shared[];
-  double *acc = shared;                       // [d]
-  T *qs = reinterpret_cast<T *>(acc + d);     // [d]
-  T *tile = qs + d;                           // [blockDim]
+  double *acc = shared;                   // [d]
+  T *qs = reinterpret_cast<T *>(acc + d); // [d]
+  T *tile = qs + d;                       // [blockDim]
   __shared__ double total;
   const int tid = threadIdx.x, threads = blockDim.x;
   int64_t group = heads / kvHeads;
@@ -437,8 +437,8 @@ void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k
   int64_t batch = q.shape[0], heads = q.shape[1], d = q.shape[3], kvHeads = k.shape[1];
   int64_t capacity = cache.shape[3];
   ctx.resetCheck();
-  launch(ctx, "findBadLength", findBadLength, blocksFor(batch), kThreads, 0,
-         length.as<int64_t>(), batch, capacity, ctx.checkWords());
+  launch(ctx, "findBadLength", findBadLength, blocksFor(batch), kThreads, 0, length.as<int64_t>(),
+         batch, capacity, ctx.checkWords());
   Context::Check check = ctx.readCheck();
   if (check.failed()) {
     int64_t bad = 0;

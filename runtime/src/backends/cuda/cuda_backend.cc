@@ -211,8 +211,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   case REDUCE_SUM:
     return reduce(ctx, kernel.op() == REDUCE_MEAN, dims(kernel.reduce().axes()), in[0], y);
   case LAYER_NORM:
-    return layerNorm(ctx, kernel.norm().axis(), kernel.norm().epsilon(), in[0], in[1],
-                     optional(2), y);
+    return layerNorm(ctx, kernel.norm().axis(), kernel.norm().epsilon(), in[0], in[1], optional(2),
+                     y);
   case RMS_NORM:
     return rmsNorm(ctx, kernel.norm().epsilon(), in[0], in[1], y);
   case TRANSPOSE:
@@ -250,8 +250,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   case ROTARY_GRAD:
     return rotary(ctx, kernel.rotary().interleaved(), true, in[0], in[1], in[2], y);
   case ATTENTION_GRAD:
-    return attentionGrad(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0],
-                         in[1], in[2], in[3], optional(4), out[0], out[1], out[2]);
+    return attentionGrad(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
+                         in[2], in[3], optional(4), out[0], out[1], out[2]);
   case GELU_GRAD:
     return geluGrad(ctx, kernel.gelu().tanh(), in[0], in[1], y);
   case SWIGLU_GRAD:
@@ -298,8 +298,9 @@ public:
       cudaError_t status = cudaHostAlloc(&pool, hostPoolBytes, cudaHostAllocDefault);
       if (status != cudaSuccess) {
         cudaGetLastError();
-        throw makeError("cannot allocate the pinned host pool of ", hostPoolBytes, " bytes: ",
-                        cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+        throw makeError("cannot allocate the pinned host pool of ", hostPoolBytes,
+                        " bytes: ", cudaGetErrorName(status), " (", cudaGetErrorString(status),
+                        ")");
       }
       pool_ = static_cast<std::byte *>(pool);
     }
@@ -391,9 +392,9 @@ std::unique_ptr<Backend> createCudaBackend(int device) {
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     cudaGetLastError();
-    throw makeError("the CUDA backend found no usable GPU (cudaGetDeviceCount: ",
-                    cudaGetErrorName(status), ", ", cudaGetErrorString(status),
-                    "); use --backend cpu on a machine without one");
+    throw makeError(
+        "the CUDA backend found no usable GPU (cudaGetDeviceCount: ", cudaGetErrorName(status),
+        ", ", cudaGetErrorString(status), "); use --backend cpu on a machine without one");
   }
   if (count == 0)
     throw makeError("the CUDA backend found no CUDA device; use --backend cpu on a machine "

@@ -62,8 +62,8 @@ inline void checkSharedBytes(size_t bytes, const char *what) {
                     " it is written for");
 }
 
-#define SLRT_GRID_LOOP(i, n)                                                                     \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n);          \
+#define SLRT_GRID_LOOP(i, n)                                                                       \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n);           \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // --- strided indexing ---------------------------------------------------------------------------
@@ -186,7 +186,9 @@ template <typename T> __device__ __forceinline__ T warpSum(T v) {
 }
 
 // The CPU kernels' std::max(max, x): a NaN never replaces the running maximum.
-template <typename T> __device__ __forceinline__ T maxIgnoringNan(T a, T b) { return a < b ? b : a; }
+template <typename T> __device__ __forceinline__ T maxIgnoringNan(T a, T b) {
+  return a < b ? b : a;
+}
 
 template <typename T> __device__ __forceinline__ T warpMax(T v) {
 #pragma unroll

@@ -8,8 +8,8 @@
 // must read something back first: data-dependent errors (an index out of range, an integer division
 // by zero) are found by a checking kernel whose verdict is copied back before the kernel proper is
 // launched, so that an Error is raised before anything is written, as on the CPU backend, with the
-// CPU backend's message. Numerics follow the CPU kernels (runtime/src/backends/cpu/): fp32 (or fp64)
-// elements, sums and softmax denominators in double, the same formulas in the same precision.
+// CPU backend's message. Numerics follow the CPU kernels (runtime/src/backends/cpu/): fp32 (or
+// fp64) elements, sums and softmax denominators in double, the same formulas in the same precision.
 #pragma once
 
 #include <cstddef>
@@ -138,9 +138,8 @@ void softmax(Context &ctx, int64_t axis, const Tensor &x, const Tensor &y);
 void softmaxGrad(Context &ctx, int64_t axis, const Tensor &y, const Tensor &dy, const Tensor &dx);
 void layerNorm(Context &ctx, int64_t axis, double epsilon, const Tensor &x, const Tensor &scale,
                const Tensor *bias, const Tensor &y);
-void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x,
-                   const Tensor &scale, const Tensor &dy, const Tensor &dx, const Tensor &dscale,
-                   const Tensor &dbias);
+void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x, const Tensor &scale,
+                   const Tensor &dy, const Tensor &dx, const Tensor &dscale, const Tensor &dbias);
 void rmsNorm(Context &ctx, double epsilon, const Tensor &x, const Tensor &scale, const Tensor &y);
 void rmsNormGrad(Context &ctx, double epsilon, const Tensor &x, const Tensor &scale,
                  const Tensor &dy, const Tensor &dx, const Tensor &dscale);
@@ -151,8 +150,7 @@ void slice(Context &ctx, const Dims &starts, const Dims &steps, const Tensor &x,
 void sliceGrad(Context &ctx, const Dims &starts, const Dims &steps, const Tensor &dy,
                const Tensor &dx);
 void expand(Context &ctx, const Tensor &x, const Tensor &y);
-void gather(Context &ctx, int64_t axis, const Tensor &data, const Tensor &indices,
-            const Tensor &y);
+void gather(Context &ctx, int64_t axis, const Tensor &data, const Tensor &indices, const Tensor &y);
 void gatherGrad(Context &ctx, int64_t axis, const Tensor &indices, const Tensor &dy,
                 const Tensor &ddata);
 void concat(Context &ctx, int64_t axis, const std::vector<Tensor> &operands, const Tensor &y);
@@ -178,8 +176,8 @@ void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k
 // loss.cu
 void crossEntropy(Context &ctx, int64_t ignoreIndex, const Tensor &logits, const Tensor &labels,
                   const Tensor &y);
-void crossEntropyGrad(Context &ctx, int64_t ignoreIndex, const Tensor &labels,
-                      const Tensor &dloss, const Tensor &logits, const Tensor &dlogits);
+void crossEntropyGrad(Context &ctx, int64_t ignoreIndex, const Tensor &labels, const Tensor &dloss,
+                      const Tensor &logits, const Tensor &dlogits);
 
 } // namespace cuda
 } // namespace slrt

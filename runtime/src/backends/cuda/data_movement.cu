@@ -8,8 +8,7 @@ namespace slrt::cuda {
 namespace {
 
 // y[i] = x[sum_d i_d * strides[d]]: a transpose, slice or broadcast read of x, written densely.
-template <typename T>
-__global__ void stridedCopyKernel(const T *x, T *y, int64_t n, Strided<1> s) {
+template <typename T> __global__ void stridedCopyKernel(const T *x, T *y, int64_t n, Strided<1> s) {
   SLRT_GRID_LOOP(i, n) {
     int64_t at[1];
     s.at(i, at);
@@ -42,8 +41,7 @@ void sliceWalk(const Dims &starts, const Dims &steps, const Dims &wholeShape,
   }
 }
 
-template <typename T>
-__global__ void scatterKernel(const T *dy, T *dx, int64_t n, Strided<1> s) {
+template <typename T> __global__ void scatterKernel(const T *dy, T *dx, int64_t n, Strided<1> s) {
   SLRT_GRID_LOOP(i, n) {
     int64_t at[1];
     s.at(i, at);
@@ -188,8 +186,8 @@ void slice(Context &ctx, const Dims &starts, const Dims &steps, const Tensor &x,
 // dx is zeros with dy written back where SLICE read; the positions are distinct (no step is 0).
 void sliceGrad(Context &ctx, const Dims &starts, const Dims &steps, const Tensor &dy,
                const Tensor &dx) {
-  SLRT_CUDA_CHECK(cudaMemsetAsync(dx.data, 0, static_cast<size_t>(dx.numel()) * dx.elementSize,
-                                  ctx.stream()));
+  SLRT_CUDA_CHECK(
+      cudaMemsetAsync(dx.data, 0, static_cast<size_t>(dx.numel()) * dx.elementSize, ctx.stream()));
   int64_t base;
   std::vector<int64_t> strides;
   sliceWalk(starts, steps, dx.shape, dy.shape, base, strides);
@@ -301,8 +299,8 @@ void trilu(Context &ctx, bool upper, int64_t k, const Tensor &x, const Tensor &y
   k = std::clamp<int64_t>(k, -m - 1, n + 1);
   withElementBits(y.elementSize, [&](auto type) {
     using T = decltype(type);
-    launch(ctx, "trilu", triluKernel<T>, blocksFor(total), kThreads, 0, x.as<T>(), y.as<T>(),
-           total, m, n, k, upper);
+    launch(ctx, "trilu", triluKernel<T>, blocksFor(total), kThreads, 0, x.as<T>(), y.as<T>(), total,
+           m, n, k, upper);
   });
 }
 

@@ -32,8 +32,8 @@ void broadcastBinary(Context &ctx, const Tensor &a, const Tensor &b, const Tenso
                   b.as<T>(), y.as<R>(), n, op);
   launch(ctx, "binary (broadcast)", binaryStrided<T, R, Op>, blocksFor(n), kThreads, 0, a.as<T>(),
          b.as<T>(), y.as<R>(), n,
-         makeStrided<2>(y.shape, {broadcastStrides(a.shape, y.shape),
-                                  broadcastStrides(b.shape, y.shape)}),
+         makeStrided<2>(y.shape,
+                        {broadcastStrides(a.shape, y.shape), broadcastStrides(b.shape, y.shape)}),
          op);
 }
 
@@ -345,8 +345,8 @@ void cast(Context &ctx, const Tensor &x, const Tensor &y) {
     withCastType(y.element, [&](auto toType) {
       using From = decltype(fromType);
       using To = decltype(toType);
-      launch(ctx, "cast", castKernel<From, To>, blocksFor(n), kThreads, 0, x.as<From>(),
-             y.as<To>(), n);
+      launch(ctx, "cast", castKernel<From, To>, blocksFor(n), kThreads, 0, x.as<From>(), y.as<To>(),
+             n);
     });
   });
 }

@@ -26,8 +26,8 @@ int cublasInt(int64_t value, const char *what) {
 // transpose flags, each with its row length as the leading dimension.
 template <typename T>
 void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
-                 const T *a, int64_t lda, int64_t strideA, const T *b, int64_t ldb,
-                 int64_t strideB, T beta, T *c, int64_t ldc, int64_t strideC, int64_t batch) {
+                 const T *a, int64_t lda, int64_t strideA, const T *b, int64_t ldb, int64_t strideB,
+                 T beta, T *c, int64_t ldc, int64_t strideC, int64_t batch) {
   int im = cublasInt(m, "m"), in = cublasInt(n, "n"), ik = cublasInt(k, "k");
   int ia = std::max(1, cublasInt(lda, "lda")), ib = std::max(1, cublasInt(ldb, "ldb"));
   int ic = std::max(1, cublasInt(ldc, "ldc")), count = cublasInt(batch, "batch count");
@@ -55,8 +55,8 @@ Dims broadcastShape(const Dims &a, const Dims &b) {
 }
 
 // numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast.
-template <typename T> void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef,
-                                    const Tensor &yRef) {
+template <typename T>
+void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor &yRef) {
   Dims a = aRef.shape.size() == 1 ? Dims{1, aRef.shape[0]} : aRef.shape;
   Dims b = bRef.shape.size() == 1 ? Dims{bRef.shape[0], 1} : bRef.shape;
   int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
@@ -67,15 +67,15 @@ template <typename T> void matmulAs(Context &ctx, const Tensor &aRef, const Tens
     return;
   if (k == 0) {
     // An empty sum.
-    SLRT_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<size_t>(yRef.numel()) * sizeof(T),
-                                    ctx.stream()));
+    SLRT_CUDA_CHECK(
+        cudaMemsetAsync(y, 0, static_cast<size_t>(yRef.numel()) * sizeof(T), ctx.stream()));
     return;
   }
   int64_t aCount = product(aBatch, 0, aBatch.size()), bCount = product(bBatch, 0, bBatch.size());
   if (bCount == 1) {
     // Activations times a weight: A's batches are contiguous, so one GEMM of (batch * m) rows.
-    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, T(1), aData, k, 0, bData, n, 0,
-                          T(0), y, n, 0, 1);
+    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, T(1), aData, k, 0, bData, n, 0, T(0),
+                          y, n, 0, 1);
   }
   Dims batch = broadcastShape(aBatch, bBatch);
   int64_t count = product(batch, 0, batch.size());
@@ -101,8 +101,8 @@ template <typename T> void matmulAs(Context &ctx, const Tensor &aRef, const Tens
       aAt += index[d] * aStrides[d];
       bAt += index[d] * bStrides[d];
     }
-    gemmBatched<T>(ctx, false, false, m, n, k, T(1), aData + aAt * m * k, k, 0,
-                   bData + bAt * k * n, n, 0, T(0), y + i * m * n, n, 0, 1);
+    gemmBatched<T>(ctx, false, false, m, n, k, T(1), aData + aAt * m * k, k, 0, bData + bAt * k * n,
+                   n, 0, T(0), y + i * m * n, n, 0, 1);
     for (size_t d = batch.size(); d-- > 0;) {
       if (++index[d] < batch[d])
         break;

@@ -90,12 +90,11 @@ __global__ void crossEntropyGradKernel(const int64_t *labels, const T *dloss, co
 
 // Checks every label before anything is written (the error names the first bad one, in the CPU
 // backend's words) and returns how many positions are counted.
-unsigned long long checkedCount(Context &ctx, const Tensor &labels, int64_t vocab,
-                                int64_t ignore) {
+unsigned long long checkedCount(Context &ctx, const Tensor &labels, int64_t vocab, int64_t ignore) {
   int64_t rows = labels.numel();
   ctx.resetCheck();
-  launch(ctx, "checkLabels", checkLabels, blocksFor(rows), kThreads, 0, labels.as<int64_t>(),
-         rows, vocab, ignore, ctx.checkWords());
+  launch(ctx, "checkLabels", checkLabels, blocksFor(rows), kThreads, 0, labels.as<int64_t>(), rows,
+         vocab, ignore, ctx.checkWords());
   Context::Check check = ctx.readCheck();
   if (check.failed()) {
     int64_t label = 0;
@@ -122,8 +121,8 @@ void crossEntropy(Context &ctx, int64_t ignoreIndex, const Tensor &logits, const
   });
 }
 
-void crossEntropyGrad(Context &ctx, int64_t ignoreIndex, const Tensor &labels,
-                      const Tensor &dloss, const Tensor &logits, const Tensor &dlogits) {
+void crossEntropyGrad(Context &ctx, int64_t ignoreIndex, const Tensor &labels, const Tensor &dloss,
+                      const Tensor &logits, const Tensor &dlogits) {
   int64_t vocab = logits.shape.back(), rows = labels.numel();
   unsigned long long counted = checkedCount(ctx, labels, vocab, ignoreIndex);
   withFloatType(dlogits.element, [&](auto type) {

@@ -112,9 +112,9 @@ struct Rows {
 Rows rowsAround(const Dims &shape, int64_t axis) {
   Rows rows;
   for (size_t d = 0; d < shape.size(); ++d)
-    (static_cast<int64_t>(d) < axis ? rows.outer : static_cast<int64_t>(d) == axis ? rows.extent
-                                                                                   : rows.inner) *=
-        shape[d];
+    (static_cast<int64_t>(d) < axis    ? rows.outer
+     : static_cast<int64_t>(d) == axis ? rows.extent
+                                       : rows.inner) *= shape[d];
   return rows;
 }
 
@@ -131,8 +131,7 @@ __global__ void expandKernel(const T *values, T *dense, int64_t n, Strided<1> s)
   }
 }
 
-template <typename T>
-T *expandTo(Context &ctx, const Tensor &values, const Dims &shape, T *dense) {
+template <typename T> T *expandTo(Context &ctx, const Tensor &values, const Dims &shape, T *dense) {
   int64_t n = product(shape, 0, shape.size());
   launch(ctx, "expand", expandKernel<T>, blocksFor(n), kThreads, 0, values.as<T>(), dense, n,
          makeStrided<1>(shape, {broadcastStrides(values.shape, shape)}));
@@ -311,8 +310,8 @@ void softmax(Context &ctx, int64_t axis, const Tensor &x, const Tensor &y) {
   Rows rows = rowsAround(x.shape, axis);
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
-    launch(ctx, "softmax", softmaxKernel<T>, blocksForRows(rows.count()), kRowThreads, 0,
-           x.as<T>(), y.as<T>(), rows.count(), rows.extent, rows.inner);
+    launch(ctx, "softmax", softmaxKernel<T>, blocksForRows(rows.count()), kRowThreads, 0, x.as<T>(),
+           y.as<T>(), rows.count(), rows.extent, rows.inner);
   });
 }
 
@@ -371,9 +370,8 @@ void rmsNormGrad(Context &ctx, double epsilon, const Tensor &x, const Tensor &sc
   });
 }
 
-void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x,
-                   const Tensor &scale, const Tensor &dy, const Tensor &dx, const Tensor &dscale,
-                   const Tensor &dbias) {
+void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x, const Tensor &scale,
+                   const Tensor &dy, const Tensor &dx, const Tensor &dscale, const Tensor &dbias) {
   NormRows r = normRows(x, axis);
   withFloatType(dx.element, [&](auto type) {
     using T = decltype(type);
@@ -392,8 +390,8 @@ void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x,
            dscale.as<T>(), dbias.as<T>(), r.rows, r.n);
     launch(ctx, "layerNormGrad dx", layerNormDx<T>, blocksForRows(r.rows), kRowThreads, 0,
            x.as<T>(), static_cast<const T *>(denseScale), dy.as<T>(),
-           static_cast<const double *>(mean), static_cast<const double *>(rstd), dx.as<T>(),
-           r.rows, r.n);
+           static_cast<const double *>(mean), static_cast<const double *>(rstd), dx.as<T>(), r.rows,
+           r.n);
   });
 }
 
