@@ -1,88 +1,1027 @@
-// The CUDA backend's GEMM against a CPU loop. Each test skips itself where there is no GPU.
+// The CUDA backend against the CPU backend, the reference: every kernel on fresh random inputs
+// (the seed is printed with each failure; SLRT_TEST_SEED=N repeats a run), results poisoned before
+// each run so that an element left unwritten fails, and whole schedules through the executor and
+// the trainer. Every test that needs a GPU skips itself where none is visible (ctest label gpu).
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "slrt/backend.h"
 #include "slrt/cuda_backend.h"
+#include "slrt/dtype.h"
+#include "slrt/error.h"
+#include "slrt/executor.h"
+#include "slrt/trainer.h"
+#include "test_support.h"
 
-namespace slrt {
+namespace slrt::test {
 namespace {
 
-class CudaBackendTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (cudaDeviceCountOrZero() == 0)
-      GTEST_SKIP() << "no CUDA device";
-  }
+using namespace sl::schedule;
+using ::testing::HasSubstr;
+
+bool haveGpu() {
+  static const bool have = cudaDeviceCountOrZero() > 0;
+  return have;
+}
+
+#define SKIP_WITHOUT_GPU()                                                                         \
+  do {                                                                                             \
+    if (!haveGpu())                                                                                \
+      GTEST_SKIP() << "no CUDA device is visible";                                                 \
+  } while (0)
+
+uint32_t freshSeed() {
+  if (const char *fixed = std::getenv("SLRT_TEST_SEED"))
+    return static_cast<uint32_t>(std::strtoul(fixed, nullptr, 10));
+  return std::random_device{}();
+}
+
+// --- values --------------------------------------------------------------------------------------
+
+// A tensor in ordinary host memory.
+struct Value {
+  DType dtype = F32;
+  Shape shape;
+  std::vector<std::byte> bytes;
+
+  int64_t numel() const { return static_cast<int64_t>(slrt::numel(shape).value()); }
+  template <typename T> T *as() { return reinterpret_cast<T *>(bytes.data()); }
+  template <typename T> const T *as() const { return reinterpret_cast<const T *>(bytes.data()); }
 };
 
-std::vector<float> randomFloats(std::mt19937 &rng, size_t n) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
+template <typename T> Value valueOf(DType dtype, Shape shape, const std::vector<T> &values) {
+  Value v{dtype, std::move(shape), {}};
+  EXPECT_EQ(static_cast<int64_t>(values.size()), v.numel());
+  v.bytes.resize(values.size() * sizeof(T));
+  if (!values.empty())
+    std::memcpy(v.bytes.data(), values.data(), v.bytes.size());
   return v;
 }
 
-TEST_F(CudaBackendTest, GemmMatchesCpuLoop) {
-  CudaBackend backend;
-  std::mt19937 rng(11);
-  const int64_t m = 67, n = 45, k = 33;
-  for (bool transA : {false, true})
-    for (bool transB : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "transA " << transA << " transB " << transB);
-      std::vector<float> a = randomFloats(rng, m * k), b = randomFloats(rng, k * n),
-                         c = randomFloats(rng, m * n);
-      const float alpha = 1.25f, beta = -0.5f;
-      std::vector<float> expected(m * n);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double acc = 0;
-          for (int64_t p = 0; p < k; ++p)
-            acc += double(transA ? a[p * m + i] : a[i * k + p]) *
-                   (transB ? b[j * k + p] : b[p * n + j]);
-          expected[i * n + j] = static_cast<float>(alpha * acc + beta * c[i * n + j]);
-        }
+bool isFloat(DType dtype) { return dtype == F32 || dtype == F64; }
 
-      size_t aBytes = a.size() * sizeof(float), bBytes = b.size() * sizeof(float),
-             cBytes = c.size() * sizeof(float);
-      auto *da = static_cast<float *>(backend.allocateDevice(aBytes));
-      auto *db = static_cast<float *>(backend.allocateDevice(bBytes));
-      auto *dc = static_cast<float *>(backend.allocateDevice(cBytes));
-      backend.copyToDevice(da, a.data(), aBytes);
-      backend.copyToDevice(db, b.data(), bBytes);
-      backend.copyToDevice(dc, c.data(), cBytes);
-      backend.gemm(CudaGemm{m, n, k, da, db, dc, alpha, beta, transA, transB});
-      std::vector<float> actual(m * n);
-      backend.copyToHost(actual.data(), dc, cBytes);
-      backend.synchronize();
-      backend.freeDevice(da);
-      backend.freeDevice(db);
-      backend.freeDevice(dc);
-      for (size_t i = 0; i < actual.size(); ++i)
-        ASSERT_NEAR(actual[i], expected[i], 1e-4f * (1.0f + std::fabs(expected[i]))) << i;
+// Uniform in [lo, hi), as f32 or f64.
+Value uniform(std::mt19937 &rng, Shape shape, DType dtype = F32, double lo = -1, double hi = 1) {
+  Value v{dtype, std::move(shape), {}};
+  std::uniform_real_distribution<double> dist(lo, hi);
+  int64_t n = v.numel();
+  v.bytes.resize(static_cast<size_t>(n) * dtypeSize(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == F64)
+      v.as<double>()[i] = dist(rng);
+    else
+      v.as<float>()[i] = static_cast<float>(dist(rng));
+  }
+  return v;
+}
+
+// Uniform magnitude in [lo, hi) with a random sign: divisors and reciprocals away from zero.
+Value awayFromZero(std::mt19937 &rng, Shape shape, DType dtype = F32, double lo = 0.5,
+                   double hi = 1.5) {
+  Value v = uniform(rng, std::move(shape), dtype, lo, hi);
+  std::bernoulli_distribution flip(0.5);
+  for (int64_t i = 0; i < v.numel(); ++i)
+    if (flip(rng)) {
+      if (dtype == F64)
+        v.as<double>()[i] = -v.as<double>()[i];
+      else
+        v.as<float>()[i] = -v.as<float>()[i];
+    }
+  return v;
+}
+
+Value integers(std::mt19937 &rng, Shape shape, int64_t lo, int64_t hi, DType dtype = I64) {
+  Value v{dtype, std::move(shape), {}};
+  std::uniform_int_distribution<int64_t> dist(lo, hi);
+  int64_t n = v.numel();
+  v.bytes.resize(static_cast<size_t>(n) * dtypeSize(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == I64)
+      v.as<int64_t>()[i] = dist(rng);
+    else if (dtype == I32)
+      v.as<int32_t>()[i] = static_cast<int32_t>(dist(rng));
+    else if (dtypeSize(dtype) == 2) // f16, bf16: bit patterns, for ops that only move them
+      v.as<uint16_t>()[i] = static_cast<uint16_t>(dist(rng));
+    else
+      v.as<uint8_t>()[i] = static_cast<uint8_t>(dist(rng));
+  }
+  return v;
+}
+
+void setFloat(Value &v, int64_t i, double x) {
+  if (v.dtype == F64)
+    v.as<double>()[i] = x;
+  else
+    v.as<float>()[i] = static_cast<float>(x);
+}
+
+double getFloat(const Value &v, int64_t i) {
+  return v.dtype == F64 ? v.as<double>()[i] : static_cast<double>(v.as<float>()[i]);
+}
+
+// What a result holds before the kernel runs: NaN for floats, 0x5a bytes otherwise. No kernel
+// writes either by accident, so an element left unwritten shows.
+void poison(std::byte *data, DType dtype, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == F32)
+      reinterpret_cast<float *>(data)[i] = std::numeric_limits<float>::quiet_NaN();
+    else if (dtype == F64)
+      reinterpret_cast<double *>(data)[i] = std::numeric_limits<double>::quiet_NaN();
+    else
+      std::memset(data + i * dtypeSize(dtype), 0x5a, dtypeSize(dtype));
+  }
+}
+
+// --- running one kernel
+// ---------------------------------------------------------------------------
+
+struct ResultSpec {
+  DType dtype;
+  Shape shape;
+  // >= 0: the result is that operand's very buffer (a kernel run in place).
+  int aliasOf = -1;
+};
+
+struct Outcome {
+  std::vector<Value> results;
+  std::string error; // the Error's message, or empty
+};
+
+// Runs `kernel` on `backend` as the executor would: every operand is written to the host pool and
+// copied to the device arena, every result is poisoned there, the kernel runs on the arena (on the
+// pool for a host kernel), and the results are copied back.
+Outcome runOn(Backend &backend, const Kernel &kernel, const std::vector<Value> &operands,
+              const std::vector<ResultSpec> &results, bool onHost = false) {
+  constexpr uint64_t kAlign = 256;
+  uint64_t end = 0;
+  auto place = [&](uint64_t bytes) {
+    uint64_t at = (end + kAlign - 1) / kAlign * kAlign;
+    end = at + bytes;
+    return at;
+  };
+  std::vector<uint64_t> operandAt, resultAt;
+  for (const Value &v : operands)
+    operandAt.push_back(place(v.bytes.size()));
+  for (const ResultSpec &r : results)
+    resultAt.push_back(r.aliasOf >= 0 ? operandAt[static_cast<size_t>(r.aliasOf)]
+                                      : place(numel(r.shape).value() * dtypeSize(r.dtype)));
+  backend.allocate(end, end);
+  std::byte *pool = backend.hostPool(), *arena = backend.deviceArena();
+  auto refs = [&](uint64_t at, DType dtype, const Shape &shape, TensorRef &host,
+                  TensorRef &device) {
+    uint64_t bytes = numel(shape).value() * dtypeSize(dtype);
+    host = TensorRef{pool + at, HOST, dtype, shape, bytes};
+    device = TensorRef{arena + at, DEVICE, dtype, shape, bytes};
+  };
+  std::vector<TensorRef> hostIn(operands.size()), deviceIn(operands.size());
+  std::vector<TensorRef> hostOut(results.size()), deviceOut(results.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    refs(operandAt[i], operands[i].dtype, operands[i].shape, hostIn[i], deviceIn[i]);
+    if (!operands[i].bytes.empty())
+      std::memcpy(hostIn[i].data, operands[i].bytes.data(), operands[i].bytes.size());
+    backend.copy(hostIn[i], deviceIn[i]);
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    refs(resultAt[i], results[i].dtype, results[i].shape, hostOut[i], deviceOut[i]);
+    if (results[i].aliasOf >= 0)
+      continue;
+    poison(hostOut[i].data, results[i].dtype, numel(results[i].shape).value());
+    backend.copy(hostOut[i], deviceOut[i]);
+  }
+  std::vector<const TensorRef *> in, out;
+  for (size_t i = 0; i < operands.size(); ++i)
+    in.push_back(onHost ? &hostIn[i] : &deviceIn[i]);
+  for (size_t i = 0; i < results.size(); ++i)
+    out.push_back(onHost ? &hostOut[i] : &deviceOut[i]);
+  Outcome outcome;
+  try {
+    backend.execute(kernel, in, out);
+    backend.synchronize();
+  } catch (const Error &e) {
+    outcome.error = e.what();
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!onHost)
+      backend.copy(deviceOut[i], hostOut[i]);
+    Value v{results[i].dtype, results[i].shape, {}};
+    v.bytes.assign(hostOut[i].data, hostOut[i].data + hostOut[i].bytes);
+    outcome.results.push_back(std::move(v));
+  }
+  return outcome;
+}
+
+// Element i of a float result agrees with the reference when both are NaN, both the same
+// infinity, or |actual - expected| <= tolerance * (1 + |expected|). Other dtypes must match
+// exactly.
+void expectAgree(const Value &actual, const Value &expected, double tolerance,
+                 const std::string &what) {
+  ASSERT_EQ(actual.bytes.size(), expected.bytes.size()) << what;
+  if (!isFloat(expected.dtype)) {
+    for (size_t i = 0; i < actual.bytes.size(); ++i)
+      ASSERT_EQ(actual.bytes[i], expected.bytes[i])
+          << what << ": byte " << i << " (element " << i / dtypeSize(expected.dtype) << ")";
+    return;
+  }
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double a = getFloat(actual, i), e = getFloat(expected, i);
+    if (std::isnan(e)) {
+      ASSERT_TRUE(std::isnan(a)) << what << ": element " << i << " is " << a << ", expected NaN";
+      continue;
+    }
+    if (std::isinf(e)) {
+      ASSERT_EQ(a, e) << what << ": element " << i;
+      continue;
+    }
+    ASSERT_LE(std::fabs(a - e), tolerance * (1 + std::fabs(e)))
+        << what << ": element " << i << " is " << a << ", the CPU backend's " << e;
+  }
+}
+
+// Tolerances, relative (see expectAgree): elementwise maps differ from the CPU's libm by an ulp or
+// two; sums, GEMMs, norms and attention also by their order of summation.
+constexpr double kExact = 0;
+constexpr double kElementwise = 1e-5;
+constexpr double kReduction = 1e-4;
+
+Kernel makeKernel(OpKind op) {
+  Kernel k;
+  k.set_op(op);
+  k.set_name(OpKind_Name(op));
+  return k;
+}
+
+std::string describe(const Kernel &kernel, const std::vector<Value> &operands) {
+  std::string text = OpKind_Name(kernel.op()) + "(";
+  for (size_t i = 0; i < operands.size(); ++i)
+    text += (i ? ", " : "") + dtypeName(operands[i].dtype) + " " + formatShape(operands[i].shape);
+  text += ")";
+  if (kernel.attributes_case() != Kernel::ATTRIBUTES_NOT_SET)
+    text += " {" + kernel.ShortDebugString() + "}";
+  return text;
+}
+
+class CudaKernelTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    seed = freshSeed();
+    rng.seed(seed);
+    gpu = createCudaBackend();
+  }
+
+  // Runs the kernel on both backends and checks that they agree: the same Error message, or
+  // results within `tolerance`. Returns the CUDA backend's outcome.
+  Outcome check(const Kernel &kernel, const std::vector<Value> &operands,
+                const std::vector<ResultSpec> &results, double tolerance, bool onHost = false) {
+    std::string what = describe(kernel, operands) + " (seed " + std::to_string(seed) + ")";
+    Outcome want = runOn(*cpu, kernel, operands, results, onHost);
+    Outcome got = runOn(*gpu, kernel, operands, results, onHost);
+    EXPECT_EQ(got.error, want.error) << what;
+    if (got.error.empty() && want.error.empty())
+      for (size_t i = 0; i < results.size(); ++i)
+        expectAgree(got.results[i], want.results[i], tolerance,
+                    what + " result " + std::to_string(i));
+    return got;
+  }
+
+  // A kernel whose data makes it fail: the same message on both backends, and on the GPU nothing
+  // written (every result still poisoned).
+  void checkError(const Kernel &kernel, const std::vector<Value> &operands,
+                  const std::vector<ResultSpec> &results, const std::string &expected) {
+    Outcome got = check(kernel, operands, results, kExact);
+    EXPECT_THAT(got.error, HasSubstr(expected));
+    for (size_t i = 0; i < results.size(); ++i) {
+      Value poisoned{results[i].dtype, results[i].shape, {}};
+      poisoned.bytes.resize(got.results[i].bytes.size());
+      poison(poisoned.bytes.data(), poisoned.dtype, poisoned.numel());
+      EXPECT_EQ(
+          std::memcmp(poisoned.bytes.data(), got.results[i].bytes.data(), poisoned.bytes.size()), 0)
+          << describe(kernel, operands) << ": result " << i << " was written before the error";
+    }
+  }
+
+  uint32_t seed = 0;
+  std::mt19937 rng;
+  std::unique_ptr<Backend> cpu = createCpuBackend();
+  std::unique_ptr<Backend> gpu;
+};
+
+const DType kFloats[] = {F32, F64};
+
+// --- elementwise
+// ----------------------------------------------------------------------------------
+
+TEST_F(CudaKernelTest, BinaryFloat) {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 5, 7}, {3, 5, 7}}, {{4, 1, 6}, {5, 1}}, {{}, {2, 3}}, {{300, 257}, {257}}};
+  for (DType dtype : kFloats)
+    for (OpKind op : {ADD, SUB, MUL, DIV, POW})
+      for (const auto &[sa, sb] : shapes) {
+        Value a = op == POW ? uniform(rng, sa, dtype, 0.1, 2) : uniform(rng, sa, dtype);
+        Value b = op == DIV ? awayFromZero(rng, sb, dtype) : uniform(rng, sb, dtype, -2, 2);
+        Shape y = *broadcastShapes(sa, sb);
+        check(makeKernel(op), {a, b}, {{dtype, y}}, kElementwise);
+        if (sa == y)
+          check(makeKernel(op), {a, b}, {{dtype, y, 0}}, kElementwise);
+      }
+}
+
+TEST_F(CudaKernelTest, BinaryI64WrapsAndTruncates) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  Value a = valueOf<int64_t>(I64, {2, 4}, {kMax, kMin, -7, 7, 9, -9, 0, 5});
+  Value b = valueOf<int64_t>(I64, {4}, {1, -1, 2, -2});
+  for (OpKind op : {ADD, SUB, MUL, DIV})
+    check(makeKernel(op), {a, b}, {{I64, {2, 4}}}, kExact);
+  Value random = integers(rng, {6, 5}, -1000, 1000), divisor = integers(rng, {5}, 1, 30);
+  for (OpKind op : {ADD, SUB, MUL, DIV})
+    check(makeKernel(op), {random, divisor}, {{I64, {6, 5}, 0}}, kExact);
+  Value zero = valueOf<int64_t>(I64, {4}, {3, 1, 0, 0});
+  checkError(makeKernel(DIV), {a, zero}, {{I64, {2, 4}}}, "integer division by zero (element 2");
+}
+
+TEST_F(CudaKernelTest, UnaryFloat) {
+  for (DType dtype : kFloats)
+    for (OpKind op : {RELU, SIGMOID, SILU, SQRT, RECIPROCAL, NEG, EXP, ERF, TANH, GELU})
+      for (const Shape &shape : {Shape{}, Shape{7, 9}, Shape{70001}}) {
+        Value x = op == SQRT         ? uniform(rng, shape, dtype, 0, 4)
+                  : op == RECIPROCAL ? awayFromZero(rng, shape, dtype)
+                                     : uniform(rng, shape, dtype, -6, 6);
+        for (bool tanh : {false, true}) {
+          Kernel k = makeKernel(op);
+          if (op == GELU)
+            k.mutable_gelu()->set_tanh(tanh);
+          else if (tanh)
+            continue;
+          check(k, {x}, {{dtype, shape}}, kElementwise);
+          check(k, {x}, {{dtype, shape, 0}}, kElementwise);
+        }
+      }
+  Value big = valueOf<float>(F32, {4}, {-100.f, 100.f, -INFINITY, NAN});
+  for (OpKind op : {SIGMOID, SILU, EXP, TANH, RELU})
+    check(makeKernel(op), {big}, {{F32, {4}}}, kElementwise);
+  check(makeKernel(NEG), {valueOf<int64_t>(I64, {3}, {std::numeric_limits<int64_t>::min(), 4, -5})},
+        {{I64, {3}}}, kExact);
+}
+
+// Small integers, as `dtype`: floats that EQUAL finds equal, bits of any element size.
+Value smallValues(std::mt19937 &rng, Shape shape, DType dtype, int64_t lo, int64_t hi) {
+  if (!isFloat(dtype))
+    return integers(rng, std::move(shape), lo, hi, dtype);
+  Value whole = integers(rng, shape, lo, hi), v{dtype, std::move(shape), {}};
+  v.bytes.resize(static_cast<size_t>(whole.numel()) * dtypeSize(dtype));
+  for (int64_t i = 0; i < whole.numel(); ++i)
+    setFloat(v, i, static_cast<double>(whole.as<int64_t>()[i]));
+  return v;
+}
+
+TEST_F(CudaKernelTest, CompareAndWhere) {
+  for (DType dtype : {F32, F64, I64})
+    for (OpKind op : {EQUAL, LESS})
+      check(makeKernel(op),
+            {smallValues(rng, {4, 1, 5}, dtype, -2, 2), smallValues(rng, {3, 1}, dtype, -2, 2)},
+            {{BOOL, {4, 3, 5}}}, kExact);
+  Value condition = integers(rng, {3, 1}, 0, 3, BOOL); // 2 and 3 are true too
+  for (DType dtype : {F32, F64, I64, I32, BOOL, BF16}) {
+    Value x =
+        isFloat(dtype) ? uniform(rng, {2, 3, 4}, dtype) : smallValues(rng, {2, 3, 4}, dtype, 0, 1);
+    Value y = isFloat(dtype) ? uniform(rng, {4}, dtype) : smallValues(rng, {4}, dtype, 0, 1);
+    check(makeKernel(WHERE), {condition, x, y}, {{dtype, {2, 3, 4}}}, kExact);
+  }
+}
+
+TEST_F(CudaKernelTest, CastEveryPair) {
+  const std::vector<double> specials = {0.0,      -0.0,      2.7,  -2.7,   0.5,     -1e20,
+                                        1e20,     3e9,       -3e9, 1e-30,  255.9,   -129.5,
+                                        INFINITY, -INFINITY, NAN,  9.3e18, -9.3e18, 2147483647.0};
+  for (DType from : {F32, F64, I64, I32, BOOL}) {
+    Value x{from, {static_cast<int64_t>(specials.size())}, {}};
+    x.bytes.resize(specials.size() * dtypeSize(from));
+    for (size_t i = 0; i < specials.size(); ++i) {
+      double s = specials[i];
+      if (isFloat(from))
+        setFloat(x, static_cast<int64_t>(i), s);
+      else if (from == I64)
+        x.as<int64_t>()[i] = std::isfinite(s) && std::fabs(s) < 9e18
+                                 ? static_cast<int64_t>(s)
+                                 : static_cast<int64_t>(i) << 40;
+      else if (from == I32)
+        x.as<int32_t>()[i] = static_cast<int32_t>(std::isfinite(s) && std::fabs(s) < 2e9 ? s : i);
+      else
+        x.as<uint8_t>()[i] = static_cast<uint8_t>(i % 3); // 2 is true too
+    }
+    for (DType to : {F32, F64, I64, I32, BOOL})
+      check(makeKernel(CAST), {x}, {{to, x.shape}}, kExact);
+  }
+}
+
+TEST_F(CudaKernelTest, FusedElementwiseAndGradients) {
+  for (DType dtype : kFloats) {
+    Shape shape = {5, 67};
+    Value gate = uniform(rng, shape, dtype, -4, 4), up = uniform(rng, shape, dtype);
+    Value dy = uniform(rng, shape, dtype);
+    check(makeKernel(SWIGLU), {gate, up}, {{dtype, shape}}, kElementwise);
+    check(makeKernel(SWIGLU), {gate, up}, {{dtype, shape, 1}}, kElementwise);
+    check(makeKernel(ACCUMULATE), {gate, up}, {{dtype, shape, 0}}, kElementwise);
+    check(makeKernel(SWIGLU_GRAD), {gate, up, dy}, {{dtype, shape, 2}, {dtype, shape}},
+          kElementwise);
+    for (bool tanh : {false, true}) {
+      Kernel k = makeKernel(GELU_GRAD);
+      k.mutable_gelu()->set_tanh(tanh);
+      check(k, {gate, dy}, {{dtype, shape}}, kElementwise);
+      check(k, {gate, dy}, {{dtype, shape, 1}}, kElementwise);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, HostAccumulateRunsOnTheHost) {
+  Value a = uniform(rng, {3, 9}), b = uniform(rng, {3, 9});
+  check(makeKernel(ACCUMULATE), {a, b}, {{F32, {3, 9}, 0}}, kExact, /*onHost=*/true);
+}
+
+// --- reductions, softmax, norms
+// -------------------------------------------------------------------
+
+TEST_F(CudaKernelTest, Reduce) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+    bool keepdims;
+  };
+  const std::vector<Case> cases = {{{4, 5, 6}, {}, false},    {{4, 5, 6}, {0}, false},
+                                   {{4, 5, 6}, {1}, true},    {{4, 5, 6}, {2}, false},
+                                   {{4, 5, 6}, {0, 2}, true}, {{3, 5000}, {1}, false},
+                                   {{5000, 3}, {0}, false},   {{3, 0}, {1}, false},
+                                   {{}, {}, false},           {{2, 3, 4, 5, 6}, {1, 3}, false}};
+  for (DType dtype : kFloats)
+    for (OpKind op : {REDUCE_MEAN, REDUCE_SUM})
+      for (const Case &c : cases) {
+        Kernel k = makeKernel(op);
+        for (int64_t axis : c.axes)
+          k.mutable_reduce()->add_axes(axis);
+        k.mutable_reduce()->set_keepdims(c.keepdims);
+        Shape y;
+        for (size_t d = 0; d < c.shape.size(); ++d) {
+          bool reduced =
+              c.axes.empty() || std::find(c.axes.begin(), c.axes.end(), int64_t(d)) != c.axes.end();
+          if (!reduced)
+            y.push_back(c.shape[d]);
+          else if (c.keepdims)
+            y.push_back(1);
+        }
+        check(k, {uniform(rng, c.shape, dtype)}, {{dtype, y}}, kReduction);
+      }
+}
+
+TEST_F(CudaKernelTest, SoftmaxAndItsGradient) {
+  for (DType dtype : kFloats)
+    for (int64_t axis : {0, 1, 2}) {
+      Shape shape = {3, 300, 7};
+      Value x = uniform(rng, shape, dtype, -5, 5);
+      // Masked scores, a row (along axis 2) of only -inf, and a NaN.
+      for (int64_t i = 0; i < x.numel(); i += 5)
+        setFloat(x, i, -INFINITY);
+      for (int64_t i = 0; i < 7; ++i)
+        setFloat(x, 7 * 11 + i, -INFINITY);
+      setFloat(x, 7 * 13 + 3, NAN);
+      Kernel k = makeKernel(SOFTMAX);
+      k.mutable_axis()->set_axis(axis);
+      Outcome y = check(k, {x}, {{dtype, shape}}, kReduction);
+      check(k, {x}, {{dtype, shape, 0}}, kReduction);
+      Kernel grad = makeKernel(SOFTMAX_GRAD);
+      grad.mutable_axis()->set_axis(axis);
+      Value probabilities = uniform(rng, shape, dtype, 0, 1), dy = uniform(rng, shape, dtype);
+      check(grad, {probabilities, dy}, {{dtype, shape}}, kReduction);
+      check(grad, {probabilities, dy}, {{dtype, shape, 1}}, kReduction);
     }
 }
 
-// What sl-run checks the arena against: an allocation comes out of it.
-TEST_F(CudaBackendTest, FreeMemoryShrinksByAnAllocation) {
-  CudaBackend backend;
-  uint64_t before = backend.freeDeviceMemory();
-  const size_t bytes = size_t{256} << 20;
-  ASSERT_GT(before, bytes);
-  void *p = backend.allocateDevice(bytes);
-  uint64_t after = backend.freeDeviceMemory();
-  backend.freeDevice(p);
-  EXPECT_LE(after, before - bytes / 2);
+TEST_F(CudaKernelTest, LayerNormAndItsGradient) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+    Shape scale;
+  };
+  for (DType dtype : kFloats)
+    for (const Case &c : {Case{{2, 3, 8}, 2, {8}}, Case{{2, 3, 8}, 1, {3, 8}},
+                          Case{{2, 3, 8}, 1, {1, 8}}, Case{{5, 1000}, 1, {1000}}})
+      for (bool withBias : {false, true}) {
+        Kernel k = makeKernel(LAYER_NORM);
+        k.mutable_norm()->set_axis(c.axis);
+        k.mutable_norm()->set_epsilon(1e-5f);
+        Value x = uniform(rng, c.x, dtype, -3, 3), scale = uniform(rng, c.scale, dtype);
+        std::vector<Value> operands = {x, scale};
+        if (withBias)
+          operands.push_back(uniform(rng, c.scale, dtype));
+        check(k, operands, {{dtype, c.x}}, kReduction);
+        check(k, operands, {{dtype, c.x, 0}}, kReduction);
+        if (withBias)
+          continue;
+        // The gradient takes the scale of the normalised dimensions' shape.
+        Shape normalized(c.x.begin() + c.axis, c.x.end());
+        Value dense = uniform(rng, normalized, dtype), dy = uniform(rng, c.x, dtype);
+        Kernel grad = makeKernel(LAYER_NORM_GRAD);
+        *grad.mutable_norm() = k.norm();
+        check(grad, {x, dense, dy}, {{dtype, c.x}, {dtype, normalized}, {dtype, normalized}},
+              kReduction);
+        check(grad, {x, dense, dy}, {{dtype, c.x, 2}, {dtype, normalized}, {dtype, normalized}},
+              kReduction);
+      }
 }
 
-TEST_F(CudaBackendTest, BadDeviceIsAnError) {
-  EXPECT_THROW(CudaBackend(cudaDeviceCountOrZero() + 100), std::runtime_error);
+TEST_F(CudaKernelTest, RmsNormAndItsGradient) {
+  for (DType dtype : kFloats)
+    for (const Shape &shape : {Shape{3, 5, 16}, Shape{1, 4096}, Shape{7, 1}}) {
+      Kernel k = makeKernel(RMS_NORM);
+      k.mutable_norm()->set_axis(static_cast<int64_t>(shape.size()) - 1);
+      k.mutable_norm()->set_epsilon(1e-6f);
+      Shape d = {shape.back()};
+      Value x = uniform(rng, shape, dtype, -3, 3), scale = uniform(rng, d, dtype);
+      Value dy = uniform(rng, shape, dtype);
+      check(k, {x, scale}, {{dtype, shape}}, kReduction);
+      check(k, {x, scale}, {{dtype, shape, 0}}, kReduction);
+      Kernel grad = makeKernel(RMS_NORM_GRAD);
+      *grad.mutable_norm() = k.norm();
+      check(grad, {x, scale, dy}, {{dtype, shape}, {dtype, d}}, kReduction);
+      check(grad, {x, scale, dy}, {{dtype, shape, 0}, {dtype, d}}, kReduction);
+      check(grad, {x, scale, dy}, {{dtype, shape, 2}, {dtype, d}}, kReduction);
+    }
 }
 
-TEST(CudaDeviceCount, NeverThrows) { EXPECT_GE(cudaDeviceCountOrZero(), 0); }
+// --- data movement
+// ----------------------------------------------------------------------------------
+
+TEST_F(CudaKernelTest, TransposeSliceExpandTrilu) {
+  for (DType dtype : {F32, F64, I64, I32, BOOL, BF16}) {
+    auto data = [&](Shape shape) {
+      return isFloat(dtype)
+                 ? uniform(rng, shape, dtype)
+                 : integers(rng, shape, 0, dtype == BOOL ? 1 : 50000, dtype == BF16 ? BF16 : dtype);
+    };
+    Kernel transpose = makeKernel(TRANSPOSE);
+    for (int64_t axis : {2, 0, 3, 1})
+      transpose.mutable_transpose()->add_perm(axis);
+    check(transpose, {data({2, 3, 4, 5})}, {{dtype, {4, 2, 5, 3}}}, kExact);
+    check(makeKernel(TRANSPOSE), {data({})}, {{dtype, {}}}, kExact);
+
+    Kernel slice = makeKernel(SLICE);
+    for (int64_t start : {1, 9, 0})
+      slice.mutable_slice()->add_starts(start);
+    for (int64_t step : {2, -3, 1})
+      slice.mutable_slice()->add_steps(step);
+    check(slice, {data({6, 10, 4})}, {{dtype, {3, 4, 4}}}, kExact);
+
+    check(makeKernel(EXPAND), {data({3, 1})}, {{dtype, {2, 3, 5}}}, kExact);
+
+    Value x = data({2, 5, 7});
+    for (bool upper : {false, true})
+      for (int64_t k : {int64_t{0}, int64_t{2}, int64_t{-3}, int64_t{100}, int64_t{-100}}) {
+        Kernel trilu = makeKernel(TRILU);
+        trilu.mutable_trilu()->set_upper(upper);
+        trilu.mutable_trilu()->set_k(k);
+        check(trilu, {x}, {{dtype, {2, 5, 7}}}, kExact);
+        check(trilu, {x}, {{dtype, {2, 5, 7}, 0}}, kExact);
+      }
+  }
+}
+
+TEST_F(CudaKernelTest, SliceGradient) {
+  for (DType dtype : kFloats) {
+    Kernel grad = makeKernel(SLICE_GRAD);
+    for (int64_t start : {1, 9, 0})
+      grad.mutable_slice()->add_starts(start);
+    for (int64_t step : {2, -3, 1})
+      grad.mutable_slice()->add_steps(step);
+    check(grad, {uniform(rng, {3, 4, 4}, dtype)}, {{dtype, {6, 10, 4}}}, kExact);
+  }
+}
+
+TEST_F(CudaKernelTest, GatherAndConcat) {
+  Value table = uniform(rng, {10, 6});
+  for (DType indexType : {I64, I32}) {
+    Value ids = integers(rng, {3, 4}, -10, 9, indexType);
+    Kernel gather = makeKernel(GATHER);
+    gather.mutable_axis()->set_axis(0);
+    check(gather, {table, ids}, {{F32, {3, 4, 6}}}, kExact);
+    gather.mutable_axis()->set_axis(1);
+    check(gather, {table, integers(rng, {5}, -6, 5, indexType)}, {{F32, {10, 5}}}, kExact);
+    gather.mutable_axis()->set_axis(0);
+    Value bad = integers(rng, {3, 4}, 0, 9, indexType);
+    if (indexType == I64) {
+      bad.as<int64_t>()[5] = 10;
+      bad.as<int64_t>()[7] = -11;
+    } else {
+      bad.as<int32_t>()[5] = 10;
+      bad.as<int32_t>()[7] = -11;
+    }
+    checkError(gather, {table, bad}, {{F32, {3, 4, 6}}}, "index 10 (element 5 of the indices");
+  }
+  Value boolTable = integers(rng, {4, 3}, 0, 1, BOOL);
+  Kernel gather = makeKernel(GATHER);
+  gather.mutable_axis()->set_axis(0);
+  check(gather, {boolTable, integers(rng, {7}, 0, 3)}, {{BOOL, {7, 3}}}, kExact);
+
+  Kernel concat = makeKernel(CONCAT);
+  concat.mutable_axis()->set_axis(1);
+  check(concat, {uniform(rng, {2, 3, 4}), uniform(rng, {2, 0, 4}), uniform(rng, {2, 5, 4})},
+        {{F32, {2, 8, 4}}}, kExact);
+  concat.mutable_axis()->set_axis(0);
+  check(concat, {integers(rng, {1, 3}, -5, 5), integers(rng, {2, 3}, -5, 5)}, {{I64, {3, 3}}},
+        kExact);
+}
+
+TEST_F(CudaKernelTest, GatherGradient) {
+  for (DType dtype : kFloats)
+    for (DType indexType : {I64, I32}) {
+      Kernel grad = makeKernel(GATHER_GRAD);
+      grad.mutable_axis()->set_axis(0);
+      // Repeated and negative indices accumulate.
+      Value ids = integers(rng, {4, 5}, -7, 6, indexType);
+      check(grad, {ids, uniform(rng, {4, 5, 3}, dtype)}, {{dtype, {7, 3}}}, kReduction);
+      grad.mutable_axis()->set_axis(1);
+      check(grad, {integers(rng, {6}, -4, 3, indexType), uniform(rng, {2, 6, 3}, dtype)},
+            {{dtype, {2, 4, 3}}}, kReduction);
+      grad.mutable_axis()->set_axis(0);
+      Value bad = integers(rng, {4}, 0, 6, I64);
+      bad.as<int64_t>()[2] = 7;
+      checkError(grad, {bad, uniform(rng, {4, 3}, dtype)}, {{dtype, {7, 3}}},
+                 "index 7 (element 2 of the indices");
+    }
+}
+
+// --- GEMMs
+// ----------------------------------------------------------------------------------------
+
+TEST_F(CudaKernelTest, Matmul) {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3, 4, 5}, {5, 6}},  {{3, 4, 5}, {3, 5, 6}},
+      {{4, 5}, {2, 5, 6}},     {{2, 1, 4, 5}, {1, 3, 5, 6}},
+      {{5}, {5, 6}},           {{3, 4, 5}, {5}},
+      {{3, 0}, {0, 4}},        {{1, 1, 4, 5}, {3, 5, 6}},
+      {{130, 257}, {257, 129}}};
+  for (DType dtype : kFloats)
+    for (const auto &[sa, sb] : shapes)
+      check(makeKernel(MATMUL), {uniform(rng, sa, dtype), uniform(rng, sb, dtype)},
+            {{dtype, *matmulShape(sa, sb)}}, kReduction);
+}
+
+TEST_F(CudaKernelTest, Gemm) {
+  const int64_t m = 33, n = 17, k = 45;
+  for (DType dtype : kFloats)
+    for (bool transA : {false, true})
+      for (bool transB : {false, true})
+        for (const Shape &c : {Shape{n}, Shape{m, 1}, Shape{m, n}, Shape{}}) {
+          Kernel gemm = makeKernel(GEMM);
+          gemm.mutable_gemm()->set_trans_a(transA);
+          gemm.mutable_gemm()->set_trans_b(transB);
+          gemm.mutable_gemm()->set_alpha(1.25f);
+          gemm.mutable_gemm()->set_beta(c.empty() ? 0.0f : -0.5f);
+          std::vector<Value> operands = {uniform(rng, transA ? Shape{k, m} : Shape{m, k}, dtype),
+                                         uniform(rng, transB ? Shape{n, k} : Shape{k, n}, dtype)};
+          if (!c.empty())
+            operands.push_back(uniform(rng, c, dtype));
+          check(gemm, operands, {{dtype, {m, n}}}, kReduction);
+        }
+  // k = 0: Y = beta * C; and a C that beta 0 leaves unread.
+  Kernel gemm = makeKernel(GEMM);
+  gemm.mutable_gemm()->set_alpha(1.0f);
+  gemm.mutable_gemm()->set_beta(2.0f);
+  check(gemm, {uniform(rng, {4, 0}), uniform(rng, {0, 3}), uniform(rng, {3})}, {{F32, {4, 3}}},
+        kExact);
+  gemm.mutable_gemm()->set_beta(0.0f);
+  Value nanC = valueOf<float>(F32, {3}, {NAN, NAN, NAN});
+  check(gemm, {uniform(rng, {4, 5}), uniform(rng, {5, 3}), nanC}, {{F32, {4, 3}}}, kReduction);
+}
+
+// --- attention and rotary
+// -------------------------------------------------------------------------
+
+struct AttentionCase {
+  int64_t batch, heads, kvHeads, s, t, d, dv;
+  bool causal, mask;
+};
+
+const AttentionCase kAttentionCases[] = {
+    {2, 4, 4, 9, 9, 16, 16, true, false},     // MHA, causal
+    {1, 4, 2, 7, 7, 8, 8, false, false},      // GQA
+    {2, 6, 2, 5, 12, 8, 12, true, false},     // S < T (a prefix is visible), dv != d
+    {1, 2, 1, 12, 5, 4, 4, true, false},      // S > T: the first rows see nothing
+    {1, 2, 2, 6, 6, 8, 8, false, true},       // additive mask with -inf, a fully masked row
+    {1, 2, 1, 300, 300, 32, 32, true, false}, // several key tiles per row
+    {2, 2, 2, 3, 200, 64, 64, false, true},   // long rows and a broadcast mask
+};
+
+std::vector<Value> attentionOperands(std::mt19937 &rng, const AttentionCase &c, DType dtype,
+                                     bool withDy) {
+  std::vector<Value> operands = {uniform(rng, {c.batch, c.heads, c.s, c.d}, dtype, -2, 2),
+                                 uniform(rng, {c.batch, c.kvHeads, c.t, c.d}, dtype, -2, 2),
+                                 uniform(rng, {c.batch, c.kvHeads, c.t, c.dv}, dtype)};
+  if (withDy)
+    operands.push_back(uniform(rng, {c.batch, c.heads, c.s, c.dv}, dtype));
+  if (c.mask) {
+    Shape shape = c.t > 100 ? Shape{c.batch, 1, 1, c.t} : Shape{1, c.heads, c.s, c.t};
+    Value mask = uniform(rng, shape, dtype, -1, 1);
+    for (int64_t i = 0; i < mask.numel(); i += 3)
+      setFloat(mask, i, -INFINITY);
+    if (c.t <= 100)
+      for (int64_t j = 0; j < c.t; ++j)
+        setFloat(mask, 2 * c.t + j, -INFINITY); // row 2 of head 0 sees nothing
+    operands.push_back(mask);
+  }
+  return operands;
+}
+
+TEST_F(CudaKernelTest, Attention) {
+  for (DType dtype : kFloats)
+    for (const AttentionCase &c : kAttentionCases) {
+      Kernel k = makeKernel(ATTENTION);
+      k.mutable_attention()->set_causal(c.causal);
+      k.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
+      check(k, attentionOperands(rng, c, dtype, false), {{dtype, {c.batch, c.heads, c.s, c.dv}}},
+            kReduction);
+    }
+}
+
+TEST_F(CudaKernelTest, AttentionGradient) {
+  for (DType dtype : kFloats)
+    for (const AttentionCase &c : kAttentionCases) {
+      Kernel k = makeKernel(ATTENTION_GRAD);
+      k.mutable_attention()->set_causal(c.causal);
+      k.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
+      check(k, attentionOperands(rng, c, dtype, true),
+            {{dtype, {c.batch, c.heads, c.s, c.d}},
+             {dtype, {c.batch, c.kvHeads, c.t, c.d}},
+             {dtype, {c.batch, c.kvHeads, c.t, c.dv}}},
+            kReduction);
+    }
+}
+
+TEST_F(CudaKernelTest, RotaryAndItsGradient) {
+  for (DType dtype : kFloats)
+    for (bool interleaved : {false, true})
+      for (const Shape &table : {Shape{6, 8}, Shape{1, 1, 6, 8}, Shape{2, 1, 6, 8}}) {
+        Shape x = {2, 3, 6, 8};
+        Value cos = uniform(rng, table, dtype), sin = uniform(rng, table, dtype);
+        for (OpKind op : {ROTARY, ROTARY_GRAD}) {
+          Kernel k = makeKernel(op);
+          k.mutable_rotary()->set_interleaved(interleaved);
+          Value input = uniform(rng, x, dtype);
+          check(k, {input, cos, sin}, {{dtype, x}}, kElementwise);
+          check(k, {input, cos, sin}, {{dtype, x, 0}}, kElementwise);
+        }
+      }
+}
+
+// --- loss
+// -----------------------------------------------------------------------------------------
+
+TEST_F(CudaKernelTest, CrossEntropyAndItsGradient) {
+  for (DType dtype : kFloats)
+    for (int64_t vocab : {int64_t{7}, int64_t{1000}}) {
+      Value logits = uniform(rng, {3, 5, vocab}, dtype, -4, 4);
+      Value labels = integers(rng, {3, 5}, 0, vocab - 1);
+      labels.as<int64_t>()[4] = -100;
+      labels.as<int64_t>()[9] = -100;
+      Kernel loss = makeKernel(CROSS_ENTROPY);
+      loss.mutable_cross_entropy()->set_ignore_index(-100);
+      check(loss, {logits, labels}, {{dtype, {}}}, kReduction);
+      Kernel grad = makeKernel(CROSS_ENTROPY_GRAD);
+      *grad.mutable_cross_entropy() = loss.cross_entropy();
+      Value dloss = uniform(rng, {}, dtype, 0.5, 2);
+      check(grad, {labels, dloss, logits}, {{dtype, {3, 5, vocab}}}, kReduction);
+      check(grad, {labels, dloss, logits}, {{dtype, {3, 5, vocab}, 2}}, kReduction);
+
+      Value ignored = valueOf<int64_t>(I64, {2}, {-100, -100});
+      Value two = uniform(rng, {2, vocab}, dtype);
+      check(loss, {two, ignored}, {{dtype, {}}}, kExact); // NaN, as PyTorch
+      check(grad, {ignored, dloss, two}, {{dtype, {2, vocab}}}, kExact);
+
+      Value bad = integers(rng, {3, 5}, 0, vocab - 1);
+      bad.as<int64_t>()[6] = vocab;
+      bad.as<int64_t>()[8] = -1;
+      checkError(loss, {logits, bad}, {{dtype, {}}},
+                 "label " + std::to_string(vocab) + " at position 6");
+      checkError(grad, {bad, dloss, logits}, {{dtype, {3, 5, vocab}}},
+                 "label " + std::to_string(vocab) + " at position 6");
+    }
+  // One logit: dlogits may be dloss itself.
+  Kernel grad = makeKernel(CROSS_ENTROPY_GRAD);
+  grad.mutable_cross_entropy()->set_ignore_index(-100);
+  check(grad, {valueOf<int64_t>(I64, {}, {0}), uniform(rng, {}), uniform(rng, {1})},
+        {{F32, {1}, 1}}, kReduction);
+}
+
+// --- generation kernels
+// ---------------------------------------------------------------------------
+
+TEST_F(CudaKernelTest, TakeRows) {
+  for (DType dtype : {F32, F64, I64, BOOL}) {
+    Value x =
+        isFloat(dtype) ? uniform(rng, {3, 5, 4}, dtype) : smallValues(rng, {3, 5, 4}, dtype, 0, 1);
+    check(makeKernel(TAKE_ROWS), {x, valueOf<int64_t>(I64, {3}, {4, 0, 2})}, {{dtype, {3, 1, 4}}},
+          kExact);
+    checkError(makeKernel(TAKE_ROWS), {x, valueOf<int64_t>(I64, {3}, {4, 5, -1})},
+               {{dtype, {3, 1, 4}}},
+               "index 5 (element 1 of the indices [3]) is out of range for the 5 rows of x "
+               "[3, 5, 4]");
+  }
+}
+
+TEST_F(CudaKernelTest, DecodeAttention) {
+  for (DType dtype : kFloats) {
+    const int64_t batch = 3, heads = 4, kvHeads = 2, capacity = 300, d = 16;
+    std::vector<Value> operands = {uniform(rng, {batch, heads, 1, d}, dtype, -2, 2),
+                                   uniform(rng, {batch, kvHeads, 1, d}, dtype, -2, 2),
+                                   uniform(rng, {batch, kvHeads, 1, d}, dtype),
+                                   uniform(rng, {batch, 2, kvHeads, capacity, d}, dtype, -2, 2),
+                                   valueOf<int64_t>(I64, {batch}, {0, 17, capacity})};
+    Kernel kernel = makeKernel(DECODE_ATTENTION);
+    kernel.mutable_attention()->set_scale(0.25f);
+    check(kernel, operands, {{dtype, {batch, heads, 1, d}}}, kReduction);
+    operands[4] = valueOf<int64_t>(I64, {batch}, {3, capacity + 1, -1});
+    checkError(kernel, operands, {{dtype, {batch, heads, 1, d}}},
+               "length 301 (element 1 of the lengths [3]) is out of range for the cache "
+               "[3, 2, 2, 300, 16] of 300 positions");
+  }
+}
+
+// KV_WRITE works on the host pool (a HOST_COMPUTE kernel): the CUDA backend hands it to the CPU
+// backend's kernel.
+TEST_F(CudaKernelTest, KvWriteRunsOnTheHost) {
+  Value cache = uniform(rng, {2, 2, 3, 9, 4}), k = uniform(rng, {2, 3, 2, 4});
+  Value v = uniform(rng, {2, 3, 2, 4}), start = valueOf<int64_t>(I64, {2}, {0, 7});
+  check(makeKernel(KV_WRITE), {cache, k, v, start}, {{F32, cache.shape, 0}}, kExact,
+        /*onHost=*/true);
+}
+
+// --- the backend as a whole
+// -----------------------------------------------------------------------
+
+TEST(CudaBackend, SaysClearlyWhenThereIsNoGpu) {
+  if (haveGpu())
+    GTEST_SKIP() << "a GPU is visible";
+  try {
+    createCudaBackend();
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("use --backend cpu"));
+  }
+  try {
+    createBackend("cuda");
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("the CUDA backend found no"));
+  }
+}
+
+TEST(CudaBackend, DeviceCountNeverThrows) { EXPECT_GE(cudaDeviceCountOrZero(), 0); }
+
+// What sl-run checks the arena against before it allocates: the arena comes out of it.
+TEST(CudaBackend, FreeMemoryShrinksByTheArena) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Backend> backend = createCudaBackend(0);
+  std::optional<uint64_t> before = backend->deviceMemoryAvailable();
+  ASSERT_TRUE(before.has_value());
+  const uint64_t bytes = uint64_t{256} << 20;
+  ASSERT_GT(*before, bytes);
+  backend->allocate(bytes, 0);
+  std::optional<uint64_t> after = backend->deviceMemoryAvailable();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_LE(*after, *before - bytes / 2);
+}
+
+TEST(CudaBackend, MemoryIsExactAndCopiesRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Backend> backend = createBackend("cuda");
+  EXPECT_EQ(backend->name(), "cuda");
+  EXPECT_THROW(createCudaBackend(cudaDeviceCountOrZero() + 5), Error);
+  backend->allocate(1000, 777);
+  std::byte *pool = backend->hostPool();
+  for (int i = 0; i < 777; ++i)
+    pool[i] = static_cast<std::byte>(i * 7);
+  TensorRef host{pool + 5, HOST, BOOL, {700}, 700};
+  TensorRef device{backend->deviceArena() + 300, DEVICE, BOOL, {700}, 700};
+  TensorRef back{pool + 77, HOST, BOOL, {700}, 700};
+  backend->copy(host, device);
+  std::vector<std::byte> expected(pool + 5, pool + 705);
+  backend->copy(device, device); // exactly in place: nothing to do
+  backend->copy(device, back);
+  backend->synchronize();
+  EXPECT_EQ(std::memcmp(expected.data(), pool + 77, 700), 0);
+  // An empty schedule still gets a pool address; a second allocate replaces the first.
+  backend->allocate(0, 0);
+  EXPECT_NE(backend->hostPool(), nullptr);
+  EXPECT_THROW(backend->allocate(uint64_t{1} << 62, 0), Error);
+}
+
+// The outputs of a whole schedule on both backends.
+std::vector<NamedTensor> runSchedule(Backend &backend, const LoadedSchedule &loaded,
+                                     const std::map<std::string, HostTensor> &inputs) {
+  Executor executor(loaded, backend);
+  return executor.run(inputs);
+}
+
+void expectSameOutputs(const std::vector<NamedTensor> &got, const std::vector<NamedTensor> &want,
+                       double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    Value g{got[i].tensor.dtype, got[i].tensor.shape, got[i].tensor.data};
+    Value w{want[i].tensor.dtype, want[i].tensor.shape, want[i].tensor.data};
+    expectAgree(g, w, tolerance, "output " + want[i].name);
+  }
+}
+
+TEST(CudaSchedules, HandBuiltSchedulesMatchTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Backend> cpu = createCpuBackend(), gpu = createCudaBackend();
+  TempDir dir;
+  std::mt19937 rng(freshSeed());
+
+  TinyMlp mlp = TinyMlp::build(rng());
+  LoadedSchedule mlpSchedule = loadSchedule(mlp.write(dir.path()));
+  std::map<std::string, HostTensor> x = {
+      {"x", f32Tensor({TinyMlp::kBatch, TinyMlp::kIn},
+                      randomFloats(rng, TinyMlp::kBatch * TinyMlp::kIn))}};
+  expectSameOutputs(runSchedule(*gpu, mlpSchedule, x), runSchedule(*cpu, mlpSchedule, x),
+                    kReduction);
+
+  TinyAttention block = TinyAttention::build(rng());
+  LoadedSchedule blockSchedule = loadSchedule(block.write(dir.path()));
+  std::map<std::string, HostTensor> ids = {
+      {"ids", i64Tensor({1, TinyAttention::kSeq}, {3, -1, 0, 5})}};
+  expectSameOutputs(runSchedule(*gpu, blockSchedule, ids), runSchedule(*cpu, blockSchedule, ids),
+                    kReduction);
+
+  // Overlapping streams, a reused arena and a host-side ACCUMULATE.
+  std::string path = dir.file("streamed.slsched");
+  writeSchedule(StreamedSchedule::build(), path);
+  LoadedSchedule streamed = loadSchedule(path);
+  std::map<std::string, HostTensor> values = {
+      {"x", f32Tensor({StreamedSchedule::kSize}, randomFloats(rng, StreamedSchedule::kSize))}};
+  expectSameOutputs(runSchedule(*gpu, streamed, values), runSchedule(*cpu, streamed, values),
+                    kElementwise);
+}
+
+TEST(CudaSchedules, KernelErrorsNameTheKernel) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Backend> gpu = createCudaBackend();
+  TempDir dir;
+  TinyAttention block = TinyAttention::build(5);
+  LoadedSchedule loaded = loadSchedule(block.write(dir.path()));
+  Executor executor(loaded, *gpu);
+  try {
+    executor.run({{"ids", i64Tensor({1, TinyAttention::kSeq}, {0, 1, 6, 2})}});
+    FAIL() << "expected an Error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("'embed' (GATHER): index 6 (element 2"));
+  }
+  // The executor (and the backend) run again after an error.
+  EXPECT_NO_THROW(executor.run({{"ids", i64Tensor({1, TinyAttention::kSeq}, {0, 1, 2, 3})}}));
+}
+
+TEST(CudaSchedules, TrainingTracksTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  TinyTrain model = TinyTrain::build(17, 4, 6, 5);
+  model.addOptimizerSteps({{0}, {1}});
+  LoadedSchedule loaded = loadSchedule(model.write(dir.path()));
+  std::mt19937 rng(freshSeed());
+  std::uniform_int_distribution<int> id(0, TinyTrain::kNanToken - 1);
+  std::vector<uint16_t> tokens(500);
+  for (uint16_t &t : tokens)
+    t = static_cast<uint16_t>(id(rng));
+  std::string tokensPath = dir.file("tokens.bin");
+  writeBytes(tokensPath, std::string(reinterpret_cast<const char *>(tokens.data()),
+                                     tokens.size() * sizeof(uint16_t)));
+  AdamWConfig adamw;
+  adamw.lr = 1e-2;
+  std::unique_ptr<Backend> cpu = createCpuBackend(), gpu = createCudaBackend();
+  TokenData cpuData = TokenData::open(tokensPath, TokenDType::U16);
+  TokenData gpuData = TokenData::open(tokensPath, TokenDType::U16);
+  TrainerOptions options;
+  options.adamw = adamw;
+  options.vocabSize = TinyTrain::kVocab;
+  Trainer onCpu(loaded, *cpu, cpuData, options);
+  Trainer onGpu(loaded, *gpu, gpuData, options);
+  for (int step = 1; step <= 20; ++step) {
+    float want = onCpu.step().loss, got = onGpu.step().loss;
+    EXPECT_NEAR(got, want, 1e-4 * std::fabs(want)) << "step " << step;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<float> &want = onCpu.optimizer().weights(i);
+    const std::vector<float> &got = onGpu.optimizer().weights(i);
+    for (size_t j = 0; j < want.size(); ++j)
+      EXPECT_NEAR(got[j], want[j], 1e-4) << "parameter " << i << " element " << j;
+  }
+}
 
 } // namespace
-} // namespace slrt
+} // namespace slrt::test

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -11,6 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "slrt/atomic_file.h"
+#if SLRT_TEST_CUDA
+#include "slrt/cuda_backend.h"
+#endif
 #include "slrt/npy.h"
 #include "slrt/prompts.h"
 #include "test_support.h"
@@ -198,10 +202,24 @@ TEST_F(SlRunTest, RunThatDoesNotFitInMemoryIsRefusedUpFront) {
   expectOutputMatches(y);
 }
 
-TEST_F(SlRunTest, CudaBackendSaysItDoesNotRunSchedulesYet) {
-  Result r = slRun(schedule + " --input " + x + " --backend cuda");
+// On a GPU the CUDA backend computes what the CPU backend does; elsewhere it says why it cannot.
+TEST_F(SlRunTest, CudaBackendRunsOrSaysWhyNot) {
+  Result r = slRun(schedule + " --input " + x + " --output " + dir.file("y.npy") +
+                   " --backend cuda --report " + dir.file("report.json"));
+#if SLRT_TEST_CUDA
+  if (cudaDeviceCountOrZero() > 0) {
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    expectOutputMatches(dir.file("y.npy"));
+    std::ifstream in(dir.file("report.json"));
+    EXPECT_EQ(nlohmann::json::parse(in)["backend"], "cuda");
+    return;
+  }
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_THAT(r.output, HasSubstr("the CUDA backend does not execute schedules yet"));
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: the CUDA backend found no"));
+#else
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: this build has no CUDA backend"));
+#endif
 }
 
 TEST_F(SlRunTest, UsageErrorsExitOne) {

@@ -547,7 +547,8 @@ int main(int argc, char **argv) {
       ->capture_default_str()
       ->type_name("SECONDS");
   app.add_option("--backend", o.backendName,
-                 "Where kernels run: cpu (the CUDA backend does not execute schedules yet)")
+                 "Where kernels run: cpu, or cuda (an NVIDIA GPU, in a build with the CUDA "
+                 "backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
 

@@ -27,7 +27,7 @@ class Backend {
 public:
   virtual ~Backend() = default;
 
-  // The name sl-run's --backend takes ("cpu").
+  // The name sl-run's --backend takes ("cpu", "cuda").
   virtual std::string name() const = 0;
 
   // Bytes of device memory free for the arena now, asked before allocate(); nullopt where the arena
@@ -83,8 +83,9 @@ public:
 // memory spaces in RAM.
 std::unique_ptr<Backend> createCpuBackend();
 
-// The backend sl-run's --backend names. Throws Error for an unknown name, and for "cuda", which
-// does not execute schedules yet.
+// The backend sl-run's --backend names: "cpu", or "cuda" (slrt/cuda_backend.h). Throws Error for
+// an unknown name, for "cuda" in a build without CUDA and where no GPU is visible. Defined in the
+// slrt_backends library, so that only what names backends links the CUDA one.
 std::unique_ptr<Backend> createBackend(const std::string &name);
 
 } // namespace slrt

@@ -1,0 +1,416 @@
+// The CUDA backend: memory, streams and the dispatch of schedule kernels to the launchers of
+// cuda_kernels.h. Compiled by the host compiler; only the .cu files hold device code.
+#include "slrt/cuda_backend.h"
+
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "slrt/dtype.h"
+#include "slrt/error.h"
+
+namespace slrt {
+namespace cuda {
+namespace {
+
+void check(cudaError_t status, const char *what) {
+  if (status != cudaSuccess)
+    throw makeError(what, " failed: ", cudaGetErrorName(status), " (", cudaGetErrorString(status),
+                    ")");
+}
+
+void check(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw makeError(what, " failed: ", cublasGetStatusName(status), " (",
+                    cublasGetStatusString(status), ")");
+}
+
+// The call's text goes into the message, so a failure names exactly what failed.
+#define SLRT_CHECK(call) check((call), #call)
+
+} // namespace
+
+Context::Context(int device) {
+  try {
+    SLRT_CHECK(cudaSetDevice(device));
+    SLRT_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SLRT_CHECK(cudaMalloc(&checkWords_, 2 * sizeof(unsigned long long)));
+    SLRT_CHECK(cudaHostAlloc(&checkHost_, 2 * sizeof(unsigned long long), cudaHostAllocDefault));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Context::~Context() { release(); }
+
+// Errors are ignored: this runs from the destructor and from the constructor's failure path.
+void Context::release() noexcept {
+  if (cublas_)
+    cublasDestroy(cublas_);
+  if (scratch_)
+    cudaFree(scratch_);
+  if (checkWords_)
+    cudaFree(checkWords_);
+  if (checkHost_)
+    cudaFreeHost(checkHost_);
+  if (stream_)
+    cudaStreamDestroy(stream_);
+  cublas_ = nullptr;
+  scratch_ = nullptr;
+  checkWords_ = nullptr;
+  checkHost_ = nullptr;
+  stream_ = nullptr;
+}
+
+cublasHandle_t Context::cublas() {
+  if (!cublas_) {
+    SLRT_CHECK(cublasCreate(&cublas_));
+    SLRT_CHECK(cublasSetStream(cublas_, stream_));
+    // The default math mode computes fp32 GEMMs in fp32 (TF32 only with
+    // CUBLAS_TF32_TENSOR_OP_MATH), so results agree with the CPU backend to fp32 rounding.
+    SLRT_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  }
+  return cublas_;
+}
+
+std::byte *Context::scratch(size_t bytes) {
+  if (bytes > scratchBytes_) {
+    // The stream is idle here (every kernel ends with synchronize), so the old block is unused.
+    size_t grown = std::max(bytes, 2 * scratchBytes_);
+    if (scratch_)
+      SLRT_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+    SLRT_CHECK(cudaMalloc(&scratch_, grown));
+    scratchBytes_ = grown;
+  }
+  return scratch_;
+}
+
+void Context::synchronize() { SLRT_CHECK(cudaStreamSynchronize(stream_)); }
+
+void Context::resetCheck() {
+  SLRT_CHECK(cudaMemsetAsync(checkWords_, 0xff, sizeof(unsigned long long), stream_));
+  SLRT_CHECK(cudaMemsetAsync(checkWords_ + 1, 0, sizeof(unsigned long long), stream_));
+}
+
+Context::Check Context::readCheck() {
+  SLRT_CHECK(cudaMemcpyAsync(checkHost_, checkWords_, 2 * sizeof(unsigned long long),
+                             cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return {checkHost_[0], checkHost_[1]};
+}
+
+void Context::readBack(void *target, const void *source, size_t bytes) {
+  SLRT_CHECK(cudaMemcpyAsync(target, source, bytes, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+}
+
+namespace {
+
+using namespace sl::schedule;
+
+Tensor tensorOf(const TensorRef &ref) {
+  Tensor t;
+  t.data = ref.data;
+  t.elementSize = static_cast<unsigned>(dtypeSize(ref.dtype));
+  t.shape = ref.shape;
+  switch (ref.dtype) {
+  case F32:
+    t.element = Element::kF32;
+    break;
+  case F64:
+    t.element = Element::kF64;
+    break;
+  case I64:
+    t.element = Element::kI64;
+    break;
+  case I32:
+    t.element = Element::kI32;
+    break;
+  case BOOL:
+    t.element = Element::kBool;
+    break;
+  default:
+    t.element = Element::kOther;
+    break;
+  }
+  return t;
+}
+
+Dims dims(const google::protobuf::RepeatedField<int64_t> &values) {
+  return Dims(values.begin(), values.end());
+}
+
+// Enqueues one verified compute kernel on ctx's stream, as CpuBackend::execute does on the host.
+void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *> &operandRefs,
+         const std::vector<const TensorRef *> &resultRefs) {
+  std::vector<Tensor> in, out;
+  for (const TensorRef *ref : operandRefs)
+    in.push_back(tensorOf(*ref));
+  for (const TensorRef *ref : resultRefs)
+    out.push_back(tensorOf(*ref));
+  const Tensor &y = out[0];
+  auto optional = [&](size_t i) { return in.size() > i ? &in[i] : nullptr; };
+  switch (kernel.op()) {
+  case MATMUL:
+    return matmul(ctx, in[0], in[1], y);
+  case GEMM: {
+    const GemmAttributes &g = kernel.gemm();
+    return gemm(ctx, g.trans_a(), g.trans_b(), g.alpha(), g.beta(), in[0], in[1], optional(2), y);
+  }
+  case ADD:
+    return binary(ctx, BinaryOp::kAdd, in[0], in[1], y);
+  case SUB:
+    return binary(ctx, BinaryOp::kSub, in[0], in[1], y);
+  case MUL:
+    return binary(ctx, BinaryOp::kMul, in[0], in[1], y);
+  case DIV:
+    return binary(ctx, BinaryOp::kDiv, in[0], in[1], y);
+  case POW:
+    return binary(ctx, BinaryOp::kPow, in[0], in[1], y);
+  case RELU:
+    return unary(ctx, UnaryOp::kRelu, false, in[0], y);
+  case SIGMOID:
+    return unary(ctx, UnaryOp::kSigmoid, false, in[0], y);
+  case SILU:
+    return unary(ctx, UnaryOp::kSilu, false, in[0], y);
+  case SQRT:
+    return unary(ctx, UnaryOp::kSqrt, false, in[0], y);
+  case RECIPROCAL:
+    return unary(ctx, UnaryOp::kReciprocal, false, in[0], y);
+  case NEG:
+    return unary(ctx, UnaryOp::kNeg, false, in[0], y);
+  case EXP:
+    return unary(ctx, UnaryOp::kExp, false, in[0], y);
+  case ERF:
+    return unary(ctx, UnaryOp::kErf, false, in[0], y);
+  case TANH:
+    return unary(ctx, UnaryOp::kTanh, false, in[0], y);
+  case GELU:
+    return unary(ctx, UnaryOp::kGelu, kernel.gelu().tanh(), in[0], y);
+  case EQUAL:
+  case LESS:
+    return compare(ctx, kernel.op() == LESS, in[0], in[1], y);
+  case WHERE:
+    return where(ctx, in[0], in[1], in[2], y);
+  case CAST:
+    return cast(ctx, in[0], y);
+  case SWIGLU:
+    return swiglu(ctx, in[0], in[1], y);
+  case ACCUMULATE:
+    return accumulate(ctx, in[0], in[1], y);
+  case SOFTMAX:
+    return softmax(ctx, kernel.axis().axis(), in[0], y);
+  case REDUCE_MEAN:
+  case REDUCE_SUM:
+    return reduce(ctx, kernel.op() == REDUCE_MEAN, dims(kernel.reduce().axes()), in[0], y);
+  case LAYER_NORM:
+    return layerNorm(ctx, kernel.norm().axis(), kernel.norm().epsilon(), in[0], in[1], optional(2),
+                     y);
+  case RMS_NORM:
+    return rmsNorm(ctx, kernel.norm().epsilon(), in[0], in[1], y);
+  case TRANSPOSE:
+    return transpose(ctx, dims(kernel.transpose().perm()), in[0], y);
+  case GATHER:
+    return gather(ctx, kernel.axis().axis(), in[0], in[1], y);
+  case CONCAT:
+    return concat(ctx, kernel.axis().axis(), in, y);
+  case SLICE:
+    return slice(ctx, dims(kernel.slice().starts()), dims(kernel.slice().steps()), in[0], y);
+  case EXPAND:
+    return expand(ctx, in[0], y);
+  case TRILU:
+    return trilu(ctx, kernel.trilu().upper(), kernel.trilu().k(), in[0], y);
+  case ROTARY:
+    return rotary(ctx, kernel.rotary().interleaved(), false, in[0], in[1], in[2], y);
+  case ATTENTION:
+    return attention(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
+                     in[2], optional(3), y);
+  case DECODE_ATTENTION:
+    return decodeAttention(ctx, kernel.attention().scale(), in[0], in[1], in[2], in[3], in[4], y);
+  case TAKE_ROWS:
+    return takeRows(ctx, in[0], in[1], y);
+  case CROSS_ENTROPY:
+    return crossEntropy(ctx, kernel.cross_entropy().ignore_index(), in[0], in[1], y);
+  case CROSS_ENTROPY_GRAD:
+    return crossEntropyGrad(ctx, kernel.cross_entropy().ignore_index(), in[0], in[1], in[2], y);
+  case SOFTMAX_GRAD:
+    return softmaxGrad(ctx, kernel.axis().axis(), in[0], in[1], y);
+  case RMS_NORM_GRAD:
+    return rmsNormGrad(ctx, kernel.norm().epsilon(), in[0], in[1], in[2], out[0], out[1]);
+  case LAYER_NORM_GRAD:
+    return layerNormGrad(ctx, kernel.norm().axis(), kernel.norm().epsilon(), in[0], in[1], in[2],
+                         out[0], out[1], out[2]);
+  case ROTARY_GRAD:
+    return rotary(ctx, kernel.rotary().interleaved(), true, in[0], in[1], in[2], y);
+  case ATTENTION_GRAD:
+    return attentionGrad(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
+                         in[2], in[3], optional(4), out[0], out[1], out[2]);
+  case GELU_GRAD:
+    return geluGrad(ctx, kernel.gelu().tanh(), in[0], in[1], y);
+  case SWIGLU_GRAD:
+    return swigluGrad(ctx, in[0], in[1], in[2], out[0], out[1]);
+  case GATHER_GRAD:
+    return gatherGrad(ctx, kernel.axis().axis(), in[0], in[1], y);
+  case SLICE_GRAD:
+    return sliceGrad(ctx, dims(kernel.slice().starts()), dims(kernel.slice().steps()), in[0], y);
+  default:
+    throw makeError("the CUDA backend cannot execute op ", OpKind_Name(kernel.op()),
+                    " on device buffers");
+  }
+}
+
+class CudaBackend final : public Backend {
+public:
+  explicit CudaBackend(int device) : device_(device), host_(createCpuBackend()) {
+    SLRT_CHECK(cudaSetDevice(device_));
+    // Creates the device's primary context now, so that a broken driver or device fails here.
+    SLRT_CHECK(cudaFree(nullptr));
+  }
+
+  ~CudaBackend() override { release(); }
+
+  std::string name() const override { return "cuda"; }
+
+  // What sl-run checks the arena against before it allocates (slrt/memory_check.h).
+  std::optional<uint64_t> deviceMemoryAvailable() const override {
+    SLRT_CHECK(cudaSetDevice(device_));
+    size_t free = 0, total = 0;
+    SLRT_CHECK(cudaMemGetInfo(&free, &total));
+    return static_cast<uint64_t>(free);
+  }
+
+  void allocate(uint64_t deviceArenaBytes, uint64_t hostPoolBytes) override {
+    release();
+    SLRT_CHECK(cudaSetDevice(device_));
+    if (deviceArenaBytes > 0) {
+      void *arena = nullptr;
+      cudaError_t status = cudaMalloc(&arena, deviceArenaBytes);
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw makeError("cannot allocate the device arena of ", deviceArenaBytes,
+                        " bytes on CUDA device ", device_, ": ", cudaGetErrorName(status), " (",
+                        cudaGetErrorString(status), ")");
+      }
+      arena_ = static_cast<std::byte *>(arena);
+    }
+    if (hostPoolBytes > 0) {
+      // Exactly the schedule's size, pinned so that copies run at full link speed.
+      void *pool = nullptr;
+      cudaError_t status = cudaHostAlloc(&pool, hostPoolBytes, cudaHostAllocDefault);
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw makeError("cannot allocate the pinned host pool of ", hostPoolBytes,
+                        " bytes: ", cudaGetErrorName(status), " (", cudaGetErrorString(status),
+                        ")");
+      }
+      pool_ = static_cast<std::byte *>(pool);
+    }
+  }
+
+  std::byte *deviceArena() override { return arena_; }
+  // An empty pool still has an address, as the CPU backend's does.
+  std::byte *hostPool() override { return pool_ ? pool_ : emptyPool_; }
+
+  void execute(const Kernel &kernel, const std::vector<const TensorRef *> &operands,
+               const std::vector<const TensorRef *> &results) override {
+    // HOST_COMPUTE kernels (ACCUMULATE over the host pool, KV_WRITE) are the CPU backend's.
+    if (!results.empty() && results[0]->space == HOST)
+      return host_->execute(kernel, operands, results);
+    Context &ctx = context();
+    run(ctx, kernel, operands, results);
+    ctx.synchronize();
+  }
+
+  void copy(const TensorRef &src, const TensorRef &dst) override {
+    // A copy exactly in place (the verifier allows it) has nothing to move.
+    if (src.bytes == 0 || src.data == dst.data)
+      return;
+    Context &ctx = context();
+    SLRT_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes, cudaMemcpyDefault, ctx.stream()));
+    ctx.synchronize();
+  }
+
+  // Every execute and copy has waited for its own work, so only the calling thread's stream can
+  // hold anything (nothing, unless a call failed half-way).
+  void synchronize() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = contexts_.find(std::this_thread::get_id());
+    if (found != contexts_.end())
+      found->second->synchronize();
+  }
+
+private:
+  // The calling thread's context, created on its first call.
+  Context &context() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The current device is per host thread (and a new thread may reuse an old one's id).
+    SLRT_CHECK(cudaSetDevice(device_));
+    std::unique_ptr<Context> &slot = contexts_[std::this_thread::get_id()];
+    if (!slot)
+      slot = std::make_unique<Context>(device_);
+    return *slot;
+  }
+
+  // Frees the contexts (a new allocate() starts a new executor, with new threads) and the memory.
+  // Errors are ignored: this runs from the destructor too.
+  void release() {
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      contexts_.clear();
+    }
+    if (arena_)
+      cudaFree(arena_);
+    if (pool_)
+      cudaFreeHost(pool_);
+    arena_ = pool_ = nullptr;
+  }
+
+  int device_;
+  std::unique_ptr<Backend> host_;
+  std::byte *arena_ = nullptr;
+  std::byte *pool_ = nullptr;
+  alignas(64) std::byte emptyPool_[64] = {};
+  std::mutex mutex_;
+  std::unordered_map<std::thread::id, std::unique_ptr<Context>> contexts_;
+};
+
+} // namespace
+} // namespace cuda
+
+int cudaDeviceCountOrZero() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError(); // clear the error so later calls start clean
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Backend> createCudaBackend(int device) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw makeError(
+        "the CUDA backend found no usable GPU (cudaGetDeviceCount: ", cudaGetErrorName(status),
+        ", ", cudaGetErrorString(status), "); use --backend cpu on a machine without one");
+  }
+  if (count == 0)
+    throw makeError("the CUDA backend found no CUDA device; use --backend cpu on a machine "
+                    "without one");
+  if (device < 0 || device >= count)
+    throw makeError("CUDA device ", device, " does not exist (", count, " visible)");
+  return std::make_unique<cuda::CudaBackend>(device);
+}
+
+} // namespace slrt
