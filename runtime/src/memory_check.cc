@@ -1,6 +1,5 @@
 #include "slrt/memory_check.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/shape.h"
+#include "parse_unsigned.h"
 
 namespace slrt {
 namespace {
@@ -23,14 +23,6 @@ uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UIN
 uint64_t saturatingMul(uint64_t a, uint64_t b) {
   uint64_t product;
   return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
-}
-
-std::optional<uint64_t> parseUnsigned(const std::string &text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    return std::nullopt;
-  return value;
 }
 
 // The first whitespace-separated word of a file ("max", "123"), or nullopt when it cannot be read.

@@ -1,6 +1,5 @@
 #include "slrt/checkpoint.h"
 
-#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -11,6 +10,7 @@
 #include "slrt/error.h"
 #include "checkpoint/checkpoint_part.h"
 #include "slrt/safetensors.h"
+#include "parse_unsigned.h"
 
 namespace slrt {
 namespace {
@@ -33,14 +33,6 @@ struct Slot {
 constexpr Slot kSlots[] = {{"", "master weights", &ParameterState::master},
                            {".adam_m", "AdamW first moment", &ParameterState::adamM},
                            {".adam_v", "AdamW second moment", &ParameterState::adamV}};
-
-std::optional<uint64_t> parseUnsigned(const std::string &text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    return std::nullopt;
-  return value;
-}
 
 class Loader {
 public:
