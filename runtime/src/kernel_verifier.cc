@@ -122,7 +122,8 @@ std::optional<OpRule> opRule(OpKind op) {
   // Generation. KV_WRITE's result is the very buffer of its cache operand (checked with its
   // shapes), so it is not "in place" in the sense above: its k, v and start overlap nothing.
   case KV_WRITE:
-    return OpRule{3, 4, kNone, false, false, OpRule::Placement::kHostCompute}; // start is optional
+    // start is optional; the cache is in the host pool or on the device.
+    return OpRule{3, 4, kNone, false, false, OpRule::Placement::kComputeOrHost};
   case DECODE_ATTENTION:
     return OpRule{5, 5, Kernel::kAttention, true, false, kCompute};
   case TAKE_ROWS:

@@ -420,8 +420,9 @@ private:
       break;
     case OpRule::Placement::kComputeOrHost:
       if (streamKind != COMPUTE && streamKind != HOST_COMPUTE)
-        expected = "ACCUMULATE runs on a COMPUTE stream (device buffers) or a HOST_COMPUTE stream "
-                   "(host buffers)";
+        expected = OpKind_Name(k.op()) +
+                   " runs on a COMPUTE stream (device buffers) or a HOST_COMPUTE stream (host "
+                   "buffers)";
       break;
     case OpRule::Placement::kHostCompute:
       if (streamKind != HOST_COMPUTE)

@@ -120,7 +120,7 @@ std::function<void(Kernel &)> axis0() {
   return [](Kernel &k) { k.mutable_axis()->set_axis(0); };
 }
 
-// KV_WRITE: cache [2, 2, 1, 5, 4], k and v [2, 1, 3, 4], start [2], on the host.
+// KV_WRITE: cache [2, 2, 1, 5, 4], k and v [2, 1, 3, 4], start [2], on the host or the device.
 constexpr const char *kCache = "f32[2,2,1,5,4]";
 const std::string kKvWrite = std::string(kCache) + " f32[2,1,3,4] f32[2,1,3,4]";
 // DECODE_ATTENTION: q [2, 4, 1, 8], k and v [2, 2, 1, 8], cache [2, 2, 2, 6, 8], length [2].
@@ -131,8 +131,13 @@ const OpCase kOpCases[] = {
     {"KvWriteWithStart", KV_WRITE, kKvWrite + " i64[2]", "in0", kNone, kValid, HOST_COMPUTE, HOST},
     {"KvWriteF64", KV_WRITE, "f64[1,2,2,4,3] f64[1,2,4,3] f64[1,2,4,3] i64[1]", "in0", kNone,
      kValid, HOST_COMPUTE, HOST},
-    {"KvWriteOnCompute", KV_WRITE, kKvWrite, "in0", kNone,
-     "runs on stream 0 of kind COMPUTE; KV_WRITE runs on a HOST_COMPUTE stream (host buffers)"},
+    // A cache kept on the device is written there, on the compute stream.
+    {"KvWriteOnTheDevice", KV_WRITE, kKvWrite + " i64[2]", "in0", kNone, kValid},
+    {"KvWriteOnComputeOverHostBuffers", KV_WRITE, kKvWrite, "in0", kNone,
+     "is in the host pool; compute kernels use only DEVICE buffers", COMPUTE, HOST},
+    {"KvWriteOnACopyStream", KV_WRITE, kKvWrite, "in0", kNone,
+     "KV_WRITE runs on a COMPUTE stream (device buffers) or a HOST_COMPUTE stream (host buffers)",
+     HOST_TO_DEVICE, DEVICE},
     {"KvWriteOnDeviceBuffers", KV_WRITE, kKvWrite, "in0", kNone,
      "buffer 0 'in0' is in the device arena; kernels on a HOST_COMPUTE stream use only HOST "
      "buffers",

@@ -156,6 +156,9 @@ void gatherGrad(Context &ctx, int64_t axis, const Tensor &indices, const Tensor 
 void concat(Context &ctx, int64_t axis, const std::vector<Tensor> &operands, const Tensor &y);
 void trilu(Context &ctx, bool upper, int64_t k, const Tensor &x, const Tensor &y);
 void takeRows(Context &ctx, const Tensor &x, const Tensor &index, const Tensor &y);
+// KV_WRITE over device buffers (a cache kept on the device); `start` may be null.
+void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v,
+             const Tensor *start);
 
 // linear_algebra.cu (cuBLAS, fp32 or fp64 math)
 void matmul(Context &ctx, const Tensor &a, const Tensor &b, const Tensor &y);

@@ -166,6 +166,18 @@ __global__ void takeRowsKernel(const T *x, const int64_t *index, T *y, int64_t t
   }
 }
 
+template <typename T>
+__global__ void kvWriteKernel(T *cache, const T *k, const T *v, const int64_t *start, int64_t total,
+                              int64_t heads, int64_t count, int64_t dim, int64_t capacity) {
+  SLRT_GRID_LOOP(i, total) {
+    int64_t d = i % dim, t = (i / dim) % count, h = (i / (dim * count)) % heads;
+    int64_t b = i / (dim * count * heads);
+    int64_t s = (start ? start[b] : 0) + t;
+    cache[(((b * 2 + 0) * heads + h) * capacity + s) * dim + d] = k[i];
+    cache[(((b * 2 + 1) * heads + h) * capacity + s) * dim + d] = v[i];
+  }
+}
+
 } // namespace
 
 // Result dimension i is operand dimension perm[i].
@@ -318,6 +330,32 @@ void takeRows(Context &ctx, const Tensor &x, const Tensor &index, const Tensor &
     using T = decltype(type);
     launch(ctx, "takeRows", takeRowsKernel<T>, blocksFor(total), kThreads, 0, x.as<T>(),
            index.as<int64_t>(), y.as<T>(), total, rows, width);
+  });
+}
+
+void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v,
+             const Tensor *start) {
+  int64_t batch = cache.shape[0], heads = cache.shape[2], capacity = cache.shape[3];
+  int64_t dim = cache.shape[4], count = k.shape[2];
+  if (start) {
+    // Checked on the host before anything is written, with the CPU backend's message.
+    std::vector<int64_t> starts(static_cast<size_t>(batch));
+    ctx.readBack(starts.data(), start->as<int64_t>(), starts.size() * sizeof(int64_t));
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t s = starts[static_cast<size_t>(b)];
+      if (s < 0 || s > capacity - count)
+        throw makeError("start ", s, " (element ", b, " of the starts ", formatShape(start->shape),
+                        ") is outside [0, ", capacity - count, "]: ", count,
+                        count == 1 ? " new position" : " new positions", " must fit the cache ",
+                        formatShape(cache.shape), " of ", capacity, " positions");
+    }
+  }
+  int64_t total = k.numel();
+  withElementBits(cache.elementSize, [&](auto type) {
+    using T = decltype(type);
+    launch(ctx, "kvWrite", kvWriteKernel<T>, blocksFor(total), kThreads, 0, cache.as<T>(),
+           k.as<T>(), v.as<T>(), start ? start->as<int64_t>() : nullptr, total, heads, count, dim,
+           capacity);
   });
 }
 
