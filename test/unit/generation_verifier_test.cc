@@ -134,10 +134,7 @@ const OpCase kOpCases[] = {
     // A cache kept on the device is written there, on the compute stream.
     {"KvWriteOnTheDevice", KV_WRITE, kKvWrite + " i64[2]", "in0", kNone, kValid},
     {"KvWriteOnComputeOverHostBuffers", KV_WRITE, kKvWrite, "in0", kNone,
-     "is in the host pool; compute kernels use only DEVICE buffers", COMPUTE, HOST},
-    {"KvWriteOnACopyStream", KV_WRITE, kKvWrite, "in0", kNone,
-     "KV_WRITE runs on a COMPUTE stream (device buffers) or a HOST_COMPUTE stream (host buffers)",
-     HOST_TO_DEVICE, DEVICE},
+     "buffer 0 'in0' is in the host pool; compute kernels use only DEVICE buffers", COMPUTE, HOST},
     {"KvWriteOnDeviceBuffers", KV_WRITE, kKvWrite, "in0", kNone,
      "buffer 0 'in0' is in the device arena; kernels on a HOST_COMPUTE stream use only HOST "
      "buffers",
