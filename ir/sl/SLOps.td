@@ -1043,6 +1043,24 @@ def SL_TakeRowsOp : SL_Op<"take_rows", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SL_EmptyOp : SL_Op<"empty", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "a device buffer with no value yet, for kernels that write it in place";
+  let description = [{
+    Reserves a device buffer of the result's type and computes nothing: its elements are whatever
+    the arena held. A generation step whose KV cache fits on the device keeps each (sub-batch,
+    layer) chunk in one, written in place by `sl.kv_write` (prefill, then each decoding step) and
+    read by `sl.decode_attention`, which never reads a position before it is written.
+
+    Example:
+
+    ```mlir
+    %chunk = sl.empty : tensor<2x2x2x24x16xf32>
+    ```
+  }];
+  let results = (outs SL_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 def SL_ProgramOp : SL_Op<"program"> {
   let summary = "the start of a program: a part of an explicit step the runtime runs on its own";
   let description = [{

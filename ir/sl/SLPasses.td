@@ -318,8 +318,8 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
     prompts as N sub-batches of b (any two, or one with N = 1). With `device-memory`, the pass
     plans: it compiles the whole step on copies of the module (through sl-schedule-generation
     and sl-allocate, so the figures are the real arena and pool) and takes the largest
-    sub-batch size that fits (a divisor of `batch` when given), keeping the weights on the device
-    when they fit too; with `host-memory`, the most sub-batches whose host pool (weights, KV
+    sub-batch size that fits (a divisor of `batch` when given), keeping the weights and the KV
+    caches on the device when they fit too (both, else the weights, else the caches); with `host-memory`, the most sub-batches whose host pool (weights, KV
     caches, activations) fits. A budget nothing fits is an error giving the bytes needed and
     available. The module attribute `sl.generation` records the sizes (and, when planned, the
     predicted arena and pool) for `sl-schedule-generation`. Attention must be fused, causal and unmasked (prompts are
@@ -343,6 +343,8 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
     Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
            "Keep the parameters on the device between prefill and decode (device-memory "
            "chooses it when they fit)">,
+    Option<"kvCacheOnDevice", "kv-cache-on-device", "bool", /*default=*/"false",
+           "Keep the KV caches on the device (device-memory chooses it when they fit)">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
@@ -362,7 +364,9 @@ def ScheduleGenerationPass : Pass<"sl-schedule-generation", "mlir::ModuleOp"> {
     sub-batches are joined on the device and offloaded once. With `weights-on-device` (chosen by
     sl-split-generation when they fit the device budget), the parameters prefill fetched stay on
     the device and decode fetches none: they move once per batch of prompts instead of once per
-    new token.
+    new token. With `kv-cache-on-device`, each (sub-batch, layer) cache chunk is an `sl.empty`
+    device buffer that prefill and every decoding step write in place with `sl.kv_write` on the
+    compute stream: no cache bytes cross the link at all.
   }];
   let options = [
     Option<"numSubBatches", "num-sub-batches", "int64_t", /*default=*/"0",
@@ -370,6 +374,9 @@ def ScheduleGenerationPass : Pass<"sl-schedule-generation", "mlir::ModuleOp"> {
     Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
            "Keep the parameters prefill fetched on the device for decode (also when "
            "sl.generation says so)">,
+    Option<"kvCacheOnDevice", "kv-cache-on-device", "bool", /*default=*/"false",
+           "Keep every KV cache chunk on the device, written in place (also when sl.generation "
+           "says so)">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

@@ -1046,7 +1046,7 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
         c->set_buffer(*buffer);
         c->set_data(std::move(*data));
       }
-    } else if (llvm::isa<SubBatchOp, ReshapeOp, ViewOp>(op)) {
+    } else if (llvm::isa<SubBatchOp, ReshapeOp, EmptyOp, ViewOp>(op)) {
       continue; // views: a buffer when a kernel reads one
     } else if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {

@@ -19,7 +19,7 @@ namespace {
 /// The stream an op's kernel runs on, or none for ops that are no kernel.
 std::optional<llvm::StringRef> streamOf(Operation *op) {
   if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, SubBatchOp, ReshapeOp, ViewOp, ProgramOp,
-                func::ReturnOp>(op))
+                EmptyOp, func::ReturnOp>(op))
     return std::nullopt;
   if (llvm::isa<FetchParamsOp, PrefetchOp>(op))
     return llvm::StringRef("h2d");
@@ -27,8 +27,9 @@ std::optional<llvm::StringRef> streamOf(Operation *op) {
     return llvm::StringRef("d2h");
   if (llvm::isa<AllGatherOp, ReduceScatterOp>(op))
     return llvm::StringRef("collective");
-  if (llvm::isa<OptimizerStepOp, KvWriteOp>(op) ||
-      (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op->getResult(0)) == MemorySpace::Host))
+  if (llvm::isa<OptimizerStepOp>(op) ||
+      (llvm::isa<AccumulateOp, KvWriteOp>(op) &&
+       memorySpaceOf(op->getResult(0)) == MemorySpace::Host))
     return llvm::StringRef("host");
   return llvm::StringRef("compute");
 }

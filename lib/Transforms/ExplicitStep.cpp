@@ -50,7 +50,9 @@ void prefetchConstants(Block &body, OpBuilder &builder, Location loc) {
     }
     // Copies, views and the kernels that run on host buffers read constants where they are.
     if (llvm::isa<ConstantOp, ParamOp, SubBatchOp, ReshapeOp, FetchParamsOp, PrefetchOp,
-                  OffloadOp, OptimizerStepOp, KvWriteOp, func::ReturnOp>(op))
+                  OffloadOp, OptimizerStepOp, EmptyOp, func::ReturnOp>(op))
+      continue;
+    if (llvm::isa<KvWriteOp>(op) && memorySpaceOf(op.getResult(0)) == MemorySpace::Host)
       continue;
     if (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op.getResult(0)) == MemorySpace::Host)
       continue;

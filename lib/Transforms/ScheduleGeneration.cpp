@@ -55,9 +55,10 @@ RankedTensorType batched(Type type, int64_t n) {
 class GenerationStepBuilder {
 public:
   GenerationStepBuilder(ModuleOp module, func::FuncOp prefill, func::FuncOp decode, int64_t n,
-                        bool weightsOnDevice)
+                        bool weightsOnDevice, bool cacheOnDevice)
       : module(module), prefill(prefill), decode(decode), n(n),
-        weightsOnDevice(weightsOnDevice), builder(module.getContext()), loc(decode.getLoc()) {}
+        weightsOnDevice(weightsOnDevice), cacheOnDevice(cacheOnDevice),
+        builder(module.getContext()), loc(decode.getLoc()) {}
 
   LogicalResult build();
 
@@ -81,6 +82,12 @@ private:
   // Parameters fetched by prefill stay on the device for decode (they fit beside the rest).
   bool weightsOnDevice;
   DenseMap<Value, Value> resident; // host parameter -> its device copy from prefill
+  // The KV caches stay on the device: one sl.empty per (layer position, pair, sub-batch), written
+  // in place; the step has no host cache arguments.
+  bool cacheOnDevice;
+  DenseMap<std::tuple<unsigned, unsigned, int64_t>, Value> deviceChunks;
+  // Per decode layer position: the types of its caches (one per attention).
+  SmallVector<SmallVector<Type>> cacheTypesOfLayer;
   OpBuilder builder;
   Location loc;
   llvm::StringMap<Value> params;                           // by name, in the step
@@ -119,7 +126,13 @@ void GenerationStepBuilder::createStep() {
     argTypes.push_back(batched(prefill.getArgumentTypes()[i], n));
     argAttrs.push_back(attrs(prefill, i, 0));
   }
+  SmallVector<unsigned> decodeArgIndex; // decode argument -> step argument, or ~0u
   for (unsigned i = 0; i < decode.getNumArguments(); ++i) {
+    if (cacheOnDevice && decode.getArgAttr(i, kKvCacheAttr)) {
+      decodeArgIndex.push_back(~0u);
+      continue;
+    }
+    decodeArgIndex.push_back(argTypes.size());
     argTypes.push_back(batched(decode.getArgumentTypes()[i], n));
     argAttrs.push_back(attrs(decode, i, 1));
   }
@@ -140,7 +153,8 @@ void GenerationStepBuilder::createStep() {
   for (unsigned i = 0; i < prefill.getNumArguments(); ++i)
     prefillArgs.map(prefill.getArgument(i), entry->getArgument(i));
   for (unsigned i = 0; i < decode.getNumArguments(); ++i)
-    decodeArgs.map(decode.getArgument(i), entry->getArgument(prefill.getNumArguments() + i));
+    if (decodeArgIndex[i] != ~0u)
+      decodeArgs.map(decode.getArgument(i), entry->getArgument(decodeArgIndex[i]));
 }
 
 Value GenerationStepBuilder::view(Value batch, int64_t j) {
@@ -180,8 +194,15 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
   SmallVector<IRMapping> onDevice(n);
   SmallVector<DenseMap<Value, Value>> onHost(n);
   for (BlockArgument arg : func.getArguments())
-    for (int64_t j = 0; j < n; ++j)
-      onHost[j][arg] = view(args.lookup(arg), j);
+    if (Value stepArg = args.lookupOrNull(arg))
+      for (int64_t j = 0; j < n; ++j)
+        onHost[j][arg] = view(stepArg, j);
+  // The function's `position` argument (decode): where each new token goes.
+  Value positionArg;
+  for (BlockArgument arg : func.getArguments())
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "sl.name");
+        name && name.getValue() == "position")
+      positionArg = arg;
   SmallVector<Value> logits(n);
 
   auto fetch = [&](LayerOp layer) {
@@ -215,11 +236,36 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
                             : layer.getStage().str();
     bool isBlock = layer.getStage() == "block";
     // The block's KV caches: the decode layer at the same position reads them.
-    ArrayRef<Value> caches = isBlock && index < cachesOfLayer.size() ? ArrayRef<Value>(cachesOfLayer[index])
-                                                                     : ArrayRef<Value>();
+    size_t pairs = isBlock && index < cacheTypesOfLayer.size() ? cacheTypesOfLayer[index].size() : 0;
+    // Cache `pair` of sub-batch j: a view of the host cache, or the chunk kept on the device.
+    auto cacheChunk = [&](unsigned pair, int64_t j) -> Value {
+      if (!cacheOnDevice)
+        return view(cachesOfLayer[index][pair], j);
+      Value &chunk = deviceChunks[{unsigned(index), pair, j}];
+      if (!chunk) {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPointToStart(&step.getBody().front());
+        auto type = llvm::cast<RankedTensorType>(cacheTypesOfLayer[index][pair]);
+        SmallVector<int64_t> shape(type.getShape());
+        shape[0] /= n;
+        chunk = builder.create<EmptyOp>(
+            named("kv cache layer " + llvm::Twine(layer.getIndex()) + " sub-batch " +
+                  llvm::Twine(j)),
+            RankedTensorType::get(shape, type.getElementType()));
+      }
+      return chunk;
+    };
     IRMapping next;
     bool nextFetched = false;
     auto prefetch = [&](int64_t j) {
+      if (cacheOnDevice && program == 1) {
+        // The layer's cache inputs are its chunks on the device: nothing to copy.
+        unsigned pair = 0;
+        for (Value v : layer.getInputs())
+          if (auto arg = llvm::dyn_cast<BlockArgument>(v);
+              arg && func.getArgAttr(arg.getArgNumber(), kKvCacheAttr))
+            onDevice[j].map(v, cacheChunk(pair++, j));
+      }
       for (Value v : layer.getInputs()) {
         if (onDevice[j].contains(v))
           continue;
@@ -249,13 +295,19 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
     auto offload = [&](int64_t j) {
       std::string prefix = (where + " sub-batch " + llvm::Twine(j) + ": ").str();
       // Each attention's new keys and values: results 1, 2 (k, v of the first), 3, 4, ...
-      for (auto [pair, cache] : llvm::enumerate(caches)) {
-        Value k = builder.create<OffloadOp>(named(prefix + "offload keys"),
-                                            results[j][1 + 2 * pair]);
-        Value v = builder.create<OffloadOp>(named(prefix + "offload values"),
-                                            results[j][2 + 2 * pair]);
-        Value start = program == 1 ? view(decodePosition, j) : Value();
-        Value chunk = view(cache, j);
+      for (unsigned pair = 0; pair < pairs; ++pair) {
+        Value k = results[j][1 + 2 * pair], v = results[j][2 + 2 * pair];
+        Value chunk = cacheChunk(pair, j), start;
+        if (cacheOnDevice) {
+          // Written in place on the device, at the position the decode step already has there.
+          if (program == 1)
+            start = onDevice[j].lookup(positionArg);
+        } else {
+          k = builder.create<OffloadOp>(named(prefix + "offload keys"), k);
+          v = builder.create<OffloadOp>(named(prefix + "offload values"), v);
+          if (program == 1)
+            start = view(decodePosition, j);
+        }
         builder.create<KvWriteOp>(named(prefix + "kv write"), chunk.getType(), chunk, k, v, start);
       }
       Value out = layer.getResult(0);
@@ -296,11 +348,12 @@ DictionaryAttr GenerationStepBuilder::planAttribute() {
   uint64_t parameterBytes = 0, cacheBytes = 0;
   for (auto &entry : params)
     parameterBytes += storageBytes(entry.second.getType());
-  for (auto &caches : cachesOfLayer)
-    for (Value cache : caches)
-      cacheBytes += storageBytes(cache.getType());
+  for (auto &types : cacheTypesOfLayer)
+    for (Type type : types)
+      cacheBytes += storageBytes(type);
   attrs.set("mode", builder.getStringAttr("generate"));
   attrs.set("weights_on_device", builder.getBoolAttr(weightsOnDevice));
+  attrs.set("kv_cache_on_device", builder.getBoolAttr(cacheOnDevice));
   attrs.set("batch", builder.getI64IntegerAttr(n * b));
   attrs.set("num_sub_batches", builder.getI64IntegerAttr(n));
   attrs.set("sub_batch_size", builder.getI64IntegerAttr(b));
@@ -333,10 +386,13 @@ LogicalResult GenerationStepBuilder::build() {
     if (p.getStage() != d.getStage() || p.getIndex() != d.getIndex())
       return d.emitError("sl-schedule-generation: @prefill and @decode have different stages");
     SmallVector<Value> caches;
+    SmallVector<Type> cacheTypes;
     for (Value input : d.getInputs())
       if (auto arg = llvm::dyn_cast<BlockArgument>(input);
-          arg && decode.getArgAttr(arg.getArgNumber(), kKvCacheAttr))
-        caches.push_back(decodeArgs.lookup(arg));
+          arg && decode.getArgAttr(arg.getArgNumber(), kKvCacheAttr)) {
+        caches.push_back(decodeArgs.lookupOrNull(arg));
+        cacheTypes.push_back(batched(arg.getType(), n));
+      }
     unsigned pairs = caches.size();
     if (d.getNumResults() != 1 + 2 * pairs || p.getNumResults() != 1 + 2 * pairs)
       return d.emitError("sl-schedule-generation: a block must return its output and the keys "
@@ -344,6 +400,7 @@ LogicalResult GenerationStepBuilder::build() {
     if (pairs > 0 && !decodePosition)
       return decode.emitError("sl-schedule-generation: @decode has no 'position' argument");
     cachesOfLayer.push_back(std::move(caches));
+    cacheTypesOfLayer.push_back(std::move(cacheTypes));
   }
 
   builder.create<ProgramOp>(loc, "prefill");
@@ -380,11 +437,15 @@ struct ScheduleGenerationPass
           << count;
       return signalPassFailure();
     }
-    bool resident = weightsOnDevice;
-    if (auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation"))
+    bool resident = weightsOnDevice, cacheResident = kvCacheOnDevice;
+    if (auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation")) {
       if (auto attr = generation.getAs<BoolAttr>("weights_on_device"))
         resident = resident || attr.getValue();
-    if (failed(GenerationStepBuilder(module, prefill, decode, count, resident).build()))
+      if (auto attr = generation.getAs<BoolAttr>("kv_cache_on_device"))
+        cacheResident = cacheResident || attr.getValue();
+    }
+    if (failed(GenerationStepBuilder(module, prefill, decode, count, resident, cacheResident)
+                   .build()))
       return signalPassFailure();
     // The stage functions were inlined into the step: only it remains to schedule.
     for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))

@@ -57,9 +57,12 @@ private:
     uint64_t device = 0, host = 0;
   };
   /// The arena and pool of the whole generation step at sub-batch size b, N sub-batches.
-  FailureOr<Footprint> measure(int64_t b, int64_t count, bool resident);
-  /// Chooses b, N and whether the weights stay on the device from the budgets.
-  LogicalResult plan(int64_t &b, int64_t &count, bool &resident, Footprint &predicted);
+  struct Residence {
+    bool weights = false, cache = false;
+  };
+  FailureOr<Footprint> measure(int64_t b, int64_t count, Residence residence);
+  /// Chooses b, N and what stays on the device from the budgets.
+  LogicalResult plan(int64_t &b, int64_t &count, Residence &residence, Footprint &predicted);
   LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
   LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
 
@@ -185,7 +188,7 @@ FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int
 }
 
 FailureOr<SplitGenerationPass::Footprint>
-SplitGenerationPass::measure(int64_t b, int64_t count, bool resident) {
+SplitGenerationPass::measure(int64_t b, int64_t count, Residence residence) {
   ModuleOp module = getOperation();
   OwningOpRef<ModuleOp> copy = module.clone();
   sl::SplitGenerationPassOptions options;
@@ -193,7 +196,8 @@ SplitGenerationPass::measure(int64_t b, int64_t count, bool resident) {
   options.numSubBatches = count;
   options.maxPromptLen = maxPromptLen;
   options.maxNewTokens = maxNewTokens;
-  options.weightsOnDevice = resident;
+  options.weightsOnDevice = residence.weights;
+  options.kvCacheOnDevice = residence.cache;
   PassManager pm(module.getContext());
   pm.addPass(sl::createSplitGenerationPass(options, buildStages));
   pm.addPass(sl::createScheduleGenerationPass());
@@ -210,7 +214,7 @@ SplitGenerationPass::measure(int64_t b, int64_t count, bool resident) {
   return Footprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
 }
 
-LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &resident,
+LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &residence,
                                         Footprint &predicted) {
   ModuleOp module = getOperation();
   auto budget = [&](llvm::StringRef text, llvm::StringRef what) -> FailureOr<double> {
@@ -251,10 +255,13 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &reside
 
   std::optional<Footprint> smallest;
   bool chosen = false;
+  // Both on the device, else the weights (they move once per step for every sequence), else the
+  // caches, else neither.
+  const Residence choices[] = {{true, true}, {true, false}, {false, true}, {false, false}};
   for (int64_t size : sizes) {
-    for (bool keep : {true, false}) {
-      if (keep && !deviceLimited)
-        continue; // without a device budget, the SpeedLoader flow: weights stream per step
+    for (Residence keep : choices) {
+      if ((keep.weights || keep.cache) && !deviceLimited)
+        continue; // without a device budget, the SpeedLoader flow: everything streams
       FailureOr<Footprint> f = measure(size, countFor(size), keep);
       if (failed(f))
         return module.emitError("sl-split-generation: compiling a copy of the step at sub-batch "
@@ -265,7 +272,7 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &reside
       if (deviceLimited && double(f->device) > *device)
         continue;
       b = size;
-      resident = keep;
+      residence = keep;
       predicted = *f;
       chosen = true;
       break;
@@ -283,7 +290,7 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &reside
   count = countFor(b);
   if (hostLimited && batch <= 0 && numSubBatches <= 0) {
     // The pool grows linearly with the sub-batches (KV caches, activations): the most that fit.
-    FailureOr<Footprint> two = measure(b, 2, resident);
+    FailureOr<Footprint> two = measure(b, 2, residence);
     if (failed(two))
       return failure();
     double perSubBatch = double(two->host) - double(predicted.host);
@@ -291,7 +298,7 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, bool &reside
       count = std::max<int64_t>(1, 1 + int64_t((*host - double(predicted.host)) / perSubBatch));
     count = std::min<int64_t>(count, 4096);
     for (;;) {
-      FailureOr<Footprint> f = measure(b, count, resident);
+      FailureOr<Footprint> f = measure(b, count, residence);
       if (failed(f))
         return failure();
       predicted = *f;
@@ -633,9 +640,9 @@ void SplitGenerationPass::runOnOperation() {
                          "give batch, or two of them",
                   signalPassFailure());
 
-  bool resident = weightsOnDevice;
+  Residence residence{weightsOnDevice, kvCacheOnDevice};
   Footprint predicted;
-  if (failed(plan(b, count, resident, predicted)))
+  if (failed(plan(b, count, residence, predicted)))
     return signalPassFailure();
 
   int64_t cacheLen = maxPromptLen + maxNewTokens;
@@ -666,7 +673,10 @@ void SplitGenerationPass::runOnOperation() {
                       builder.getNamedAttr("max_new_tokens", builder.getI64IntegerAttr(maxNewTokens)),
                       builder.getNamedAttr("cache_len", builder.getI64IntegerAttr(cacheLen)),
                       builder.getNamedAttr("vocab", builder.getI64IntegerAttr(logits.getDimSize(2))),
-                      builder.getNamedAttr("weights_on_device", builder.getBoolAttr(resident)),
+                      builder.getNamedAttr("weights_on_device",
+                                           builder.getBoolAttr(residence.weights)),
+                      builder.getNamedAttr("kv_cache_on_device",
+                                           builder.getBoolAttr(residence.cache)),
                       builder.getNamedAttr("predicted_device_bytes",
                                            builder.getI64IntegerAttr(int64_t(predicted.device))),
                       builder.getNamedAttr("predicted_host_bytes",

@@ -62,15 +62,21 @@ def exported(request, tmp_path_factory):
     return arch, config, tmp, prompts, want
 
 
-@pytest.mark.parametrize("num_sub_batches", [1, 3])
-def test_greedy_matches_pytorch(sl_tools, exported, num_sub_batches):
+@pytest.mark.parametrize("num_sub_batches,device_memory", [(1, ""), (3, ""), (3, "1GB")],
+                         ids=["n1", "n3", "n3-weights-and-cache-on-device"])
+def test_greedy_matches_pytorch(sl_tools, exported, num_sub_batches, device_memory):
+    """The KV cache in the host pool (no budget), and, with a device budget that holds
+    everything, the weights and every cache chunk kept on the device."""
     arch, config, tmp, prompts, want = exported
-    sched = tmp / f"gen-n{num_sub_batches}.slsched"
+    name = f"n{num_sub_batches}{'-resident' if device_memory else ''}"
+    sched = tmp / f"gen-{name}.slsched"
+    budget = f" device-memory={device_memory}" if device_memory else ""
     check_ok(sl_tools._run([sl_tools.sl_opt, tmp / "model.onnx",
                             f"--sl-generate=batch=6 num-sub-batches={num_sub_batches} "
-                            f"max-prompt-len={MAX_PROMPT} max-new-tokens={NEW}", "-o", sched]))
-    out = tmp / f"out-n{num_sub_batches}.jsonl"
-    report = tmp / f"report-n{num_sub_batches}.json"
+                            f"max-prompt-len={MAX_PROMPT} max-new-tokens={NEW}{budget}", "-o",
+                            sched]))
+    out = tmp / f"out-{name}.jsonl"
+    report = tmp / f"report-{name}.json"
     proc = sl_tools._run([sl_tools.sl_run, sched, "--prompts", tmp / "prompts.jsonl",
                           "--output", out, "--temperature", 0, "--report", report])
     check_ok(proc)
@@ -84,6 +90,16 @@ def test_greedy_matches_pytorch(sl_tools, exported, num_sub_batches):
     with open(report) as f:
         generation = json.load(f)["generation"]
     assert generation["batches"] == 2
+    resident = bool(device_memory)
+    assert generation["schedule"]["weights_on_device"] == resident
+    assert generation["schedule"]["kv_cache_on_device"] == resident
+    if resident:
+        # The weights come over once per batch's prefill (a tied embedding twice); a decoding
+        # step moves only tokens, positions and small constants: not the weights (streamed, they
+        # would be parameter_bytes per step) and not the cache.
+        p = generation["schedule"]["parameter_bytes"]
+        assert generation["bytes_host_to_device"] < (
+            generation["prefill_runs"] * 2 * p + generation["decode_runs"] * p / 4), generation
 
 
 def test_sampling_is_reproducible(sl_tools, exported):
