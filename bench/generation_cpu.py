@@ -9,8 +9,8 @@ with `sl-run --link-gbps` pacing host<->device copies so that decoding is bound 
 - micro-batch: the same sub-batch size b (so the same device memory for activations) compiled
   as a batch of its own, run batch after batch: the weights stream once per step per micro-batch,
   as offloaded generation does without SpeedLoader's reordering;
-- resident: the weights kept on the device (device-memory large enough), the bound of no weight
-  traffic at all.
+- resident: the weights and every KV cache chunk kept on the device (a device-memory budget that
+  holds them): only tokens and positions cross the link.
 
 Prints one table (decode and prefill tokens/s, bytes to the device per decoding step, the link
 bound on decode tokens/s from those bytes, and the fraction of it reached) and checks that all
@@ -101,10 +101,11 @@ def main():
         batch = full["schedule"]["batch"]
         # Each decoding step moves decode_bytes over a link of link_gbps: at best `batch` tokens
         # per decode_bytes / link seconds.
-        bound = batch / (decode_bytes / (args.link_gbps * 1e9))
+        bound = batch / (decode_bytes / (args.link_gbps * 1e9)) if decode_bytes > 0 else float("inf")
         rows.append({
             "name": name, "batch": batch, "sub-batches": full["schedule"]["num_sub_batches"],
             "weights on device": full["schedule"]["weights_on_device"],
+            "cache on device": full["schedule"]["kv_cache_on_device"],
             "prefill tok/s": full["prefill_tokens_per_second"],
             "decode tok/s": full["decode_tokens_per_second"],
             "MB to device per decode step": decode_bytes / 1e6,
