@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "slrt/error.h"
+#include "slrt/schedule_verifier.h"
 #include "test_support.h"
 
 namespace slrt::test {
@@ -15,6 +16,15 @@ std::string errorOf(const std::function<void()> &f) {
   }
   ADD_FAILURE() << "expected an slrt::Error";
   return "";
+}
+
+std::string verifyError(const sl::schedule::Schedule &schedule) {
+  try {
+    verifySchedule(schedule);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 } // namespace slrt::test

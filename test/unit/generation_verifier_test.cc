@@ -18,15 +18,6 @@ namespace {
 using namespace sl::schedule;
 using ::testing::HasSubstr;
 
-std::string errorOf(const Schedule &s) {
-  try {
-    verifySchedule(s);
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // --- the kernels ------------------------------------------------------------------------------
 // One kernel "k" on fresh buffers in0, in1, ... and out, all in `space`, on a stream of `stream`
 // kind; a message of nullptr means the kernel must pass.
@@ -104,10 +95,10 @@ class GenerationOpTest : public ::testing::TestWithParam<OpCase> {};
 TEST_P(GenerationOpTest, Verifies) {
   Schedule s = opSchedule(GetParam());
   if (!GetParam().message) {
-    EXPECT_EQ(errorOf(s), "no error");
+    EXPECT_EQ(verifyError(s), "no error");
     return;
   }
-  EXPECT_THAT(errorOf(s), HasSubstr(std::string("kernel 0 'k' (") + OpKind_Name(GetParam().op) +
+  EXPECT_THAT(verifyError(s), HasSubstr(std::string("kernel 0 'k' (") + OpKind_Name(GetParam().op) +
                                     "): " + GetParam().message));
 }
 
@@ -255,7 +246,7 @@ class GenerateScheduleTest : public ::testing::TestWithParam<ScheduleCase> {};
 
 TEST(GenerateScheduleTest, TinyGenerateIsValid) {
   Schedule s = TinyGenerate::build(1).schedule;
-  EXPECT_EQ(errorOf(s), "no error");
+  EXPECT_EQ(verifyError(s), "no error");
   // Both programs have an input "input_ids" and an output "logits": names are per program.
   EXPECT_EQ(s.inputs(0).name(), s.inputs(2).name());
   EXPECT_EQ(s.outputs(0).name(), s.outputs(1).name());
@@ -264,7 +255,7 @@ TEST(GenerateScheduleTest, TinyGenerateIsValid) {
 TEST_P(GenerateScheduleTest, RejectsWithMessage) {
   Schedule s = TinyGenerate::build(1).schedule;
   GetParam().damage(s);
-  EXPECT_THAT(errorOf(s), HasSubstr(GetParam().message));
+  EXPECT_THAT(verifyError(s), HasSubstr(GetParam().message));
 }
 
 Program &program(Schedule &s, int index) { return *s.mutable_programs(index); }
@@ -376,14 +367,14 @@ INSTANTIATE_TEST_SUITE_P(Generate, GenerateScheduleTest, ::testing::ValuesIn(kSc
 TEST(GenerateScheduleTest, OtherKindsHaveNoGenerationMessage) {
   Schedule s = TinyMlp::build(1).schedule;
   s.mutable_generation()->set_batch(1);
-  EXPECT_THAT(errorOf(s), HasSubstr("the schedule has a generation message, but its kind is "
+  EXPECT_THAT(verifyError(s), HasSubstr("the schedule has a generation message, but its kind is "
                                     "'infer' (only kind 'generate' has one)"));
 }
 
 TEST(GenerateScheduleTest, BindingsWithoutProgramsBelongToProgramZero) {
   Schedule s = TinyMlp::build(1).schedule;
   s.mutable_inputs(0)->set_program(1);
-  EXPECT_THAT(errorOf(s), HasSubstr("input 'x' belongs to program 1, but the schedule has no "
+  EXPECT_THAT(verifyError(s), HasSubstr("input 'x' belongs to program 1, but the schedule has no "
                                     "programs (its bindings belong to program 0)"));
 }
 
@@ -421,7 +412,7 @@ Schedule reuseAcrossPrograms() {
 
 TEST(ProgramHazardTest, ProgramBoundariesAreBarriers) {
   Schedule s = reuseAcrossPrograms();
-  EXPECT_EQ(errorOf(s), "no error");
+  EXPECT_EQ(verifyError(s), "no error");
 
   // One program of the same kernels: the copy of y overwrites what relu reads, unordered.
   Schedule one = s;
@@ -429,7 +420,7 @@ TEST(ProgramHazardTest, ProgramBoundariesAreBarriers) {
   for (Binding &binding : *one.mutable_inputs())
     binding.set_program(0);
   one.mutable_outputs(0)->set_program(0);
-  EXPECT_THAT(errorOf(one), HasSubstr("kernel 2 'y.h2d' (COPY) on stream 1 writes bytes of buffer "
+  EXPECT_THAT(verifyError(one), HasSubstr("kernel 2 'y.h2d' (COPY) on stream 1 writes bytes of buffer "
                                       "3 'a' that kernel 1 'relu' (RELU) on stream 0 reads"));
 }
 
@@ -437,7 +428,7 @@ TEST(ProgramHazardTest, HazardsWithinAProgramAreStillFound) {
   Schedule s = reuseAcrossPrograms();
   // The sigmoid no longer waits for the copy of y it reads.
   s.mutable_kernels(3)->clear_wait_events();
-  EXPECT_THAT(errorOf(s), HasSubstr("kernel 3 'sigmoid' (SIGMOID) on stream 0 reads bytes of "
+  EXPECT_THAT(verifyError(s), HasSubstr("kernel 3 'sigmoid' (SIGMOID) on stream 0 reads bytes of "
                                     "buffer 3 'a' that kernel 2 'y.h2d' (COPY) on stream 1 "
                                     "writes"));
 }

@@ -16,15 +16,6 @@ namespace {
 using namespace sl::schedule;
 using ::testing::HasSubstr;
 
-std::string errorOf(const Schedule &s) {
-  try {
-    verifySchedule(s);
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 Kernel &kernel(Schedule &s, int index) { return *s.mutable_kernels(index); }
 
 // --- the streamed schedule: reuse, four streams, host accumulation ----------------------------
@@ -33,7 +24,7 @@ TEST(StreamVerifierTest, StreamedScheduleWithReuseIsValid) {
   Schedule s = StreamedSchedule::build();
   // c reuses a's bytes: the reuse is what the hazard check has to clear.
   ASSERT_EQ(s.buffers(StreamedSchedule::C).offset(), s.buffers(StreamedSchedule::A).offset());
-  EXPECT_EQ(errorOf(s), "no error");
+  EXPECT_EQ(verifyError(s), "no error");
 }
 
 struct StreamCase {
@@ -49,7 +40,7 @@ class StreamedScheduleTest : public ::testing::TestWithParam<StreamCase> {};
 TEST_P(StreamedScheduleTest, RejectsWithMessage) {
   Schedule s = StreamedSchedule::build();
   GetParam().change(s);
-  EXPECT_THAT(errorOf(s), HasSubstr(GetParam().message));
+  EXPECT_THAT(verifyError(s), HasSubstr(GetParam().message));
 }
 
 const StreamCase kStreamCases[] = {
@@ -111,10 +102,10 @@ TEST(StreamVerifierTest, OrderingIsTransitiveAcrossStreams) {
   kernel(s, 5).set_operands(0, StreamedSchedule::X);
   kernel(s, 5).set_operands(1, StreamedSchedule::X);
   kernel(s, 5).set_results(0, StreamedSchedule::X);
-  EXPECT_EQ(errorOf(s), "no error");
+  EXPECT_EQ(verifyError(s), "no error");
   // Without the wait, nothing orders them.
   kernel(s, 5).clear_wait_events();
-  EXPECT_THAT(errorOf(s), HasSubstr("kernel 5 'sum' (ACCUMULATE) on stream 3 writes bytes of "
+  EXPECT_THAT(verifyError(s), HasSubstr("kernel 5 'sum' (ACCUMULATE) on stream 3 writes bytes of "
                                     "buffer 0 'x' that kernel 0 'x.h2d' (COPY) on stream 1 reads, "
                                     "with no event ordering them"));
 }
@@ -148,20 +139,20 @@ TEST(StreamVerifierTest, EveryReaderSinceTheLastWriteIsChecked) {
   writer->set_stream(0);
   writer->add_operands(StreamedSchedule::A);
   writer->add_results(part->id());
-  EXPECT_THAT(errorOf(s), HasSubstr("kernel 7 'b.overwrite' (RELU) on stream 0 writes bytes of "
+  EXPECT_THAT(verifyError(s), HasSubstr("kernel 7 'b.overwrite' (RELU) on stream 0 writes bytes of "
                                     "buffer 7 'b.part' that kernel 6 'b.again' (COPY) on stream 1 "
                                     "reads as buffer 4 'b', with no event ordering them"));
   // Ordered after the second reader (and so after the first, through it), it passes.
   s.set_num_events(5);
   s.mutable_kernels(6)->add_record_events(4);
   s.mutable_kernels(7)->add_wait_events(4);
-  EXPECT_THAT(errorOf(s), HasSubstr("kernel 7 'b.overwrite' (RELU) on stream 0 writes bytes of "
+  EXPECT_THAT(verifyError(s), HasSubstr("kernel 7 'b.overwrite' (RELU) on stream 0 writes bytes of "
                                     "buffer 7 'b.part' that kernel 2 'b.d2h' (COPY) on stream 2 "
                                     "reads as buffer 4 'b'"));
   s.mutable_kernels(4)->add_record_events(5);
   s.set_num_events(6);
   s.mutable_kernels(7)->add_wait_events(5);
-  EXPECT_EQ(errorOf(s), "no error");
+  EXPECT_EQ(verifyError(s), "no error");
 }
 
 TEST(StreamVerifierTest, RefusesMoreStreamsThanThreads) {
@@ -174,7 +165,7 @@ TEST(StreamVerifierTest, RefusesMoreStreamsThanThreads) {
     uint32_t target = b.buffer("t" + std::to_string(i), DEVICE, F32, {1});
     b.kernel(COPY, "c" + std::to_string(i), {source}, target).set_stream(stream->id());
   }
-  EXPECT_THAT(errorOf(b.schedule),
+  EXPECT_THAT(verifyError(b.schedule),
               HasSubstr("kernels run on more than 256 streams; this runtime runs each stream on a "
                         "host thread of its own and takes at most 256"));
 }
@@ -188,7 +179,7 @@ protected:
   void reset() {
     train = TinyTrain::build(5);
     train.addOptimizerSteps({{1}, {0}});
-    ASSERT_EQ(errorOf(train.schedule), "no error");
+    ASSERT_EQ(verifyError(train.schedule), "no error");
     first = train.schedule.kernels_size() - 2;
   }
   Kernel &step(int which) { return kernel(train.schedule, first + which); }
@@ -212,24 +203,24 @@ protected:
 
 TEST_F(OptimizerStepTest, RunsOnAHostComputeStream) {
   step(0).set_stream(0);
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "runs on stream 0 of kind COMPUTE; OPTIMIZER_STEP runs on a "
                                     "HOST_COMPUTE stream"));
 }
 
 TEST_F(OptimizerStepTest, TakesItsAttributesAndNoResults) {
   step(0).clear_optimizer_step();
-  EXPECT_THAT(errorOf(train.schedule), HasSubstr(prefix(0) + "has no optimizer_step attributes"));
+  EXPECT_THAT(verifyError(train.schedule), HasSubstr(prefix(0) + "has no optimizer_step attributes"));
   reset();
   step(0).add_results(output("loss"));
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "has 2 operands and 1 results; OPTIMIZER_STEP takes 1 or more "
                                     "operands and 0 results"));
 }
 
 TEST_F(OptimizerStepTest, NamesOneParameterPerGradientOperand) {
   step(0).mutable_optimizer_step()->add_parameters(0);
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "has 1 gradient operands, but optimizer_step.parameters names "
                                     "2 parameters (operand i + 1 is the gradient of "
                                     "parameters[i])"));
@@ -237,7 +228,7 @@ TEST_F(OptimizerStepTest, NamesOneParameterPerGradientOperand) {
 
 TEST_F(OptimizerStepTest, Operand0IsTheLoss) {
   step(0).set_operands(0, output("grad:b"));
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "operand 0 is buffer 9 'grad:b', but it must be buffer 7 "
                                     "'loss', the buffer of output 'loss'"));
 }
@@ -246,21 +237,21 @@ TEST_F(OptimizerStepTest, NeedsALossOutput) {
   for (Binding &binding : *train.schedule.mutable_outputs())
     if (binding.name() == "loss")
       binding.set_name("total");
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "the schedule has no output 'loss' (operand 0 of an "
                                     "OPTIMIZER_STEP is its buffer)"));
 }
 
 TEST_F(OptimizerStepTest, ParametersAreInRange) {
   step(0).mutable_optimizer_step()->set_parameters(0, 2);
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "optimizer_step.parameters[0] is 2, but the schedule has 2 "
                                     "parameters"));
 }
 
 TEST_F(OptimizerStepTest, GradientOperandsAreTheGradientOutputs) {
   step(0).set_operands(1, output("grad:w"));
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "operand 1 is buffer 8 'grad:w', but the gradient of "
                                     "parameter 'b' is output 'grad:b' in buffer 9 'grad:b'"));
 }
@@ -269,7 +260,7 @@ TEST_F(OptimizerStepTest, NeedsTheGradientOutput) {
   for (Binding &binding : *train.schedule.mutable_outputs())
     if (binding.name() == "grad:b")
       binding.set_name("db");
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "steps parameter 'b', but the schedule has no output 'grad:b' "
                                     "(its gradient)"));
 }
@@ -277,13 +268,13 @@ TEST_F(OptimizerStepTest, NeedsTheGradientOutput) {
 TEST_F(OptimizerStepTest, StepsAParameterOnce) {
   step(1).mutable_optimizer_step()->set_parameters(0, 1);
   step(1).set_operands(1, output("grad:b"));
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(1) + "steps parameter 'b', which " + text(0) +
                         " steps too; a parameter appears in at most one OPTIMIZER_STEP"));
   reset();
   step(0).mutable_optimizer_step()->add_parameters(1);
   step(0).add_operands(output("grad:b"));
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(prefix(0) + "steps parameter 'b', which it names twice; a parameter "
                                     "appears in at most one OPTIMIZER_STEP"));
 }
@@ -291,7 +282,7 @@ TEST_F(OptimizerStepTest, StepsAParameterOnce) {
 TEST_F(OptimizerStepTest, ReadsOnlyWhatIsOrderedBeforeIt) {
   // Without its wait, nothing orders the step after the copies that write the loss.
   step(0).clear_wait_events();
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr(text(0) + " on stream 3 reads bytes of buffer 7 'loss' that kernel " +
                         std::to_string(first - 3) +
                         " 'loss.d2h' (COPY) on stream 2 writes, with no event ordering them"));
@@ -313,7 +304,7 @@ TEST_F(OptimizerStepTest, WritesTheWeightsOfItsParameters) {
   copy->set_stream(1);
   copy->add_operands(w);
   copy->add_results(again->id());
-  EXPECT_THAT(errorOf(train.schedule),
+  EXPECT_THAT(verifyError(train.schedule),
               HasSubstr("kernel " + std::to_string(first + 2) +
                         " 'w.again' (COPY) on stream 1 reads bytes of buffer 2 'w' that " +
                         text(1) + " on stream 3 writes, with no event ordering them"));
@@ -321,7 +312,7 @@ TEST_F(OptimizerStepTest, WritesTheWeightsOfItsParameters) {
   train.schedule.set_num_events(train.schedule.num_events() + 1);
   step(1).add_record_events(train.schedule.num_events() - 1);
   copy->add_wait_events(train.schedule.num_events() - 1);
-  EXPECT_EQ(errorOf(train.schedule), "no error");
+  EXPECT_EQ(verifyError(train.schedule), "no error");
 }
 
 } // namespace

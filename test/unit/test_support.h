@@ -16,6 +16,9 @@ namespace slrt::test {
 // (In error_of.cc.)
 std::string errorOf(const std::function<void()> &f);
 
+// verifySchedule's message for `schedule`, or "no error". (In error_of.cc.)
+std::string verifyError(const sl::schedule::Schedule &schedule);
+
 // A fresh directory under the system temp dir, removed with everything in it on destruction.
 class TempDir {
 public:
