@@ -94,7 +94,8 @@ void registerPipelines() {
       "the explicit step of a prefill and a decode program over num-sub-batches sub-batches, "
       "each stage's weights fetched once per program run for every sub-batch, each "
       "(sub-batch, layer) KV cache chunk prefetched from the host pool and only the new keys and "
-      "values written back (sl-schedule-generation), with its streams, events and static memory "
+      "values written back, or kept on the device when device-memory= leaves room "
+      "(sl-schedule-generation), with its streams, events and static memory "
       "plan. Needs max-prompt-len= and max-new-tokens=; device-memory= and host-memory= choose "
       "the sub-batch size and count. With `-o FILE.slsched` sl-opt writes "
       "the schedule that `sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",

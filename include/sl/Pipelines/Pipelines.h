@@ -84,7 +84,7 @@ struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipeli
   Option<std::string> deviceMemory{
       *this, "device-memory",
       llvm::cl::desc("Device memory budget, e.g. 80GB (none: unlimited): chooses the sub-batch "
-                     "size, and keeps the weights on the device when they fit"),
+                     "size, and keeps the weights and KV caches on the device when they fit"),
       llvm::cl::init("")};
   Option<std::string> hostMemory{
       *this, "host-memory",
