@@ -35,18 +35,24 @@ def SL_ParamOp : SL_Op<"param", [Pure]> {
     A parameter without a location (imported from ONNX text or written by hand) is valid IR, but it
     cannot be emitted into a schedule: there are no bytes to point at.
 
+    `stored_as` is the element type of the bytes in the file when it differs from the result's:
+    `sl-convert-precision` turns an f32 model's parameters into bf16 ones whose bytes stay f32 in
+    the file, and the runtime rounds them to bf16 while loading. f32 bytes for a bf16 result is the
+    one conversion allowed.
+
     Example:
 
     ```mlir
     %w = sl.param "fc1.weight" from "/models/mlp.onnx" at 1024 : tensor<64x32xf32>
     %b = sl.param "fc1.bias" : tensor<64xf32>
+    %v = sl.param "fc2.weight" from "/models/mlp.onnx" at 9216 stored_as f32 : tensor<64x64xbf16>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$file,
-                       OptionalAttr<I64Attr>:$offset);
+                       OptionalAttr<I64Attr>:$offset, OptionalAttr<TypeAttr>:$stored_as);
   let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = [{
-    $name (`from` $file^ `at` $offset)? attr-dict `:` type($result)
+    $name (`from` $file^ `at` $offset)? (`stored_as` $stored_as^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

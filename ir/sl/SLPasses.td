@@ -73,6 +73,33 @@ def AppendLossPass : Pass<"sl-append-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def ConvertPrecisionPass : Pass<"sl-convert-precision", "mlir::ModuleOp"> {
+  let summary = "store every f32 tensor in bf16 (computation stays f32 in the kernels)";
+  let description = [{
+    With `precision=bf16`, rewrites every f32 tensor type in the module to bf16: function
+    signatures, block arguments and op results, constants (rounded to nearest, ties to even; a
+    finite value beyond bf16's range becomes the largest finite bf16 of its sign rather than an
+    infinity, so that a mask's "most negative float" stays finite) and cast targets. Parameters
+    keep their f32 bytes in the model file: each gets `stored_as f32`, and the runtime rounds it
+    to bf16 while loading. f64, f16 and integer tensors are left as they are. `precision=f32`
+    changes nothing.
+
+    Kernels over bf16 buffers compute in f32 and round each result once to bf16 (the runtime's
+    contract), so a bf16 program halves the bytes of weights, activations and KV caches, on the
+    device and on the link, at bf16 accuracy. Run it after shapes are bound and folded, so that
+    what folding computes (rotary tables, masks) is computed in f32 and only stored in bf16.
+
+    Example: `%w = sl.param "w" from "m.onnx" at 0 : tensor<8x4xf32>` becomes
+    `%w = sl.param "w" from "m.onnx" at 0 stored_as f32 : tensor<8x4xbf16>`, and an
+    `sl.gemm` of it yields `tensor<2x8xbf16>`.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "The storage type of floating-point tensors: f32 (unchanged) or bf16">,
+  ];
+  let dependentDialects = ["::sl::SLDialect"];
+}
+
 def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
   let summary = "outline a model into a prologue, one sl.layer per block, and an epilogue";
   let description = [{

@@ -87,6 +87,16 @@ LogicalResult ParamOp::verify() {
   if (!getType().hasStaticShape())
     return emitOpError("parameter '") << getName() << "' must have a static shape, got "
                                       << getType();
+  if (std::optional<Type> stored = getStoredAs()) {
+    Type element = getType().getElementType();
+    if (!getFile())
+      return emitOpError("parameter '") << getName()
+                                        << "' has stored_as but no file to read the bytes from";
+    if (*stored != element && !(stored->isF32() && element.isBF16()))
+      return emitOpError("parameter '")
+             << getName() << "' is " << element << " stored as " << *stored
+             << ": the runtime converts only f32 bytes to bf16";
+  }
   return success();
 }
 

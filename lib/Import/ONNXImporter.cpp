@@ -368,7 +368,8 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
 
   OpBuilder::InsertionGuard guard(builder);
   // Located at the file, not at a node: a parameter's diagnostics name it themselves.
-  auto op = builder.create<ParamOp>(fileLoc(), type, tensor.name(), file, offset);
+  auto op = builder.create<ParamOp>(fileLoc(), type, tensor.name(), file, offset,
+                                    /*stored_as=*/TypeAttr());
   return Value(op.getResult());
 }
 

@@ -17,6 +17,9 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
     pm.addNestedPass<mlir::func::FuncOp>(createFuseTransformerPass());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // After folding: rotary tables and masks are computed in f32, only stored in bf16.
+  if (options.precision != "f32")
+    pm.addPass(createConvertPrecisionPass(ConvertPrecisionPassOptions{options.precision}));
 }
 
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse) {
@@ -69,12 +72,15 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   split.deviceMemory = options.deviceMemory;
   split.hostMemory = options.hostMemory;
   bool fuse = options.fuse;
+  std::string precision = options.precision;
   pm.addPass(createSplitGenerationPass(
-      split, [fuse](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
+      split,
+      [fuse, precision](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
         InferPipelineOptions infer;
         infer.batch = batch;
         infer.seq = seq;
         infer.fuse = fuse;
+        infer.precision = precision;
         buildInferPipeline(copy, infer);
         if (partition)
           copy.addPass(createPartitionLayersPass());

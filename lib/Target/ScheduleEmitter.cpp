@@ -123,6 +123,37 @@ std::string parameterFile(llvm::StringRef schedulePath, llvm::StringRef file) {
   return absolute.str().str();
 }
 
+// Where a parameter's bytes are and what they are: name, file, offset, dtype, shape, and the byte
+// count in the file, which for a parameter stored_as f32 (a bf16 parameter of an f32 model) is the
+// f32 size, with file_dtype telling the runtime to convert.
+LogicalResult describeParameter(pb::Parameter *p, ParamOp param, llvm::StringRef schedulePath) {
+  if (!param.getFile())
+    return param.emitError("parameter '")
+           << param.getName()
+           << "' has no byte location in a model file (inline data from ONNX text or "
+              "MLIR); compile from a binary .onnx model";
+  auto type = llvm::cast<RankedTensorType>(param.getType());
+  FailureOr<pb::DType> dtype = dtypeOf(param.getLoc(), type.getElementType());
+  if (failed(dtype))
+    return failure();
+  p->set_name(param.getName().str());
+  p->set_file(parameterFile(schedulePath, *param.getFile()));
+  p->set_file_offset(uint64_t(*param.getOffset()));
+  p->set_dtype(*dtype);
+  p->set_bytes(storageBytes(type));
+  for (int64_t dim : type.getShape())
+    p->add_shape(dim);
+  if (std::optional<Type> stored = param.getStoredAs();
+      stored && *stored != type.getElementType()) {
+    FailureOr<pb::DType> fileDtype = dtypeOf(param.getLoc(), *stored);
+    if (failed(fileDtype))
+      return failure();
+    p->set_file_dtype(*fileDtype);
+    p->set_bytes(storageBytes(type.clone(*stored)));
+  }
+  return success();
+}
+
 class Emitter {
 public:
   Emitter(func::FuncOp func, llvm::StringRef schedulePath) : func(func), schedulePath(schedulePath) {}
@@ -203,24 +234,16 @@ LogicalResult Emitter::addParameter(ParamOp op) {
     readyEvent[op.getResult()] = it->second.second;
     return success();
   }
-  if (!op.getFile())
-    return op.emitError("parameter '")
-           << op.getName()
-           << "' has no byte location in a model file (inline data from ONNX text or MLIR); "
-              "compile from a binary .onnx model";
+  pb::Parameter described;
+  if (failed(describeParameter(&described, op, schedulePath)))
+    return failure();
   FailureOr<uint32_t> host = addBuffer(op.getLoc(), op.getResult(), pb::HOST, op.getName());
   if (failed(host))
     return failure();
   uint32_t device = *addBuffer(op.getLoc(), op.getResult(), pb::DEVICE, op.getName());
-  const pb::Buffer &buffer = out->buffers(*host);
   pb::Parameter *param = out->add_parameters();
-  param->set_name(op.getName().str());
+  *param = std::move(described);
   param->set_buffer(*host);
-  param->set_file(parameterFile(schedulePath, *op.getFile()));
-  param->set_file_offset(uint64_t(*op.getOffset()));
-  param->set_bytes(buffer.bytes());
-  param->set_dtype(buffer.dtype());
-  *param->mutable_shape() = buffer.shape();
 
   pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
   copy->set_name(op.getName().str());
@@ -993,25 +1016,15 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
       continue;
     }
     if (auto param = llvm::dyn_cast<ParamOp>(op)) {
-      if (!param.getFile())
-        return param.emitError("parameter '")
-               << param.getName()
-               << "' has no byte location in a model file (inline data from ONNX text or "
-                  "MLIR); compile from a binary .onnx model";
       parameterIndex[param.getName()] = schedule.parameters_size();
       pb::Parameter *p = schedule.add_parameters();
-      p->set_name(param.getName().str());
-      p->set_file(parameterFile(schedulePath, *param.getFile()));
-      p->set_file_offset(uint64_t(*param.getOffset()));
-      auto type = llvm::cast<RankedTensorType>(param.getType());
-      FailureOr<pb::DType> dtype = dtypeOf(op.getLoc(), type.getElementType());
-      if (failed(dtype))
+      if (failed(describeParameter(p, param, schedulePath)))
         return failure();
-      p->set_bytes(storageBytes(type));
-      p->set_dtype(*dtype);
-      for (int64_t dim : type.getShape())
-        p->add_shape(dim);
       if (world > 1) {
+        if (p->file_dtype() != pb::DTYPE_UNSPECIFIED)
+          return param.emitError("parameter '")
+                 << param.getName() << "' is stored as another type than it computes in; "
+                 << "a sharded step (world > 1) keeps f32 master weights";
         // Sharded: its bytes are in its group's shard, it has no buffer of its own.
         auto place = shardPlace.find(param.getName());
         if (place == shardPlace.end() || hasStorage(param.getResult()))

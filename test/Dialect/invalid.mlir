@@ -817,3 +817,19 @@ func.func @layer_stage(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %h = sl.layer @block(%x) params() {index = 0 : i64, stage = "middle"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   return %h : tensor<2x8xf32>
 }
+
+// -----
+
+func.func @param_stored_as_without_file() {
+  // expected-error @+1 {{parameter 'w' has stored_as but no file to read the bytes from}}
+  %w = sl.param "w" stored_as f32 : tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @param_stored_as_unsupported() {
+  // expected-error @+1 {{parameter 'w' is 'f32' stored as 'bf16': the runtime converts only f32 bytes to bf16}}
+  %w = sl.param "w" from "m.onnx" at 0 stored_as bf16 : tensor<4xf32>
+  return
+}

@@ -15,6 +15,12 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse transformer blocks into fused ops (sl-fuse-transformer)"),
                     llvm::cl::init(true)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Storage type of floating-point tensors: f32, or bf16 (weights, activations "
+                     "and KV caches in bf16, computed in f32 by the kernels; the f32 weights of "
+                     "the model file are rounded at load)"),
+      llvm::cl::init("f32")};
 };
 
 struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOptions> {
@@ -81,6 +87,12 @@ struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipeli
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse transformer blocks (generation needs fused attention)"),
                     llvm::cl::init(true)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Storage type of floating-point tensors: f32, or bf16 (weights, activations "
+                     "and KV caches in bf16, computed in f32 by the kernels; the f32 weights of "
+                     "the model file are rounded at load)"),
+      llvm::cl::init("f32")};
   Option<std::string> deviceMemory{
       *this, "device-memory",
       llvm::cl::desc("Device memory budget, e.g. 80GB (none: unlimited): chooses the sub-batch "
