@@ -22,6 +22,10 @@ CpuBackend::Memory CpuBackend::allocateAligned(uint64_t bytes, const char *what)
   void *p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (!p)
     throw makeError("cannot allocate a ", what, " of ", bytes, " bytes (out of memory)");
+  // Touch every page now (as cudaMalloc and cudaHostAlloc hand out backed memory), so that no
+  // kernel or copy of a run pays the first-touch page faults and timings show the steady state;
+  // the zeros also make the contents of never-written bytes deterministic.
+  std::memset(p, 0, rounded);
   return Memory(static_cast<std::byte *>(p));
 }
 
