@@ -100,7 +100,14 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
     // which makes more types static (a Reshape whose target shape just became a constant): repeat
     // both until nothing changes.
     FrozenRewritePatternSet patterns = canonicalizationPatterns(func.getContext());
-    for (int round = 0;; ++round) {
+    // A round settles at least one more layer (a layer's Reshape targets come from the Shape of
+    // its input, static only once the previous layer's types are), so deep models need as many
+    // rounds as they have layers. Every round that does not stop changes a type or folds an op,
+    // so the number of ops bounds the rounds that can make progress.
+    int64_t ops = 0;
+    func.walk([&](Operation *) { ++ops; });
+    const int64_t maxRounds = std::max<int64_t>(kMinRounds, ops);
+    for (int64_t round = 0;; ++round) {
       FailureOr<bool> refined = refineTypes(func);
       if (failed(refined))
         return failure();
@@ -109,8 +116,8 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
         return func.emitError("sl-bind-shapes: folding did not converge");
       if (!*refined && !folded)
         break;
-      if (round == kMaxRounds)
-        return func.emitError("sl-bind-shapes: shapes did not settle after ") << kMaxRounds
+      if (round == maxRounds)
+        return func.emitError("sl-bind-shapes: shapes did not settle after ") << maxRounds
                                                                                << " rounds";
     }
 
@@ -166,7 +173,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
     return FrozenRewritePatternSet(std::move(patterns));
   }
 
-  static constexpr int kMaxRounds = 32;
+  static constexpr int64_t kMinRounds = 32;
 };
 
 } // namespace

@@ -61,12 +61,27 @@ private:
     bool weights = false, cache = false;
   };
   FailureOr<Footprint> measure(int64_t b, int64_t count, Residence residence);
+  /// A copy of the module in which @forward has become the prefill and decode functions at
+  /// sub-batch size b, its sl.generation holding the shapes; compiled once per b (planning
+  /// measures several counts and residences at each size, and the tables copy once in all).
+  FailureOr<ModuleOp> splitAt(int64_t b);
+  /// Completes sl.generation on a split module with the sub-batch count, what stays on the
+  /// device and the predicted memory.
+  static void setPlan(ModuleOp split, int64_t count, Residence residence, Footprint predicted);
   /// Chooses b, N and what stays on the device from the budgets.
   LogicalResult plan(int64_t &b, int64_t &count, Residence &residence, Footprint &predicted);
   LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
   LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
 
   sl::GenerationStagesBuilder buildStages;
+  /// splitAt's compiled copies for one run of the pass; a copy of the pass starts empty.
+  struct SplitCache {
+    SplitCache() = default;
+    SplitCache(const SplitCache &) {}
+    SplitCache &operator=(const SplitCache &) { return *this; }
+    llvm::DenseMap<int64_t, OwningOpRef<ModuleOp>> splits;
+    OwningOpRef<ModuleOp> tables;
+  } cache;
 };
 
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
@@ -189,17 +204,12 @@ FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int
 
 FailureOr<SplitGenerationPass::Footprint>
 SplitGenerationPass::measure(int64_t b, int64_t count, Residence residence) {
-  ModuleOp module = getOperation();
-  OwningOpRef<ModuleOp> copy = module.clone();
-  sl::SplitGenerationPassOptions options;
-  options.subBatchSize = b;
-  options.numSubBatches = count;
-  options.maxPromptLen = maxPromptLen;
-  options.maxNewTokens = maxNewTokens;
-  options.weightsOnDevice = residence.weights;
-  options.kvCacheOnDevice = residence.cache;
-  PassManager pm(module.getContext());
-  pm.addPass(sl::createSplitGenerationPass(options, buildStages));
+  FailureOr<ModuleOp> split = splitAt(b);
+  if (failed(split))
+    return failure();
+  OwningOpRef<ModuleOp> copy = split->clone();
+  setPlan(*copy, count, residence, Footprint{});
+  PassManager pm(split->getContext());
   pm.addPass(sl::createScheduleGenerationPass());
   pm.addPass(mlir::createCSEPass());
   pm.addNestedPass<func::FuncOp>(sl::createAssignStreamsPass());
@@ -645,43 +655,72 @@ void SplitGenerationPass::runOnOperation() {
   if (failed(plan(b, count, residence, predicted)))
     return signalPassFailure();
 
+  FailureOr<ModuleOp> split = splitAt(b);
+  if (failed(split))
+    return signalPassFailure();
+  setPlan(*split, count, residence, predicted);
+  forward.erase();
+  for (auto func : llvm::make_early_inc_range(split->getOps<func::FuncOp>())) {
+    func->remove();
+    module.push_back(func);
+  }
+  module->setAttr("sl.generation", (*split)->getAttr("sl.generation"));
+  cache.splits.clear();
+  cache.tables = nullptr;
+}
+
+FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
+  if (auto it = cache.splits.find(b); it != cache.splits.end())
+    return it->second.get();
+  ModuleOp module = getOperation();
   int64_t cacheLen = maxPromptLen + maxNewTokens;
+  if (!cache.tables) {
+    auto compiled = compile(1, cacheLen, /*partition=*/false);
+    if (failed(compiled))
+      return failure();
+    cache.tables = std::move(*compiled);
+  }
   auto prefill = compile(b, maxPromptLen, /*partition=*/true);
   auto decode = compile(b, 1, /*partition=*/true);
-  auto tables = compile(1, cacheLen, /*partition=*/false);
-  if (failed(prefill) || failed(decode) || failed(tables))
-    return signalPassFailure();
-  if (failed(rewriteDecode(**decode, **tables)) || failed(rewritePrefill(**prefill, **decode)))
-    return signalPassFailure();
+  if (failed(prefill) || failed(decode))
+    return failure();
+  if (failed(rewriteDecode(**decode, *cache.tables)) || failed(rewritePrefill(**prefill, **decode)))
+    return failure();
 
   auto logits = tensorType(forwardOf(**decode).getBody().front().getTerminator()->getOperand(0));
   if (logits.getRank() != 3 || logits.getDimSize(1) != 1)
-    return (void)(forward.emitError("sl-split-generation: the output must be logits [batch, "
-                                    "seq, vocab], got ")
-                      << logits,
-                  signalPassFailure());
-  int64_t subBatch = b;
-  forward.erase();
-  moveFunctions(**prefill, module, "prefill");
-  moveFunctions(**decode, module, "decode");
+    return forwardOf(module).emitError("sl-split-generation: the output must be logits [batch, "
+                                       "seq, vocab], got ")
+           << logits;
+  OwningOpRef<ModuleOp> split = module.clone();
+  forwardOf(*split).erase();
+  moveFunctions(**prefill, *split, "prefill");
+  moveFunctions(**decode, *split, "decode");
   Builder builder(&getContext());
-  module->setAttr("sl.generation",
-                  builder.getDictionaryAttr({
-                      builder.getNamedAttr("sub_batch_size", builder.getI64IntegerAttr(subBatch)),
-                      builder.getNamedAttr("num_sub_batches", builder.getI64IntegerAttr(count)),
-                      builder.getNamedAttr("max_prompt_len", builder.getI64IntegerAttr(maxPromptLen)),
-                      builder.getNamedAttr("max_new_tokens", builder.getI64IntegerAttr(maxNewTokens)),
-                      builder.getNamedAttr("cache_len", builder.getI64IntegerAttr(cacheLen)),
-                      builder.getNamedAttr("vocab", builder.getI64IntegerAttr(logits.getDimSize(2))),
-                      builder.getNamedAttr("weights_on_device",
-                                           builder.getBoolAttr(residence.weights)),
-                      builder.getNamedAttr("kv_cache_on_device",
-                                           builder.getBoolAttr(residence.cache)),
-                      builder.getNamedAttr("predicted_device_bytes",
-                                           builder.getI64IntegerAttr(int64_t(predicted.device))),
-                      builder.getNamedAttr("predicted_host_bytes",
-                                           builder.getI64IntegerAttr(int64_t(predicted.host))),
-                  }));
+  (*split)->setAttr(
+      "sl.generation",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("sub_batch_size", builder.getI64IntegerAttr(b)),
+          builder.getNamedAttr("max_prompt_len", builder.getI64IntegerAttr(maxPromptLen)),
+          builder.getNamedAttr("max_new_tokens", builder.getI64IntegerAttr(maxNewTokens)),
+          builder.getNamedAttr("cache_len", builder.getI64IntegerAttr(cacheLen)),
+          builder.getNamedAttr("vocab", builder.getI64IntegerAttr(logits.getDimSize(2))),
+      }));
+  ModuleOp result = *split;
+  cache.splits[b] = std::move(split);
+  return result;
+}
+
+void SplitGenerationPass::setPlan(ModuleOp split, int64_t count, Residence residence,
+                                  Footprint predicted) {
+  Builder builder(split.getContext());
+  NamedAttrList generation(split->getAttrOfType<DictionaryAttr>("sl.generation"));
+  generation.set("num_sub_batches", builder.getI64IntegerAttr(count));
+  generation.set("weights_on_device", builder.getBoolAttr(residence.weights));
+  generation.set("kv_cache_on_device", builder.getBoolAttr(residence.cache));
+  generation.set("predicted_device_bytes", builder.getI64IntegerAttr(int64_t(predicted.device)));
+  generation.set("predicted_host_bytes", builder.getI64IntegerAttr(int64_t(predicted.host)));
+  split->setAttr("sl.generation", generation.getDictionary(split.getContext()));
 }
 
 } // namespace
