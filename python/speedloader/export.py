@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import os
 import sys
@@ -230,6 +231,36 @@ class _EmptyOnMeta(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class _NoCopiesOf(TorchFunctionMode):
+    """Makes `x.clone()` of the given tensors a view. torch.onnx.export (torch 1.13) clones every
+    parameter before tracing (jit/_trace.py, ONNXTracedModule), which would write out each
+    stride-0 weight in full: all of a 30B model's weights. The clones are never used."""
+
+    def __init__(self, tensors) -> None:
+        super().__init__()
+        self.ids = {id(t) for t in tensors}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.clone and args and id(args[0]) in self.ids:
+            return args[0].view(args[0].shape)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _shape_inference_without_values():
+    """torch.onnx.export's shape inference (torch 1.13) is given the parameters' values and
+    copies each into a TensorProto (seconds per GB); without constant folding it needs only their
+    types and shapes, which the graph's inputs carry. Gives it none for the duration."""
+    c = torch._C
+    name = "_jit_pass_onnx_graph_shape_type_inference"
+    original = getattr(c, name)
+    setattr(c, name, lambda graph, params_dict, opset: original(graph, {}, opset))
+    try:
+        yield
+    finally:
+        setattr(c, name, original)
+
+
 def build_weightless(arch: str, config: Any) -> torch.nn.Module:
     """`arch` built from `config` with parameters that take no memory: each is a stride-0 view
     of one element, a different value for each (torch.onnx.export merges initializers it finds
@@ -263,15 +294,20 @@ def export_weightless(arch: str, config: Any, out: os.PathLike, *, opset: int = 
     constant_folding=False) writes, whose initializers are external data in one sparse file
     data_file_of(out) of zeros (each weight at a multiple of EXTERNAL_DATA_ALIGNMENT)."""
     import onnx
+    import onnx.numpy_helper
 
     a = _check_export_args(arch, opset, 2, batch, seq)
     model = build_weightless(arch, config)
     x = reference_input(arch, config, seed=0, input_rank=2, batch=batch, seq=seq)
     out = Path(out)
-    _torch_export(a, model, x, out, input_rank=2, opset=opset, constant_folding=False,
-                  export_params=False)
+    with _NoCopiesOf(model.parameters()), _shape_inference_without_values():
+        _torch_export(a, model, x, out, input_rank=2, opset=opset, constant_folding=False,
+                      export_params=False)
 
     params = dict(model.named_parameters())
+    # Persistent buffers (GPT-2's causal mask) are graph inputs too without export_params: they
+    # are small and real, so they go back inline, as the normal export writes them.
+    buffers = {k: v for k, v in model.state_dict().items() if k not in params}
     m = onnx.load(str(out))
     g = m.graph
     data = data_file_of(out)
@@ -280,6 +316,9 @@ def export_weightless(arch: str, config: Any, out: os.PathLike, *, opset: int = 
     del g.input[:]
     for v in inputs:
         p = params.get(v.name)
+        if p is None and v.name in buffers:
+            g.initializer.append(onnx.numpy_helper.from_array(buffers[v.name].numpy(), v.name))
+            continue
         if p is None:
             g.input.append(v)
             continue
@@ -425,6 +464,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.arch is None:
         parser.error("give --arch or --preset")
     arch = get_arch(args.arch)
+    if args.weightless and args.arch == "mlp":
+        parser.error("--weightless applies to the transformers (llama, gpt2, opt)")
     if args.input_rank not in arch.input_ranks:
         parser.error(f"--arch {args.arch} supports --input-rank "
                      f"{', '.join(map(str, arch.input_ranks))}, got {args.input_rank}")
@@ -452,8 +493,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"{what} exceeds --max-positions {max_positions}")
 
     if args.weightless:
-        if args.arch == "mlp":
-            parser.error("--weightless applies to the transformers (llama, gpt2, opt)")
         for flag, given in (("--save-reference", args.save_reference is not None),
                             ("--external-data", args.external_data)):
             if given:
