@@ -13,6 +13,22 @@ Command line (with PYTHONPATH=python, using Debian's /usr/bin/python3)::
     /usr/bin/python3 -m speedloader.export --arch gpt2|opt ... [--activation gelu|gelu-tanh|relu] \\
         [--fused-qkv|--no-fused-qkv] [--no-tie-embeddings] ...
 
+    # A named size (models/llama.py PRESETS), any size, without its weights (below):
+    /usr/bin/python3 -m speedloader.export --preset llama-30b --max-positions 544 --weightless \\
+        --out big/model.onnx
+
+``--external-data``: the weights go to one file beside the model (``FILE.onnx.data``, ONNX external
+data) instead of inside it: needed past protobuf's 2 GB, where torch 1.13 would otherwise write one
+file per initializer.
+
+``--weightless``: the graph of a model of any size without ever holding its weights (peak memory
+is that of the largest single weight, for the trace). Every initializer is ONNX external data in
+one file ``FILE.onnx.data`` that is created sparse: the right size, all zeros, no disk blocks.
+The graph is the one ``--no-constant-folding`` writes for the same config (the same nodes, names
+and initializer shapes), so sl-opt compiles it as it would the real model; run it with
+``sl-run --random-weights SEED`` (or read its zeros). Only ``--no-constant-folding`` graphs can be
+written this way (folding needs the weights' values), so ``--weightless`` implies it.
+
 mlp: the graph has one input ``x`` and one output ``y``. Axis 0 of both is symbolic and named
 ``batch``; with ``--input-rank 3`` axis 1 is symbolic too and named ``seq``. Reference files:
 ``DIR/x.npy``, ``DIR/y.npy`` (float32).
@@ -42,6 +58,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import dataclasses
 import os
 import sys
 import warnings
@@ -51,12 +69,16 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
-from .models import add_shared_arguments, arch_names, build_model, get_arch
+from .models import add_shared_arguments, arch_names, build_model, get_arch, get_preset, \
+    preset_fields, preset_names
 
 DEFAULT_OPSET = 14
 DEFAULT_BATCH = 4
 DEFAULT_SEQ = 8
+# Each weight of a --weightless export starts at a multiple of this in its data file.
+EXTERNAL_DATA_ALIGNMENT = 4096
 INPUT_NAME = "x"
 OUTPUT_NAME = "y"
 
@@ -108,43 +130,27 @@ def reference_input(arch: str, config: Any, *, seed: int, input_rank: int, batch
 def export_model(arch: str, config: Any, out: os.PathLike, *, seed: int = 0,
                  opset: int = DEFAULT_OPSET, input_rank: int = 2, constant_folding: bool = True,
                  batch: int = DEFAULT_BATCH, seq: int = DEFAULT_SEQ,
-                 reference_dir: Optional[os.PathLike] = None) -> ExportResult:
+                 reference_dir: Optional[os.PathLike] = None,
+                 external_data: bool = False) -> ExportResult:
     """Builds `arch` from `config` with parameters from `seed` and exports it to `out`.
+
+    With `external_data`, every initializer's bytes go to one file `out` + ".data" beside it.
 
     The graph is traced with a random input of shape [batch, ...] (also drawn from `seed`); with
     `reference_dir`, that input and PyTorch's output for it are saved there as <input>.npy and
     <output>.npy (x.npy and y.npy for mlp, input_ids.npy and logits.npy for the transformers).
     """
-    a = get_arch(arch)
-    if input_rank not in a.input_ranks:
-        raise ValueError(f"{arch} supports input ranks {list(a.input_ranks)}, got {input_rank}")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise ValueError(f"opset must be in [{MIN_OPSET}, {MAX_OPSET}], got {opset}")
-    if a.min_opset is not None and opset < a.min_opset:
-        raise ValueError(f"{arch} needs opset >= {a.min_opset}, got {opset}")
-    if batch <= 0 or seq <= 0:
-        raise ValueError(f"batch and seq must be positive, got batch={batch} seq={seq}")
-
+    a = _check_export_args(arch, opset, input_rank, batch, seq)
     model = build_model(arch, config, seed=seed)
     x = reference_input(arch, config, seed=seed, input_rank=input_rank, batch=batch, seq=seq)
     with torch.no_grad():
         y = model(x)
 
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    axes = a.dynamic_axes(input_rank)
-    with warnings.catch_warnings():
-        # The decoders build tensors with torch.tensor(...) as HF's code does (finfo.min for the
-        # mask clamp, sqrt(head_dim)); the tracer warns that they become constants, which they
-        # are. The tests evaluate every exported graph at several (batch, seq) to be sure.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        # GPT-2's `torch.tensor(value.size(-1) ** 0.5)` copies a traced size (HF does the same).
-        warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
-        torch.onnx.export(
-            model, (x,), str(out),
-            input_names=[a.input_name], output_names=[a.output_name],
-            dynamic_axes={a.input_name: dict(axes), a.output_name: dict(axes)},
-            opset_version=opset, do_constant_folding=constant_folding, export_params=True)
+    _torch_export(a, model, x, out, input_rank=input_rank, opset=opset,
+                  constant_folding=constant_folding, export_params=True)
+    if external_data:
+        _move_to_external_data(out)
     _check(out)
 
     x_np = np.ascontiguousarray(x.detach().numpy())
@@ -159,6 +165,183 @@ def export_model(arch: str, config: Any, out: os.PathLike, *, seed: int = 0,
         np.save(res.input_file, x_np)
         np.save(res.output_file, y_np)
     return res
+
+
+def _check_export_args(arch: str, opset: int, input_rank: int, batch: int, seq: int):
+    a = get_arch(arch)
+    if input_rank not in a.input_ranks:
+        raise ValueError(f"{arch} supports input ranks {list(a.input_ranks)}, got {input_rank}")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ValueError(f"opset must be in [{MIN_OPSET}, {MAX_OPSET}], got {opset}")
+    if a.min_opset is not None and opset < a.min_opset:
+        raise ValueError(f"{arch} needs opset >= {a.min_opset}, got {opset}")
+    if batch <= 0 or seq <= 0:
+        raise ValueError(f"batch and seq must be positive, got batch={batch} seq={seq}")
+    return a
+
+
+def _torch_export(a, model: torch.nn.Module, x: torch.Tensor, out: Path, *, input_rank: int,
+                  opset: int, constant_folding: bool, export_params: bool) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    axes = a.dynamic_axes(input_rank)
+    with warnings.catch_warnings():
+        # The decoders build tensors with torch.tensor(...) as HF's code does (finfo.min for the
+        # mask clamp, sqrt(head_dim)); the tracer warns that they become constants, which they
+        # are. The tests evaluate every exported graph at several (batch, seq) to be sure.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # GPT-2's `torch.tensor(value.size(-1) ** 0.5)` copies a traced size (HF does the same).
+        warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
+        torch.onnx.export(
+            model, (x,), str(out),
+            input_names=[a.input_name], output_names=[a.output_name],
+            dynamic_axes={a.input_name: dict(axes), a.output_name: dict(axes)},
+            opset_version=opset, do_constant_folding=constant_folding,
+            export_params=export_params)
+
+
+def data_file_of(onnx_path: os.PathLike) -> Path:
+    """Where --external-data and --weightless put the weights: FILE.onnx.data beside FILE.onnx."""
+    p = Path(onnx_path)
+    return p.with_name(p.name + ".data")
+
+
+def _move_to_external_data(out: Path) -> None:
+    """Rewrites `out` with every initializer's bytes in one file data_file_of(out)."""
+    import onnx
+
+    m = onnx.load(str(out))  # also reads the per-tensor files torch writes past 2 GB
+    old = {e.value for t in m.graph.initializer for e in t.external_data if e.key == "location"}
+    data = data_file_of(out)
+    if data.exists():
+        data.unlink()  # save_model appends to an existing file
+    onnx.save_model(m, str(out), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=0)
+    for name in old - {data.name}:
+        (out.parent / name).unlink(missing_ok=True)
+
+
+class _EmptyOnMeta(TorchFunctionMode):
+    """Puts every torch.empty on the meta device: how nn.Linear, nn.Embedding and nn.LayerNorm
+    allocate their weights, and what no builder uses for a buffer (the rotary tables, masks)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func is torch.empty:
+            kwargs["device"] = "meta"
+        return func(*args, **kwargs)
+
+
+class _NoCopiesOf(TorchFunctionMode):
+    """Makes `x.clone()` of the given tensors a view. torch.onnx.export (torch 1.13) clones every
+    parameter before tracing (jit/_trace.py, ONNXTracedModule), which would write out each
+    stride-0 weight in full: all of a 30B model's weights. The clones are never used."""
+
+    def __init__(self, tensors) -> None:
+        super().__init__()
+        self.ids = {id(t) for t in tensors}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.clone and args and id(args[0]) in self.ids:
+            return args[0].view(args[0].shape)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _shape_inference_without_values():
+    """torch.onnx.export's shape inference (torch 1.13) is given the parameters' values and
+    copies each into a TensorProto (seconds per GB); without constant folding it needs only their
+    types and shapes, which the graph's inputs carry. Gives it none for the duration."""
+    c = torch._C
+    name = "_jit_pass_onnx_graph_shape_type_inference"
+    original = getattr(c, name)
+    setattr(c, name, lambda graph, params_dict, opset: original(graph, {}, opset))
+    try:
+        yield
+    finally:
+        setattr(c, name, original)
+
+
+def build_weightless(arch: str, config: Any) -> torch.nn.Module:
+    """`arch` built from `config` with parameters that take no memory: each is a stride-0 view
+    of one element, a different value for each (torch.onnx.export merges initializers it finds
+    equal). Buffers are real, as build_model makes them. For tracing, not for numbers."""
+    with _EmptyOnMeta():
+        model = build_model(arch, config, seed=0)
+    seen: Dict[int, torch.nn.Parameter] = {}  # a tied weight stays one parameter
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in seen:
+                value = torch.full((), (len(seen) + 1) * 1e-6, dtype=p.dtype)
+                seen[id(p)] = torch.nn.Parameter(value.expand(p.shape), requires_grad=False)
+            module._parameters[name] = seen[id(p)]
+    return model
+
+
+@dataclass
+class WeightlessExport:
+    onnx_path: Path
+    data_path: Path
+    # Bytes of the weights the data file stands for (its size, less the alignment padding).
+    parameter_bytes: int
+    parameters: int
+
+
+def export_weightless(arch: str, config: Any, out: os.PathLike, *, opset: int = DEFAULT_OPSET,
+                      batch: int = DEFAULT_BATCH, seq: int = DEFAULT_SEQ) -> WeightlessExport:
+    """Exports `arch` at `config` without its weights: the graph that export_model(...,
+    constant_folding=False) writes, whose initializers are external data in one sparse file
+    data_file_of(out) of zeros (each weight at a multiple of EXTERNAL_DATA_ALIGNMENT)."""
+    import onnx
+    import onnx.numpy_helper
+
+    a = _check_export_args(arch, opset, 2, batch, seq)
+    model = build_weightless(arch, config)
+    x = reference_input(arch, config, seed=0, input_rank=2, batch=batch, seq=seq)
+    out = Path(out)
+    with _NoCopiesOf(model.parameters()), _shape_inference_without_values():
+        _torch_export(a, model, x, out, input_rank=2, opset=opset, constant_folding=False,
+                      export_params=False)
+
+    params = dict(model.named_parameters())
+    # Persistent buffers (GPT-2's causal mask) are graph inputs too without export_params: they
+    # are small and real, so they go back inline, as the normal export writes them.
+    buffers = {k: v for k, v in model.state_dict().items() if k not in params}
+    m = onnx.load(str(out))
+    g = m.graph
+    data = data_file_of(out)
+    offset = total = 0
+    inputs = list(g.input)
+    del g.input[:]
+    for v in inputs:
+        p = params.get(v.name)
+        if p is None and v.name in buffers:
+            g.initializer.append(onnx.numpy_helper.from_array(buffers[v.name].numpy(), v.name))
+            continue
+        if p is None:
+            g.input.append(v)
+            continue
+        if p.dtype != torch.float32:
+            raise ValueError(f"{v.name}: --weightless writes float32 weights, not {p.dtype}")
+        length = p.numel() * p.element_size()
+        t = onnx.TensorProto(name=v.name, data_type=onnx.TensorProto.FLOAT, dims=list(p.shape),
+                             data_location=onnx.TensorProto.EXTERNAL)
+        for key, value in (("location", data.name), ("offset", offset), ("length", length)):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, str(value)
+        g.initializer.append(t)
+        total += length
+        offset += -(-length // EXTERNAL_DATA_ALIGNMENT) * EXTERNAL_DATA_ALIGNMENT
+    missing = set(params) - {t.name for t in g.initializer}
+    if missing:
+        raise RuntimeError(f"torch.onnx.export left out parameters {sorted(missing)}")
+    onnx.save(m, str(out))
+    with open(data, "wb") as f:
+        f.truncate(offset)  # sparse: no block is written
+    _check(out)
+    return WeightlessExport(onnx_path=out, data_path=data, parameter_bytes=total,
+                            parameters=len(params))
 
 
 def _check(path: Path) -> None:
@@ -221,7 +404,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "(float32 [batch, seq, vocab]), symbolic axes 'batch' and 'seq'.",
         epilog="Architectures: " + "; ".join(
             f"{n}: {get_arch(n).description}" for n in arch_names()))
-    p.add_argument("--arch", required=True, choices=arch_names(), help="model architecture")
+    p.add_argument("--arch", choices=arch_names(),
+                   help="model architecture (required unless --preset gives it)")
+    p.add_argument("--preset", choices=preset_names(),
+                   help="a real model's sizes (its arch and every size option; options given "
+                        "too replace the preset's, e.g. --max-positions): " + "; ".join(
+                       f"{n}: " + " ".join(f"{k}={v}" for k, v in preset_fields(n).items())
+                       for n in preset_names()))
     p.add_argument("--out", required=True, type=Path, metavar="FILE.onnx",
                    help="where to write the ONNX model (parent directories are created)")
     p.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0,
@@ -235,6 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-constant-folding", dest="constant_folding", action="store_false",
                    help="export with do_constant_folding=False: initializers keep their PyTorch "
                         "names and weight transposes stay in the graph (default: fold)")
+    p.add_argument("--external-data", action="store_true",
+                   help="write the weights to one file FILE.onnx.data beside the model (ONNX "
+                        "external data) instead of into it; needed past 2 GB of weights")
+    p.add_argument("--weightless", action="store_true",
+                   help="export the graph without ever holding the weights (any size): every "
+                        "initializer is external data in FILE.onnx.data, created sparse and all "
+                        "zeros; the graph is --no-constant-folding's. For sl-run "
+                        "--random-weights. Transformers only; no --save-reference")
     p.add_argument("--save-reference", type=Path, metavar="DIR",
                    help="also write the random input and PyTorch's output for it: mlp: DIR/x.npy "
                         "and DIR/y.npy (float32); llama, gpt2, opt: DIR/input_ids.npy (ids < "
@@ -254,7 +451,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.preset is not None:
+        preset_arch, _ = get_preset(args.preset)
+        if args.arch not in (None, preset_arch):
+            parser.error(f"--preset {args.preset} is a {preset_arch} model, not --arch {args.arch}")
+        args.arch = preset_arch
+        for field, value in preset_fields(args.preset).items():
+            if field == "hidden":
+                value = [value]
+            if getattr(args, field, None) is None:
+                setattr(args, field, value)
+    if args.arch is None:
+        parser.error("give --arch or --preset")
     arch = get_arch(args.arch)
+    if args.weightless and args.arch == "mlp":
+        parser.error("--weightless applies to the transformers (llama, gpt2, opt)")
     if args.input_rank not in arch.input_ranks:
         parser.error(f"--arch {args.arch} supports --input-rank "
                      f"{', '.join(map(str, arch.input_ranks))}, got {args.input_rank}")
@@ -267,6 +478,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--save-reference {args.save_reference} exists and is not a directory")
     try:
         config = arch.config_from_args(args, parser)
+        if args.preset is not None:  # the fields no option sets (rms_norm_eps)
+            config = dataclasses.replace(config, **{
+                k: v for k, v in preset_fields(args.preset).items() if not hasattr(args, k)})
     except ValueError as e:
         parser.error(str(e))
     if arch.min_opset is not None and args.opset < arch.min_opset:
@@ -278,13 +492,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         what = f"--seq {seq}" if args.seq is not None else f"the default --seq {seq}"
         parser.error(f"{what} exceeds --max-positions {max_positions}")
 
+    if args.weightless:
+        for flag, given in (("--save-reference", args.save_reference is not None),
+                            ("--external-data", args.external_data)):
+            if given:
+                parser.error(f"--weightless writes no weights: {flag} does not go with it")
+        try:
+            w = export_weightless(args.arch, config, args.out, opset=args.opset,
+                                  batch=args.batch if args.batch is not None else DEFAULT_BATCH,
+                                  seq=seq)
+        except OSError as e:
+            print(f"{parser.prog}: error: {e}", file=sys.stderr)
+            return 1
+        print(_format_summary(w.onnx_path, graph_summary(w.onnx_path)))
+        print(f"wrote {w.data_path}: sparse, {w.data_path.stat().st_size} bytes of zeros for "
+              f"{w.parameters} weights ({w.parameter_bytes / 1e9:.3f} GB of float32)")
+        return 0
+
     try:
         res = export_model(
             args.arch, config, args.out, seed=args.seed, opset=args.opset,
             input_rank=args.input_rank, constant_folding=args.constant_folding,
             batch=args.batch if args.batch is not None else DEFAULT_BATCH,
             seq=seq,
-            reference_dir=args.save_reference)
+            reference_dir=args.save_reference, external_data=args.external_data)
     except OSError as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 1

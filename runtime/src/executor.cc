@@ -19,6 +19,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
+#include "slrt/random_weights.h"
 
 namespace slrt {
 namespace {
@@ -284,6 +285,19 @@ void Executor::startThreads() {
 
 void Executor::loadParameters() {
   const sl::schedule::Schedule &s = schedule_.schedule;
+  if (options_.randomWeightsSeed) {
+    if (world_ > 1)
+      throw makeError(schedule_.path, ": random weights are for schedules of one rank; this one "
+                                      "is for ", world_);
+    std::vector<RandomFill> fills;
+    for (const sl::schedule::Parameter &p : s.parameters()) {
+      const TensorRef &ref = refs_[p.buffer()];
+      fills.push_back({p.name(), ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(ref.dtype)),
+                       ref.dtype});
+    }
+    fillRandomWeights(fills, *options_.randomWeightsSeed);
+    return;
+  }
   // Parameters usually share one file; open each file once.
   std::map<std::string, std::unique_ptr<File>> files;
   for (const sl::schedule::Shard &shard : s.shards()) {

@@ -115,6 +115,8 @@ struct Generator::Totals {
   uint64_t stopped = 0, length = 0;
   double prefillSeconds = 0, decodeSeconds = 0;
   uint64_t bytesHostToDevice = 0, bytesDeviceToHost = 0;
+  // Of those, the decoding steps' (the traffic a step's link bound is made of).
+  uint64_t decodeBytesHostToDevice = 0, decodeBytesDeviceToHost = 0;
   uint64_t deviceArenaPeakBytes = 0, hostPoolPeakBytes = 0;
   // For progress: when generate() started and the last report.
   Clock::time_point start, lastProgress;
@@ -187,6 +189,10 @@ void Generator::runProgram(uint32_t program, const std::map<std::string, HostTen
   Totals &t = *totals_;
   t.bytesHostToDevice += stats.bytesHostToDevice;
   t.bytesDeviceToHost += stats.bytesDeviceToHost;
+  if (program == decode_) {
+    t.decodeBytesHostToDevice += stats.bytesHostToDevice;
+    t.decodeBytesDeviceToHost += stats.bytesDeviceToHost;
+  }
   t.deviceArenaPeakBytes = std::max(t.deviceArenaPeakBytes, stats.deviceArenaPeakBytes);
   t.hostPoolPeakBytes = std::max(t.hostPoolPeakBytes, stats.hostPoolPeakBytes);
 }
@@ -315,6 +321,8 @@ nlohmann::json Generator::report() const {
       {"finish_reasons", {{"stop", t.stopped}, {"length", t.length}}},
       {"bytes_host_to_device", t.bytesHostToDevice},
       {"bytes_device_to_host", t.bytesDeviceToHost},
+      {"decode_bytes_host_to_device", t.decodeBytesHostToDevice},
+      {"decode_bytes_device_to_host", t.decodeBytesDeviceToHost},
       {"device_arena_peak_bytes", t.deviceArenaPeakBytes},
       {"host_pool_peak_bytes", t.hostPoolPeakBytes},
       {"sampling",

@@ -11,12 +11,16 @@
 namespace slrt {
 
 std::vector<std::string> resolveParameterFiles(const sl::schedule::Schedule &schedule,
-                                               const std::string &baseDir) {
+                                               const std::string &baseDir, bool check) {
   namespace fs = std::filesystem;
   std::vector<std::string> paths;
   for (const sl::schedule::Parameter &p : schedule.parameters()) {
     fs::path file(p.file());
     std::string path = (file.is_absolute() ? file : fs::path(baseDir) / file).lexically_normal();
+    if (!check) {
+      paths.push_back(std::move(path));
+      continue;
+    }
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
       throw makeError("parameter '", p.name(), "': file '", path,
@@ -53,14 +57,15 @@ sl::schedule::Schedule parseSchedule(std::string_view bytes) {
   return schedule;
 }
 
-LoadedSchedule loadSchedule(const std::string &path) {
+LoadedSchedule loadSchedule(const std::string &path, bool checkParameterFiles) {
   LoadedSchedule loaded;
   loaded.path = path;
   std::string bytes = readFile(path); // its errors already name the path
   try {
     loaded.schedule = parseSchedule(bytes);
     std::string dir = std::filesystem::path(path).parent_path().string();
-    loaded.parameterFiles = resolveParameterFiles(loaded.schedule, dir.empty() ? "." : dir);
+    loaded.parameterFiles = resolveParameterFiles(loaded.schedule, dir.empty() ? "." : dir,
+                                                  checkParameterFiles);
   } catch (const Error &e) {
     throw makeError(path, ": ", e.what());
   }

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "slrt/memory_check.h"
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
+#include "slrt/random_weights.h"
 #include "slrt/report.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/schedule_verifier.h"
@@ -104,6 +106,8 @@ void printOutput(const slrt::NamedTensor &out) {
 struct Options {
   std::string schedulePath, reportPath, tracePath, backendName = "cpu";
   double linkGbps = 0;
+  // --random-weights: seeded random parameters instead of the model's files.
+  std::optional<uint64_t> randomWeightsSeed;
   // Several ranks: how long a collective may take, and the job's communicator (null for one rank).
   double collectiveTimeout = 300;
   slrt::Communicator *comm = nullptr;
@@ -128,7 +132,17 @@ slrt::ExecutorOptions executorOptions(const Options &options) {
   executor.linkGbps = options.linkGbps;
   executor.trace = !options.tracePath.empty();
   executor.comm = options.comm;
+  executor.randomWeightsSeed = options.randomWeightsSeed;
   return executor;
+}
+
+// What every report says about how the run was made, besides the schedule.
+void describeRun(nlohmann::json &report, const Options &options) {
+  report["link_gbps"] = options.linkGbps;
+  report["random_weights"] =
+      options.randomWeightsSeed
+          ? nlohmann::json{{"seed", *options.randomWeightsSeed}, {"std", slrt::kRandomWeightStd}}
+          : nlohmann::json(nullptr);
 }
 
 bool isRankZero(const Options &options) { return !options.comm || options.comm->rank() == 0; }
@@ -252,7 +266,7 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   }
   if (!options.reportPath.empty()) {
     nlohmann::json report = slrt::makeReport(loaded, backend.name(), executor.stats(), outputs);
-    report["link_gbps"] = options.linkGbps;
+    describeRun(report, options);
     slrt::writeReport(options.reportPath, report);
   }
   if (!options.tracePath.empty())
@@ -261,6 +275,11 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 }
 
 int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
+  if (options.randomWeightsSeed)
+    throw makeError("--random-weights: ", loaded.path, " is a train schedule, and training from "
+                    "random weights would silently train from noise; export the model with the "
+                    "weights to start from (random weights are for generate and inference "
+                    "schedules, to measure speed)");
   refuseFlags(options.generateFlagsGiven, "generate", loaded);
   if (!options.inferFlagsGiven.empty())
     throw makeError(flagList(options.inferFlagsGiven),
@@ -371,7 +390,7 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
                                    {"shape", slrt::toShape(buffer.shape())}});
     }
     report["train"] = trainer.report();
-    report["link_gbps"] = options.linkGbps;
+    describeRun(report, options);
     report["world"] = trainer.world();
     report["ranks"] = ranks;
     slrt::writeReport(options.reportPath, report);
@@ -386,6 +405,9 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
   if (options.comm)
     throw makeError("--consolidate runs as one process; run it without mpirun");
+  if (options.randomWeightsSeed)
+    throw makeError("--consolidate writes a checkpoint's weights: --random-weights does not go "
+                    "with it");
   if (options.savePath.empty() && options.exportOnnxPath.empty())
     throw makeError("--consolidate ", options.consolidatePath,
                     ": give --save FILE and/or --export-onnx FILE to say what to write");
@@ -461,7 +483,7 @@ int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedS
     nlohmann::json report =
         slrt::makeReport(loaded, backend.name(), generator.executor().stats(), {});
     report["generation"] = generator.report();
-    report["link_gbps"] = options.linkGbps;
+    describeRun(report, options);
     slrt::writeReport(options.reportPath, report);
   }
   if (!options.tracePath.empty())
@@ -471,11 +493,16 @@ int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedS
 
 int run(const Options &options) {
   std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
-  slrt::LoadedSchedule loaded = slrt::loadSchedule(options.schedulePath);
+  // With --random-weights the model's files are never opened: they need not exist.
+  slrt::LoadedSchedule loaded =
+      slrt::loadSchedule(options.schedulePath, !options.randomWeightsSeed);
   if (!options.consolidatePath.empty())
     return consolidate(options, loaded);
   if (loaded.schedule.kind() == slrt::kTrainKind)
     return train(options, *backend, loaded);
+  if (options.randomWeightsSeed && isRankZero(options))
+    std::cerr << "sl-run: the weights are random (--random-weights " << *options.randomWeightsSeed
+              << "), not the model's: outputs and tokens mean nothing, speeds are real\n";
   if (loaded.schedule.kind() == slrt::kGenerateKind)
     return generate(options, *backend, loaded);
   return infer(options, *backend, loaded);
@@ -546,6 +573,13 @@ int main(int argc, char **argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->type_name("SECONDS");
+  app.add_option("--random-weights", o.randomWeightsSeed,
+                 "Instead of reading the model's parameter files (which need not exist), fill "
+                 "every parameter with random values: normal, std 0.02, in the parameter's "
+                 "dtype, the same for a seed on any machine and thread count. For measuring "
+                 "generation and inference of models whose weights are not at hand; the report "
+                 "says so (\"random_weights\"). Train schedules refuse it")
+      ->type_name("SEED");
   app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu, or cuda (an NVIDIA GPU, in a build with the CUDA "
                  "backend)")

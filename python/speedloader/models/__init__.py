@@ -68,6 +68,36 @@ def arch_names() -> List[str]:
     return sorted(_REGISTRY)
 
 
+# Named sizes of real models: name -> (arch, the config's keyword arguments). Weights are never
+# part of a preset; export one with random weights, or --weightless (speedloader.export).
+_PRESETS: Dict[str, Tuple[str, Dict[str, Any]]] = {}
+
+
+def register_preset(name: str, arch: str, **config: Any) -> None:
+    if name in _PRESETS:
+        raise ValueError(f"preset {name!r} is already registered")
+    _PRESETS[name] = (arch, dict(config))
+
+
+def preset_names() -> List[str]:
+    return sorted(_PRESETS)
+
+
+def get_preset(name: str, **overrides: Any) -> Tuple[str, Any]:
+    """(arch, config) of preset `name`, with `overrides` (e.g. max_positions) replacing fields."""
+    try:
+        arch, kw = _PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown preset {name!r}; known: {', '.join(preset_names())}") from None
+    return arch, get_arch(arch).config_cls(**{**kw, **overrides})
+
+
+def preset_fields(name: str) -> Dict[str, Any]:
+    """The config fields preset `name` sets."""
+    get_preset(name)  # the error for an unknown name
+    return dict(_PRESETS[name][1])
+
+
 def build_model(arch: str, config: Any, seed: Optional[int] = None) -> torch.nn.Module:
     """Builds `arch` from `config` in eval mode; with `seed`, its parameters are reproducible."""
     a = get_arch(arch)

@@ -35,7 +35,7 @@ from typing import ClassVar, Tuple
 import torch
 from torch import nn
 
-from . import Arch, register
+from . import Arch, register, register_preset
 from . import transformer as tf
 
 ROPE_STYLES = ("half", "interleaved")
@@ -288,6 +288,13 @@ def _config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser)
         parser.error("--fused-qkv/--no-fused-qkv apply to --arch gpt2 and opt only")
     return LlamaConfig(rope=args.rope or "half", **kw)
 
+
+# Real LLaMA sizes (https://arxiv.org/abs/2302.13971 table 2; LLaMA-2's config.json): multi-head
+# attention (kv_heads = heads), head_dim 128, rotate-half rotary as HF writes it.
+register_preset("llama-30b", "llama", layers=60, hidden=6656, heads=52, ffn=17920, vocab=32000,
+                max_positions=2048, rms_norm_eps=1e-6)
+register_preset("llama2-7b", "llama", layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000,
+                max_positions=4096, rms_norm_eps=1e-5)
 
 register(Arch(
     name="llama",

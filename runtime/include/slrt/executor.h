@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ struct ExecutorOptions {
   // The ranks of the job: required for a schedule of world > 1 (with exactly that many ranks),
   // refused for a schedule of one rank when the job has more. Must outlive the executor.
   Communicator *comm = nullptr;
+  // Instead of reading the parameters' files (which are then never opened), fill every parameter
+  // with seeded random values (fillRandomWeights: normal, std 0.02, in its buffer's dtype, the
+  // same for a seed whatever the thread count). Schedules of one rank only.
+  std::optional<uint64_t> randomWeightsSeed;
 };
 
 // Runs on the HOST_COMPUTE stream's thread when an OPTIMIZER_STEP kernel's turn comes.

@@ -23,12 +23,15 @@ struct LoadedSchedule {
 sl::schedule::Schedule parseSchedule(std::string_view bytes);
 
 // Reads, parses and verifies a schedule file: the magic bytes (0x0D then 'SLSC'), the protobuf, the
-// version, verifySchedule, and every parameter file. Throws Error whose message starts with `path`.
-LoadedSchedule loadSchedule(const std::string &path);
+// version, verifySchedule, and (unless `checkParameterFiles` is false: a run with
+// ExecutorOptions::randomWeightsSeed, which never opens them) every parameter file. Throws Error
+// whose message starts with `path`.
+LoadedSchedule loadSchedule(const std::string &path, bool checkParameterFiles = true);
 
-// Resolves each parameter's file against `baseDir` (absolute paths are kept) and checks that the
-// file exists and holds file_offset + bytes bytes. Returns the resolved paths in parameter order.
+// Resolves each parameter's file against `baseDir` (absolute paths are kept) and, with `check`,
+// checks that the file exists and holds file_offset + bytes bytes. Returns the resolved paths in
+// parameter order.
 std::vector<std::string> resolveParameterFiles(const sl::schedule::Schedule &schedule,
-                                               const std::string &baseDir);
+                                               const std::string &baseDir, bool check = true);
 
 } // namespace slrt
