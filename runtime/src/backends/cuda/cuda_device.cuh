@@ -240,12 +240,8 @@ template <typename T> __device__ __forceinline__ T sigmoid(T x) {
 
 using bf16 = __nv_bfloat16;
 
-template <typename S> struct ComputeOf {
-  using type = S;
-};
-template <> struct ComputeOf<bf16> {
-  using type = float;
-};
+template <typename S> struct ComputeOf { using type = S; };
+template <> struct ComputeOf<bf16> { using type = float; };
 template <typename S> using Compute = typename ComputeOf<S>::type;
 
 template <typename T> __device__ __forceinline__ T load(T v) { return v; }

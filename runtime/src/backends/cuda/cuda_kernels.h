@@ -35,8 +35,8 @@ namespace cuda {
 
 using Dims = std::vector<int64_t>;
 
-// The element types the kernels compute on (bf16 stored, computed in fp32); kOther covers the dtypes
-// that only move (f16), which the data-movement kernels handle by size.
+// The element types the kernels compute on (bf16 stored, computed in fp32); kOther covers the
+// dtypes that only move (f16), which the data-movement kernels handle by size.
 enum class Element : uint8_t { kF32, kF64, kBF16, kI64, kI32, kBool, kOther };
 
 // A buffer as the kernels see it: device memory (host memory for the pinned-pool copies), dense and

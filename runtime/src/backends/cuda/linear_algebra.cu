@@ -50,7 +50,8 @@ void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, i
           "cublasDgemmStridedBatched");
   else {
     static_assert(std::is_same_v<T, bf16>);
-    static_assert(std::is_same_v<Compute<T>, float>); // alpha, beta: CUBLAS_COMPUTE_32F's scale type
+    // alpha and beta in CUBLAS_COMPUTE_32F's scale type.
+    static_assert(std::is_same_v<Compute<T>, float>);
     check(cublasGemmStridedBatchedEx(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, CUDA_R_16BF, ib,
                                      strideB, a, CUDA_R_16BF, ia, strideA, &beta, c, CUDA_R_16BF,
                                      ic, strideC, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
@@ -156,9 +157,8 @@ bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, in
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   // C is Y itself with beta 0 (never read); the bias pointer's alignment counts too.
-  cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d,
-                                     lt.preference, 1, &result, &found);
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &result, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
     return false;
   check(status, "cublasLtMatmulAlgoGetHeuristic");
@@ -169,8 +169,8 @@ bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, in
                     " bytes of workspace, more than the ", workspaceBytes, " it was offered");
   void *workspace = result.workspaceSize > 0 ? ctx.scratch(result.workspaceSize) : nullptr;
   const float beta = 0.0f;
-  check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y,
-                       lt.d, &result.algo, workspace, result.workspaceSize, ctx.stream()),
+  check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y, lt.d,
+                       &result.algo, workspace, result.workspaceSize, ctx.stream()),
         "cublasLtMatmul (bf16, bias epilogue)");
   return true;
 }
@@ -206,8 +206,8 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
   int64_t aCount = product(aBatch, 0, aBatch.size()), bCount = product(bBatch, 0, bBatch.size());
   if (bCount == 1) {
     // Activations times a weight: A's batches are contiguous, so one GEMM of (batch * m) rows.
-    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, 1, aData, k, 0, bData, n, 0, 0, y,
-                          n, 0, 1);
+    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, 1, aData, k, 0, bData, n, 0, 0, y, n,
+                          0, 1);
   }
   Dims batch = broadcastShape(aBatch, bBatch);
   int64_t count = product(batch, 0, batch.size());
@@ -233,8 +233,8 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
       aAt += index[d] * aStrides[d];
       bAt += index[d] * bStrides[d];
     }
-    gemmBatched<T>(ctx, false, false, m, n, k, 1, aData + aAt * m * k, k, 0, bData + bAt * k * n,
-                   n, 0, 0, y + i * m * n, n, 0, 1);
+    gemmBatched<T>(ctx, false, false, m, n, k, 1, aData + aAt * m * k, k, 0, bData + bAt * k * n, n,
+                   0, 0, y + i * m * n, n, 0, 1);
     for (size_t d = batch.size(); d-- > 0;) {
       if (++index[d] < batch[d])
         break;

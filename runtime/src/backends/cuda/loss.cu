@@ -1,6 +1,6 @@
 // The training loss, mean softmax cross-entropy over the labelled positions, and its gradient. A
-// block per row of logits; everything in double, as the CPU backend (bf16 logits widened as they are
-// read, results rounded once: load() and store(), cuda_device.cuh).
+// block per row of logits; everything in double, as the CPU backend (bf16 logits widened as they
+// are read, results rounded once: load() and store(), cuda_device.cuh).
 #include "backends/cuda/cuda_device.cuh"
 
 namespace slrt::cuda {

@@ -85,8 +85,7 @@ __global__ void softmaxKernel(const S *x, S *y, int64_t rows, int64_t extent, in
     sum = blockSum(sum);
     double scale = 1.0 / sum;
     for (int64_t j = threadIdx.x; j < extent; j += blockDim.x)
-      yr[j * inner] =
-          store<S>(static_cast<double>(dm::exp(load(xr[j * inner]) - max)) * scale);
+      yr[j * inner] = store<S>(static_cast<double>(dm::exp(load(xr[j * inner]) - max)) * scale);
   }
 }
 
