@@ -2,6 +2,12 @@
 // (the seed is printed with each failure; SLRT_TEST_SEED=N repeats a run), results poisoned before
 // each run so that an element left unwritten fails, and whole schedules through the executor and
 // the trainer. Every test that needs a GPU skips itself where none is visible (ctest label gpu).
+//
+// bf16: every float kernel family runs in f32, f64 and bf16. A bf16 case has random inputs rounded
+// to bf16; its reference is the CPU backend's f32 kernel on the same values widened (exactly), and
+// the CUDA result, widened, must be that reference rounded once to bf16 (expectAgreeBf16 says how
+// closely). Kernels that only move elements run in bf16 on both backends and agree bit for bit.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -66,20 +72,55 @@ template <typename T> Value valueOf(DType dtype, Shape shape, const std::vector<
   return v;
 }
 
-bool isFloat(DType dtype) { return dtype == F32 || dtype == F64; }
+bool isFloat(DType dtype) { return dtype == F32 || dtype == F64 || dtype == BF16; }
 
-// Uniform in [lo, hi), as f32 or f64.
+// bf16 is the upper half of an f32: widening is exact; rounding is to nearest, ties to even, a
+// finite value past the largest bf16 becomes an infinity, and a NaN stays a (quiet) NaN.
+float widenBf16(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+uint16_t roundToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (std::isnan(value))
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// The quiet NaN that poisons bf16 results.
+constexpr uint16_t kBf16Nan = 0x7fc0;
+
+// Element i of a float Value (f32, f64 or bf16; a bf16 element is rounded from x through f32).
+void setFloat(Value &v, int64_t i, double x) {
+  if (v.dtype == F64)
+    v.as<double>()[i] = x;
+  else if (v.dtype == BF16)
+    v.as<uint16_t>()[i] = roundToBf16(static_cast<float>(x));
+  else
+    v.as<float>()[i] = static_cast<float>(x);
+}
+
+double getFloat(const Value &v, int64_t i) {
+  if (v.dtype == F64)
+    return v.as<double>()[i];
+  if (v.dtype == BF16)
+    return widenBf16(v.as<uint16_t>()[i]);
+  return v.as<float>()[i];
+}
+
+// Uniform in [lo, hi), as f32, f64 or bf16 (rounded).
 Value uniform(std::mt19937 &rng, Shape shape, DType dtype = F32, double lo = -1, double hi = 1) {
   Value v{dtype, std::move(shape), {}};
   std::uniform_real_distribution<double> dist(lo, hi);
   int64_t n = v.numel();
   v.bytes.resize(static_cast<size_t>(n) * dtypeSize(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == F64)
-      v.as<double>()[i] = dist(rng);
-    else
-      v.as<float>()[i] = static_cast<float>(dist(rng));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    setFloat(v, i, dist(rng));
   return v;
 }
 
@@ -89,12 +130,8 @@ Value awayFromZero(std::mt19937 &rng, Shape shape, DType dtype = F32, double lo 
   Value v = uniform(rng, std::move(shape), dtype, lo, hi);
   std::bernoulli_distribution flip(0.5);
   for (int64_t i = 0; i < v.numel(); ++i)
-    if (flip(rng)) {
-      if (dtype == F64)
-        v.as<double>()[i] = -v.as<double>()[i];
-      else
-        v.as<float>()[i] = -v.as<float>()[i];
-    }
+    if (flip(rng))
+      setFloat(v, i, -getFloat(v, i));
   return v;
 }
 
@@ -116,25 +153,16 @@ Value integers(std::mt19937 &rng, Shape shape, int64_t lo, int64_t hi, DType dty
   return v;
 }
 
-void setFloat(Value &v, int64_t i, double x) {
-  if (v.dtype == F64)
-    v.as<double>()[i] = x;
-  else
-    v.as<float>()[i] = static_cast<float>(x);
-}
-
-double getFloat(const Value &v, int64_t i) {
-  return v.dtype == F64 ? v.as<double>()[i] : static_cast<double>(v.as<float>()[i]);
-}
-
-// What a result holds before the kernel runs: NaN for floats, 0x5a bytes otherwise. No kernel
-// writes either by accident, so an element left unwritten shows.
+// What a result holds before the kernel runs: NaN for floats (bf16 too), 0x5a bytes otherwise. No
+// kernel writes either by accident, so an element left unwritten shows.
 void poison(std::byte *data, DType dtype, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (dtype == F32)
       reinterpret_cast<float *>(data)[i] = std::numeric_limits<float>::quiet_NaN();
     else if (dtype == F64)
       reinterpret_cast<double *>(data)[i] = std::numeric_limits<double>::quiet_NaN();
+    else if (dtype == BF16)
+      std::memcpy(data + i * 2, &kBf16Nan, 2);
     else
       std::memset(data + i * dtypeSize(dtype), 0x5a, dtypeSize(dtype));
   }
@@ -251,6 +279,89 @@ constexpr double kExact = 0;
 constexpr double kElementwise = 1e-5;
 constexpr double kReduction = 1e-4;
 
+// A bf16 result g against its reference, the CPU backend's f32 result r on the same (widened)
+// inputs. The CUDA kernel computes an f32 value x on the GPU, within d = tolerance * (1 + |r|) of r
+// (the f32 tests check that bound for the same kernels; 1% is added), and rounds it once to bf16,
+// to nearest even. Rounding is monotonic, so, element by element:
+//   round(r - d) <= g <= round(r + d): where d is small next to r's bf16 spacing (most elements)
+//   g must be exactly r rounded to bf16, and at most a neighbour where r lies within d of a
+//   rounding boundary; with tolerance 0 (moves, CAST, a GEMM's k = 0) exactly round(r);
+//   the same infinity where r is infinite, NaN where r is NaN.
+// Over the whole result, the norm-wise bound that one rounding per element keeps however long
+// the sums or GEMMs behind it (|round(x) - x| <= 2^-8 |x| with 8 significant bits):
+//   ||g - r|| <= 2^-8 ||r|| + 1.01 * tolerance * ||1 + |r|||.
+// A kernel that rounds toward zero, reads a bf16 element as something else, accumulates in bf16,
+// skips an element or writes the wrong one fails the first.
+constexpr double kBf16Rounding = 1.0 / 256; // 2^-8
+
+void expectAgreeBf16(const Value &actual, const Value &expected, double tolerance,
+                     const std::string &what) {
+  ASSERT_EQ(actual.dtype, BF16) << what;
+  ASSERT_EQ(expected.dtype, F32) << what;
+  ASSERT_EQ(actual.numel(), expected.numel()) << what;
+  double error = 0, norm = 0, floor = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    uint16_t bits = actual.as<uint16_t>()[i];
+    float e = expected.as<float>()[i];
+    double g = widenBf16(bits);
+    if (std::isnan(e)) {
+      ASSERT_TRUE(std::isnan(g)) << what << ": element " << i << " is " << g << ", expected NaN";
+      continue;
+    }
+    if (tolerance == 0) {
+      ASSERT_EQ(bits, roundToBf16(e))
+          << what << ": element " << i << " is " << g << ", the CPU backend's " << e
+          << " rounded to bf16 is " << widenBf16(roundToBf16(e));
+      continue;
+    }
+    if (std::isinf(e)) {
+      ASSERT_EQ(g, static_cast<double>(e)) << what << ": element " << i;
+      continue;
+    }
+    double r = e, d = 1.01 * tolerance * (1 + std::fabs(r));
+    double lo = widenBf16(roundToBf16(static_cast<float>(r - d)));
+    double hi = widenBf16(roundToBf16(static_cast<float>(r + d)));
+    ASSERT_TRUE(lo <= g && g <= hi)
+        << what << ": element " << i << " is " << g << ", the CPU backend's f32 result " << r
+        << " rounded to bf16 within " << d << " is in [" << lo << ", " << hi << "]";
+    error += (g - r) * (g - r);
+    norm += r * r;
+    floor += (1 + std::fabs(r)) * (1 + std::fabs(r));
+  }
+  EXPECT_LE(std::sqrt(error), kBf16Rounding * std::sqrt(norm) + 1.01 * tolerance * std::sqrt(floor))
+      << what << ": the norm of the error against the CPU backend's f32 result (norm "
+      << std::sqrt(norm) << ")";
+}
+
+// Kernels that only move elements: they run in bf16 on the CPU backend too, and must agree bit
+// for bit. Every other kernel with a bf16 buffer is checked against the CPU backend's f32 kernel.
+bool onlyMoves(OpKind op) {
+  switch (op) {
+  case TRANSPOSE:
+  case SLICE:
+  case EXPAND:
+  case CONCAT:
+  case TRILU:
+  case GATHER:
+  case TAKE_ROWS:
+  case WHERE:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// The f32 Value holding a bf16 Value's elements (exactly); other dtypes as they are.
+Value widened(const Value &v) {
+  if (v.dtype != BF16)
+    return v;
+  Value wide{F32, v.shape, {}};
+  wide.bytes.resize(static_cast<size_t>(v.numel()) * sizeof(float));
+  for (int64_t i = 0; i < v.numel(); ++i)
+    wide.as<float>()[i] = widenBf16(v.as<uint16_t>()[i]);
+  return wide;
+}
+
 Kernel makeKernel(OpKind op) {
   Kernel k;
   k.set_op(op);
@@ -278,17 +389,39 @@ protected:
   }
 
   // Runs the kernel on both backends and checks that they agree: the same Error message, or
-  // results within `tolerance`. Returns the CUDA backend's outcome.
+  // results within `tolerance` (for bf16 results, see expectAgreeBf16). Returns the CUDA backend's
+  // outcome.
   Outcome check(const Kernel &kernel, const std::vector<Value> &operands,
                 const std::vector<ResultSpec> &results, double tolerance, bool onHost = false) {
     std::string what = describe(kernel, operands) + " (seed " + std::to_string(seed) + ")";
-    Outcome want = runOn(*cpu, kernel, operands, results, onHost);
+    // A kernel that computes on bf16 buffers: the CPU reference is its f32 kernel on the same
+    // values, widened, with f32 results.
+    bool bf16 = false;
+    for (const Value &v : operands)
+      bf16 |= v.dtype == BF16;
+    for (const ResultSpec &r : results)
+      bf16 |= r.dtype == BF16;
+    bf16 &= !onlyMoves(kernel.op());
+    std::vector<Value> referenceOperands = operands;
+    std::vector<ResultSpec> referenceResults = results;
+    if (bf16) {
+      for (Value &v : referenceOperands)
+        v = widened(v);
+      for (ResultSpec &r : referenceResults)
+        if (r.dtype == BF16)
+          r.dtype = F32;
+    }
+    Outcome want = runOn(*cpu, kernel, referenceOperands, referenceResults, onHost);
     Outcome got = runOn(*gpu, kernel, operands, results, onHost);
     EXPECT_EQ(got.error, want.error) << what;
     if (got.error.empty() && want.error.empty())
-      for (size_t i = 0; i < results.size(); ++i)
-        expectAgree(got.results[i], want.results[i], tolerance,
-                    what + " result " + std::to_string(i));
+      for (size_t i = 0; i < results.size(); ++i) {
+        std::string which = what + " result " + std::to_string(i);
+        if (bf16 && results[i].dtype == BF16)
+          expectAgreeBf16(got.results[i], want.results[i], tolerance, which);
+        else
+          expectAgree(got.results[i], want.results[i], tolerance, which);
+      }
     return got;
   }
 
@@ -314,7 +447,8 @@ protected:
   std::unique_ptr<Backend> gpu;
 };
 
-const DType kFloats[] = {F32, F64};
+// Every float kernel family runs in each (bf16: stored in bf16, computed in fp32).
+const DType kFloats[] = {F32, F64, BF16};
 
 // --- elementwise
 // ----------------------------------------------------------------------------------
@@ -365,9 +499,13 @@ TEST_F(CudaKernelTest, UnaryFloat) {
           check(k, {x}, {{dtype, shape, 0}}, kElementwise);
         }
       }
-  Value big = valueOf<float>(F32, {4}, {-100.f, 100.f, -INFINITY, NAN});
-  for (OpKind op : {SIGMOID, SILU, EXP, TANH, RELU})
-    check(makeKernel(op), {big}, {{F32, {4}}}, kElementwise);
+  for (DType dtype : {F32, BF16}) {
+    Value big{dtype, {4}, std::vector<std::byte>(4 * dtypeSize(dtype))};
+    for (int64_t i = 0; i < 4; ++i)
+      setFloat(big, i, std::vector<double>{-100, 100, -INFINITY, NAN}[static_cast<size_t>(i)]);
+    for (OpKind op : {SIGMOID, SILU, EXP, TANH, RELU})
+      check(makeKernel(op), {big}, {{dtype, {4}}}, kElementwise);
+  }
   check(makeKernel(NEG), {valueOf<int64_t>(I64, {3}, {std::numeric_limits<int64_t>::min(), 4, -5})},
         {{I64, {3}}}, kExact);
 }
@@ -384,7 +522,7 @@ Value smallValues(std::mt19937 &rng, Shape shape, DType dtype, int64_t lo, int64
 }
 
 TEST_F(CudaKernelTest, CompareAndWhere) {
-  for (DType dtype : {F32, F64, I64})
+  for (DType dtype : {F32, F64, BF16, I64})
     for (OpKind op : {EQUAL, LESS})
       check(makeKernel(op),
             {smallValues(rng, {4, 1, 5}, dtype, -2, 2), smallValues(rng, {3, 1}, dtype, -2, 2)},
@@ -399,10 +537,15 @@ TEST_F(CudaKernelTest, CompareAndWhere) {
 }
 
 TEST_F(CudaKernelTest, CastEveryPair) {
-  const std::vector<double> specials = {0.0,      -0.0,      2.7,  -2.7,   0.5,     -1e20,
-                                        1e20,     3e9,       -3e9, 1e-30,  255.9,   -129.5,
-                                        INFINITY, -INFINITY, NAN,  9.3e18, -9.3e18, 2147483647.0};
-  for (DType from : {F32, F64, I64, I32, BOOL}) {
+  // The last row for bf16: ties to even (1 + 2^-8, 1 + 3 * 2^-8), a value that f64 -> f32 makes
+  // a tie (bf16 rounds through f32), past the largest bf16 (to infinity), an f32 subnormal, and
+  // integers that bf16 rounds.
+  const std::vector<double> specials = {
+      0.0,    -0.0,   2.7,     -2.7,         0.5,        -1e20,      1e20,
+      3e9,    -3e9,   1e-30,   255.9,        -129.5,     INFINITY,   -INFINITY,
+      NAN,    9.3e18, -9.3e18, 2147483647.0, 1.00390625, 1.01171875, 1.00390625 + 1e-12,
+      3.4e38, 1e-40,  257.0,   -1001.0};
+  for (DType from : {F32, F64, BF16, I64, I32, BOOL}) {
     Value x{from, {static_cast<int64_t>(specials.size())}, {}};
     x.bytes.resize(specials.size() * dtypeSize(from));
     for (size_t i = 0; i < specials.size(); ++i) {
@@ -418,7 +561,7 @@ TEST_F(CudaKernelTest, CastEveryPair) {
       else
         x.as<uint8_t>()[i] = static_cast<uint8_t>(i % 3); // 2 is true too
     }
-    for (DType to : {F32, F64, I64, I32, BOOL})
+    for (DType to : {F32, F64, BF16, I64, I32, BOOL})
       check(makeKernel(CAST), {x}, {{to, x.shape}}, kExact);
   }
 }
@@ -562,9 +705,8 @@ TEST_F(CudaKernelTest, RmsNormAndItsGradient) {
 TEST_F(CudaKernelTest, TransposeSliceExpandTrilu) {
   for (DType dtype : {F32, F64, I64, I32, BOOL, BF16}) {
     auto data = [&](Shape shape) {
-      return isFloat(dtype)
-                 ? uniform(rng, shape, dtype)
-                 : integers(rng, shape, 0, dtype == BOOL ? 1 : 50000, dtype == BF16 ? BF16 : dtype);
+      return isFloat(dtype) ? uniform(rng, shape, dtype)
+                            : integers(rng, shape, 0, dtype == BOOL ? 1 : 50000, dtype);
     };
     Kernel transpose = makeKernel(TRANSPOSE);
     for (int64_t axis : {2, 0, 3, 1})
@@ -628,6 +770,8 @@ TEST_F(CudaKernelTest, GatherAndConcat) {
   Kernel gather = makeKernel(GATHER);
   gather.mutable_axis()->set_axis(0);
   check(gather, {boolTable, integers(rng, {7}, 0, 3)}, {{BOOL, {7, 3}}}, kExact);
+  check(gather, {uniform(rng, {9, 5}, BF16), integers(rng, {2, 3}, -9, 8)}, {{BF16, {2, 3, 5}}},
+        kExact);
 
   Kernel concat = makeKernel(CONCAT);
   concat.mutable_axis()->set_axis(1);
@@ -635,6 +779,9 @@ TEST_F(CudaKernelTest, GatherAndConcat) {
         {{F32, {2, 8, 4}}}, kExact);
   concat.mutable_axis()->set_axis(0);
   check(concat, {integers(rng, {1, 3}, -5, 5), integers(rng, {2, 3}, -5, 5)}, {{I64, {3, 3}}},
+        kExact);
+  concat.mutable_axis()->set_axis(2);
+  check(concat, {uniform(rng, {2, 3, 1}, BF16), uniform(rng, {2, 3, 6}, BF16)}, {{BF16, {2, 3, 7}}},
         kExact);
 }
 
@@ -674,31 +821,49 @@ TEST_F(CudaKernelTest, Matmul) {
 }
 
 TEST_F(CudaKernelTest, Gemm) {
-  const int64_t m = 33, n = 17, k = 45;
+  struct Bias {
+    std::vector<int64_t> c; // {} for no C; -1 stands for m, -2 for n
+    float beta;
+  };
+  // A row added as is (beta 1, C [n] or [1, n]) is cuBLASLt's bias epilogue for bf16; the others
+  // (and bf16 shapes that cuBLASLt has no algorithm for) go through Y = C, then beta * Y.
+  const std::vector<Bias> biases = {{{-2}, -0.5f},    {{-2}, 1.0f},     {{1, -2}, 1.0f},
+                                    {{-1, 1}, -0.5f}, {{-1, -2}, 1.0f}, {{}, 0.0f}};
   for (DType dtype : kFloats)
-    for (bool transA : {false, true})
-      for (bool transB : {false, true})
-        for (const Shape &c : {Shape{n}, Shape{m, 1}, Shape{m, n}, Shape{}}) {
-          Kernel gemm = makeKernel(GEMM);
-          gemm.mutable_gemm()->set_trans_a(transA);
-          gemm.mutable_gemm()->set_trans_b(transB);
-          gemm.mutable_gemm()->set_alpha(1.25f);
-          gemm.mutable_gemm()->set_beta(c.empty() ? 0.0f : -0.5f);
-          std::vector<Value> operands = {uniform(rng, transA ? Shape{k, m} : Shape{m, k}, dtype),
-                                         uniform(rng, transB ? Shape{n, k} : Shape{k, n}, dtype)};
-          if (!c.empty())
-            operands.push_back(uniform(rng, c, dtype));
-          check(gemm, operands, {{dtype, {m, n}}}, kReduction);
-        }
-  // k = 0: Y = beta * C; and a C that beta 0 leaves unread.
-  Kernel gemm = makeKernel(GEMM);
-  gemm.mutable_gemm()->set_alpha(1.0f);
-  gemm.mutable_gemm()->set_beta(2.0f);
-  check(gemm, {uniform(rng, {4, 0}), uniform(rng, {0, 3}), uniform(rng, {3})}, {{F32, {4, 3}}},
-        kExact);
-  gemm.mutable_gemm()->set_beta(0.0f);
-  Value nanC = valueOf<float>(F32, {3}, {NAN, NAN, NAN});
-  check(gemm, {uniform(rng, {4, 5}), uniform(rng, {5, 3}), nanC}, {{F32, {4, 3}}}, kReduction);
+    for (const auto &[m, n, k] : {std::array<int64_t, 3>{33, 17, 45}, {64, 128, 96}})
+      for (bool transA : {false, true})
+        for (bool transB : {false, true})
+          for (const Bias &bias : biases) {
+            Kernel gemm = makeKernel(GEMM);
+            gemm.mutable_gemm()->set_trans_a(transA);
+            gemm.mutable_gemm()->set_trans_b(transB);
+            gemm.mutable_gemm()->set_alpha(1.25f);
+            gemm.mutable_gemm()->set_beta(bias.beta);
+            std::vector<Value> operands = {uniform(rng, transA ? Shape{k, m} : Shape{m, k}, dtype),
+                                           uniform(rng, transB ? Shape{n, k} : Shape{k, n}, dtype)};
+            if (!bias.c.empty()) {
+              Shape c;
+              for (int64_t d : bias.c)
+                c.push_back(d == -1 ? m : d == -2 ? n : d);
+              operands.push_back(uniform(rng, c, dtype));
+            }
+            check(gemm, operands, {{dtype, {m, n}}}, kReduction);
+          }
+  for (DType dtype : kFloats) {
+    // k = 0: Y = beta * C; and a C that beta 0 leaves unread.
+    Kernel gemm = makeKernel(GEMM);
+    gemm.mutable_gemm()->set_alpha(1.0f);
+    gemm.mutable_gemm()->set_beta(2.0f);
+    check(gemm,
+          {uniform(rng, {4, 0}, dtype), uniform(rng, {0, 3}, dtype), uniform(rng, {3}, dtype)},
+          {{dtype, {4, 3}}}, kExact);
+    gemm.mutable_gemm()->set_beta(0.0f);
+    Value nanC = uniform(rng, {3}, dtype);
+    for (int64_t i = 0; i < 3; ++i)
+      setFloat(nanC, i, NAN);
+    check(gemm, {uniform(rng, {4, 5}, dtype), uniform(rng, {5, 3}, dtype), nanC}, {{dtype, {4, 3}}},
+          kReduction);
+  }
 }
 
 // --- attention and rotary
@@ -823,7 +988,7 @@ TEST_F(CudaKernelTest, CrossEntropyAndItsGradient) {
 // ---------------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, TakeRows) {
-  for (DType dtype : {F32, F64, I64, BOOL}) {
+  for (DType dtype : {F32, F64, BF16, I64, BOOL}) {
     Value x =
         isFloat(dtype) ? uniform(rng, {3, 5, 4}, dtype) : smallValues(rng, {3, 5, 4}, dtype, 0, 1);
     check(makeKernel(TAKE_ROWS), {x, valueOf<int64_t>(I64, {3}, {4, 0, 2})}, {{dtype, {3, 1, 4}}},
@@ -860,6 +1025,24 @@ TEST_F(CudaKernelTest, KvWriteRunsOnTheHost) {
   Value v = uniform(rng, {2, 3, 2, 4}), start = valueOf<int64_t>(I64, {2}, {0, 7});
   check(makeKernel(KV_WRITE), {cache, k, v, start}, {{F32, cache.shape, 0}}, kExact,
         /*onHost=*/true);
+}
+
+// KV_WRITE over a cache kept on the device: the CUDA kernel, in every float dtype (it moves the
+// elements; the bf16 reference is the CPU backend's f32 kernel, so the result must be exact).
+TEST_F(CudaKernelTest, KvWriteOnTheDevice) {
+  for (DType dtype : kFloats) {
+    Value cache = uniform(rng, {2, 2, 3, 9, 4}, dtype), k = uniform(rng, {2, 3, 2, 4}, dtype);
+    Value v = uniform(rng, {2, 3, 2, 4}, dtype);
+    Kernel write = makeKernel(KV_WRITE);
+    check(write, {cache, k, v, valueOf<int64_t>(I64, {2}, {0, 7})}, {{dtype, cache.shape, 0}},
+          kExact);
+    check(write, {cache, k, v}, {{dtype, cache.shape, 0}}, kExact); // no start: position 0
+    // A bad start: the same message, and the cache (the result) untouched.
+    Outcome bad = check(write, {cache, k, v, valueOf<int64_t>(I64, {2}, {3, 8})},
+                        {{dtype, cache.shape, 0}}, kExact);
+    EXPECT_THAT(bad.error, HasSubstr("start 8 (element 1 of the starts [2]) is outside [0, 7]"));
+    EXPECT_EQ(bad.results[0].bytes, cache.bytes) << "the cache was written before the error";
+  }
 }
 
 // --- the backend as a whole

@@ -3,8 +3,10 @@
 // Attention never holds an [S, T] block: a thread block takes one query row (one key row for the
 // key/value gradients), finds the row's softmax maximum in a first pass over the keys, then streams
 // the keys in tiles of one score per thread, the probabilities of a tile shared for the weighted
-// sum over the value columns. Scores are computed in the buffers' precision and sums in double, as
-// the CPU backend does; accumulation runs in key order, so results do not depend on the launch.
+// sum over the value columns. Scores are computed in the buffers' precision (fp32 for bf16 buffers,
+// whose elements are widened as they are read: load() and store(), cuda_device.cuh) and sums in
+// double, as the CPU backend does; accumulation runs in key order, so results do not depend on the
+// launch.
 #include "backends/cuda/cuda_device.cuh"
 
 namespace slrt::cuda {
@@ -22,10 +24,12 @@ struct MaskStrides {
   int64_t b = 0, h = 0, s = 0, t = 0;
 };
 
-template <typename T> __device__ __forceinline__ T dot(const T *a, const T *b, int64_t n) {
-  T sum = T(0);
+// In the compute type of b's storage; a is either storage or a row already widened.
+template <typename A, typename B>
+__device__ __forceinline__ Compute<B> dot(const A *a, const B *b, int64_t n) {
+  Compute<B> sum = 0;
   for (int64_t c = 0; c < n; ++c)
-    sum += a[c] * b[c];
+    sum += load(a[c]) * load(b[c]);
   return sum;
 }
 
@@ -36,7 +40,7 @@ __device__ __forceinline__ int64_t visibleKeys(bool causal, int64_t i, int64_t s
   return max(int64_t{0}, min(t, i + t - s + 1));
 }
 
-// Shared memory: a double array of `doubles`, then T arrays; offsets in elements of T after it.
+// Shared memory: a double array of `doubles`, then T (compute type) arrays.
 template <typename T> size_t sharedBytes(int64_t doubles, int64_t ts) {
   return static_cast<size_t>(doubles) * sizeof(double) + static_cast<size_t>(ts) * sizeof(T);
 }
@@ -45,9 +49,10 @@ template <typename T> size_t sharedBytes(int64_t doubles, int64_t ts) {
 
 // softmax(q k^T * scale + mask) v per query row; a row that may see no key is zeros (NaN when a
 // score is NaN).
-template <typename T>
-__global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mask, T *y,
-                                AttentionShape sh, MaskStrides ms, T scale, bool causal) {
+template <typename S>
+__global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mask, S *y,
+                                AttentionShape sh, MaskStrides ms, Compute<S> scale, bool causal) {
+  using T = Compute<S>;
   extern __shared__ double shared[];
   double *acc = shared;                       // [dv]
   T *qs = reinterpret_cast<T *>(acc + sh.dv); // [d]
@@ -58,16 +63,16 @@ __global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mas
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t i = row % sh.s, bh = row / sh.s, h = bh % sh.heads, b = bh / sh.heads;
     int64_t kvHead = b * sh.kvHeads + h / sh.group();
-    const T *kHead = k + kvHead * sh.t * sh.d, *vHead = v + kvHead * sh.t * sh.dv;
-    T *yRow = y + row * sh.dv;
+    const S *kHead = k + kvHead * sh.t * sh.d, *vHead = v + kvHead * sh.t * sh.dv;
+    S *yRow = y + row * sh.dv;
     int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
-    const T *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
+    const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
     __syncthreads(); // the previous row is done with shared memory
     for (int64_t c = tid; c < sh.d; c += threads)
-      qs[c] = q[row * sh.d + c];
+      qs[c] = load(q[row * sh.d + c]);
     __syncthreads();
     auto score = [&](int64_t j) {
-      return dot(qs, kHead + j * sh.d, sh.d) * scale + (mRow ? mRow[j * ms.t] : T(0));
+      return dot(qs, kHead + j * sh.d, sh.d) * scale + (mRow ? load(mRow[j * ms.t]) : T(0));
     };
 
     T rowMax = -dm::infinity<T>();
@@ -80,7 +85,7 @@ __global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mas
         nan |= dm::isnan(score(j)) ? 1 : 0;
       T fill = blockSum(nan) != 0 ? dm::quietNan<T>() : T(0);
       for (int64_t c = tid; c < sh.dv; c += threads)
-        yRow[c] = fill;
+        yRow[c] = store<S>(fill);
       continue;
     }
     for (int64_t c = tid; c < sh.dv; c += threads)
@@ -100,7 +105,7 @@ __global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mas
         for (int64_t jj = 0; jj < count; ++jj) {
           T p = tile[jj];
           if (p != T(0))
-            a += static_cast<double>(p) * vHead[(j0 + jj) * sh.dv + c];
+            a += static_cast<double>(p) * load(vHead[(j0 + jj) * sh.dv + c]);
         }
         acc[c] = a;
       }
@@ -110,7 +115,7 @@ __global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mas
       total = sum;
     __syncthreads();
     for (int64_t c = tid; c < sh.dv; c += threads)
-      yRow[c] = static_cast<T>(acc[c] / total);
+      yRow[c] = store<S>(acc[c] / total);
   }
 }
 
@@ -124,13 +129,14 @@ __global__ void attentionKernel(const T *q, const T *k, const T *v, const T *mas
 // p and ds are rounded as the CPU backend's blocked GEMMs round them.
 
 struct RowStats {
-  void *max, *inverse, *delta; // T arrays [B * Hq * S]
+  void *max, *inverse, *delta; // compute-type arrays [B * Hq * S]
 };
 
-template <typename T>
-__global__ void attentionGradQuery(const T *q, const T *k, const T *v, const T *dy, const T *mask,
-                                   T *dq, RowStats stats, AttentionShape sh, MaskStrides ms,
-                                   T scale, bool causal) {
+template <typename S>
+__global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *dy, const S *mask,
+                                   S *dq, RowStats stats, AttentionShape sh, MaskStrides ms,
+                                   Compute<S> scale, bool causal) {
+  using T = Compute<S>;
   extern __shared__ double shared[];
   double *acc = shared;                      // [d]
   T *qs = reinterpret_cast<T *>(acc + sh.d); // [d]
@@ -143,18 +149,18 @@ __global__ void attentionGradQuery(const T *q, const T *k, const T *v, const T *
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t i = row % sh.s, bh = row / sh.s, h = bh % sh.heads, b = bh / sh.heads;
     int64_t kvHead = b * sh.kvHeads + h / sh.group();
-    const T *kHead = k + kvHead * sh.t * sh.d, *vHead = v + kvHead * sh.t * sh.dv;
-    T *dqRow = dq + row * sh.d;
+    const S *kHead = k + kvHead * sh.t * sh.d, *vHead = v + kvHead * sh.t * sh.dv;
+    S *dqRow = dq + row * sh.d;
     int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
-    const T *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
+    const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
     __syncthreads();
     for (int64_t c = tid; c < sh.d; c += threads)
-      qs[c] = q[row * sh.d + c];
+      qs[c] = load(q[row * sh.d + c]);
     for (int64_t c = tid; c < sh.dv; c += threads)
-      dys[c] = dy[row * sh.dv + c];
+      dys[c] = load(dy[row * sh.dv + c]);
     __syncthreads();
     auto score = [&](int64_t j) {
-      return scale * dot(qs, kHead + j * sh.d, sh.d) + (mRow ? mRow[j * ms.t] : T(0));
+      return scale * dot(qs, kHead + j * sh.d, sh.d) + (mRow ? load(mRow[j * ms.t]) : T(0));
     };
 
     T rowMax = -dm::infinity<T>();
@@ -164,7 +170,7 @@ __global__ void attentionGradQuery(const T *q, const T *k, const T *v, const T *
     if (rowMax == -dm::infinity<T>()) {
       // Sees no key: no gradient, and nothing for the key rows.
       for (int64_t c = tid; c < sh.d; c += threads)
-        dqRow[c] = T(0);
+        dqRow[c] = store<S>(T(0));
       if (tid == 0) {
         rowMaxOut[row] = rowMax;
         inverseOut[row] = T(0);
@@ -195,13 +201,13 @@ __global__ void attentionGradQuery(const T *q, const T *k, const T *v, const T *
       for (int64_t c = tid; c < sh.d; c += threads) {
         double a = acc[c];
         for (int64_t jj = 0; jj < count; ++jj)
-          a += static_cast<double>(tile[jj]) * kHead[(j0 + jj) * sh.d + c];
+          a += static_cast<double>(tile[jj]) * load(kHead[(j0 + jj) * sh.d + c]);
         acc[c] = a;
       }
       __syncthreads();
     }
     for (int64_t c = tid; c < sh.d; c += threads)
-      dqRow[c] = static_cast<T>(acc[c]);
+      dqRow[c] = store<S>(acc[c]);
     if (tid == 0) {
       rowMaxOut[row] = rowMax;
       inverseOut[row] = inverse;
@@ -210,10 +216,11 @@ __global__ void attentionGradQuery(const T *q, const T *k, const T *v, const T *
   }
 }
 
-template <typename T>
-__global__ void attentionGradKey(const T *q, const T *k, const T *v, const T *dy, const T *mask,
-                                 T *dk, T *dv, RowStats stats, AttentionShape sh, MaskStrides ms,
-                                 T scale, bool causal) {
+template <typename S>
+__global__ void attentionGradKey(const S *q, const S *k, const S *v, const S *dy, const S *mask,
+                                 S *dk, S *dv, RowStats stats, AttentionShape sh, MaskStrides ms,
+                                 Compute<S> scale, bool causal) {
+  using T = Compute<S>;
   extern __shared__ double shared[];
   double *accK = shared;                       // [d]
   double *accV = accK + sh.d;                  // [dv]
@@ -231,11 +238,11 @@ __global__ void attentionGradKey(const T *q, const T *k, const T *v, const T *dy
     int64_t kvHead = item % sh.kvHeads, b = item / sh.kvHeads;
     __syncthreads();
     for (int64_t c = tid; c < sh.d; c += threads) {
-      ks[c] = k[keyRow * sh.d + c];
+      ks[c] = load(k[keyRow * sh.d + c]);
       accK[c] = 0;
     }
     for (int64_t c = tid; c < sh.dv; c += threads) {
-      vs[c] = v[keyRow * sh.dv + c];
+      vs[c] = load(v[keyRow * sh.dv + c]);
       accV[c] = 0;
     }
     __syncthreads();
@@ -243,12 +250,12 @@ __global__ void attentionGradKey(const T *q, const T *k, const T *v, const T *dy
     int64_t first = causal ? max(int64_t{0}, j + sh.s - sh.t) : 0;
     for (int64_t h = kvHead * sh.group(); h < (kvHead + 1) * sh.group(); ++h) {
       int64_t bh = b * sh.heads + h;
-      const T *mRows = mask ? mask + b * ms.b + h * ms.h + j * ms.t : nullptr;
+      const S *mRows = mask ? mask + b * ms.b + h * ms.h + j * ms.t : nullptr;
       for (int64_t i0 = first; i0 < sh.s; i0 += threads) {
         int64_t i = i0 + tid, row = bh * sh.s + i;
         T p = T(0), ds = T(0);
         if (i < sh.s && rowMax[row] != -dm::infinity<T>()) {
-          T score = scale * dot(q + row * sh.d, ks, sh.d) + (mRows ? mRows[i * ms.s] : T(0));
+          T score = scale * dot(q + row * sh.d, ks, sh.d) + (mRows ? load(mRows[i * ms.s]) : T(0));
           p = dm::exp(score - rowMax[row]) * inverse[row];
           ds = p * (dot(dy + row * sh.dv, vs, sh.dv) - delta[row]) * scale;
         }
@@ -256,26 +263,26 @@ __global__ void attentionGradKey(const T *q, const T *k, const T *v, const T *dy
         dsTile[tid] = ds;
         __syncthreads();
         int64_t count = min(static_cast<int64_t>(threads), sh.s - i0);
-        const T *qRows = q + (bh * sh.s + i0) * sh.d, *dyRows = dy + (bh * sh.s + i0) * sh.dv;
+        const S *qRows = q + (bh * sh.s + i0) * sh.d, *dyRows = dy + (bh * sh.s + i0) * sh.dv;
         for (int64_t c = tid; c < sh.d; c += threads) {
           double a = accK[c];
           for (int64_t ii = 0; ii < count; ++ii)
-            a += static_cast<double>(dsTile[ii]) * qRows[ii * sh.d + c];
+            a += static_cast<double>(dsTile[ii]) * load(qRows[ii * sh.d + c]);
           accK[c] = a;
         }
         for (int64_t c = tid; c < sh.dv; c += threads) {
           double a = accV[c];
           for (int64_t ii = 0; ii < count; ++ii)
-            a += static_cast<double>(pTile[ii]) * dyRows[ii * sh.dv + c];
+            a += static_cast<double>(pTile[ii]) * load(dyRows[ii * sh.dv + c]);
           accV[c] = a;
         }
         __syncthreads();
       }
     }
     for (int64_t c = tid; c < sh.d; c += threads)
-      dk[keyRow * sh.d + c] = static_cast<T>(accK[c]);
+      dk[keyRow * sh.d + c] = store<S>(accK[c]);
     for (int64_t c = tid; c < sh.dv; c += threads)
-      dv[keyRow * sh.dv + c] = static_cast<T>(accV[c]);
+      dv[keyRow * sh.dv + c] = store<S>(accV[c]);
   }
 }
 
@@ -291,10 +298,12 @@ __global__ void findBadLength(const int64_t *length, int64_t batch, int64_t capa
 
 // One block per (sequence, query head): the cached keys [0, length) then the token's own, their
 // softmax (maximum first) and the weighted sum of the values, as the CPU backend.
-template <typename T>
-__global__ void decodeAttentionKernel(const T *q, const T *k, const T *v, const T *cache,
-                                      const int64_t *length, T *y, int64_t batch, int64_t heads,
-                                      int64_t kvHeads, int64_t capacity, int64_t d, T scale) {
+template <typename S>
+__global__ void decodeAttentionKernel(const S *q, const S *k, const S *v, const S *cache,
+                                      const int64_t *length, S *y, int64_t batch, int64_t heads,
+                                      int64_t kvHeads, int64_t capacity, int64_t d,
+                                      Compute<S> scale) {
+  using T = Compute<S>;
   extern __shared__ double shared[];
   double *acc = shared;                   // [d]
   T *qs = reinterpret_cast<T *>(acc + d); // [d]
@@ -306,14 +315,14 @@ __global__ void decodeAttentionKernel(const T *q, const T *k, const T *v, const 
     int64_t b = bh / heads, h = bh % heads, kvHead = h / group;
     int64_t cached = length[b];
     // cache [B, 2, Hkv, C, D]: keys at (b, 0, kvHead), values at (b, 1, kvHead).
-    const T *keys = cache + ((b * 2 + 0) * kvHeads + kvHead) * capacity * d;
-    const T *values = cache + ((b * 2 + 1) * kvHeads + kvHead) * capacity * d;
-    const T *newKey = k + (b * kvHeads + kvHead) * d, *newValue = v + (b * kvHeads + kvHead) * d;
+    const S *keys = cache + ((b * 2 + 0) * kvHeads + kvHead) * capacity * d;
+    const S *values = cache + ((b * 2 + 1) * kvHeads + kvHead) * capacity * d;
+    const S *newKey = k + (b * kvHeads + kvHead) * d, *newValue = v + (b * kvHeads + kvHead) * d;
     auto keyRow = [&](int64_t j) { return j < cached ? keys + j * d : newKey; };
     auto valueRow = [&](int64_t j) { return j < cached ? values + j * d : newValue; };
     __syncthreads();
     for (int64_t c = tid; c < d; c += threads) {
-      qs[c] = q[bh * d + c];
+      qs[c] = load(q[bh * d + c]);
       acc[c] = 0;
     }
     __syncthreads();
@@ -334,7 +343,7 @@ __global__ void decodeAttentionKernel(const T *q, const T *k, const T *v, const 
       for (int64_t c = tid; c < d; c += threads) {
         double a = acc[c];
         for (int64_t jj = 0; jj < count; ++jj)
-          a += static_cast<double>(tile[jj]) * valueRow(j0 + jj)[c];
+          a += static_cast<double>(tile[jj]) * load(valueRow(j0 + jj)[c]);
         acc[c] = a;
       }
       __syncthreads();
@@ -343,7 +352,7 @@ __global__ void decodeAttentionKernel(const T *q, const T *k, const T *v, const 
       total = sum;
     __syncthreads();
     for (int64_t c = tid; c < d; c += threads)
-      y[bh * d + c] = static_cast<T>(acc[c] / total);
+      y[bh * d + c] = store<S>(acc[c] / total);
   }
 }
 
@@ -353,26 +362,27 @@ __global__ void decodeAttentionKernel(const T *q, const T *k, const T *v, const 
 // (2j, 2j+1) interleaved and (j, j + D/2) for rotate-half. The forward maps (a, b) to
 // (a c0 - b s0, b c1 + a s1); its transpose (the gradient) maps (a, b) to (a c0 + b s1,
 // b c1 - a s0). A pair is read whole before either slot is written: exactly in place is safe.
-template <typename T>
-__global__ void rotaryKernel(const T *x, const T *cos, const T *sin, T *y, int64_t pairs,
+template <typename S>
+__global__ void rotaryKernel(const S *x, const S *cos, const S *sin, S *y, int64_t pairs,
                              int64_t half, int64_t dim, Strided<2> rows, int64_t cosStep,
                              int64_t sinStep, bool interleaved, bool transpose) {
+  using T = Compute<S>;
   SLRT_GRID_LOOP(i, pairs) {
     int64_t row = i / half, j = i % half;
     int64_t at[2];
     rows.at(row, at);
-    const T *xr = x + row * dim, *cr = cos + at[0], *sr = sin + at[1];
-    T *yr = y + row * dim;
+    const S *xr = x + row * dim, *cr = cos + at[0], *sr = sin + at[1];
+    S *yr = y + row * dim;
     int64_t first = interleaved ? 2 * j : j, second = interleaved ? 2 * j + 1 : j + half;
-    T a = xr[first], b = xr[second];
-    T c0 = cr[first * cosStep], c1 = cr[second * cosStep];
-    T s0 = sr[first * sinStep], s1 = sr[second * sinStep];
+    T a = load(xr[first]), b = load(xr[second]);
+    T c0 = load(cr[first * cosStep]), c1 = load(cr[second * cosStep]);
+    T s0 = load(sr[first * sinStep]), s1 = load(sr[second * sinStep]);
     if (transpose) {
-      yr[first] = a * c0 + b * s1;
-      yr[second] = b * c1 - a * s0;
+      yr[first] = store<S>(a * c0 + b * s1);
+      yr[second] = store<S>(b * c1 - a * s0);
     } else {
-      yr[first] = a * c0 - b * s0;
-      yr[second] = b * c1 + a * s1;
+      yr[first] = store<S>(a * c0 - b * s0);
+      yr[second] = store<S>(b * c1 + a * s1);
     }
   }
 }
@@ -396,12 +406,12 @@ void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Te
   MaskStrides ms = maskStrides(mask, sh);
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
-    size_t bytes = sharedBytes<T>(sh.dv, sh.d + kAttentionThreads);
+    size_t bytes = sharedBytes<Compute<T>>(sh.dv, sh.d + kAttentionThreads);
     checkSharedBytes(bytes, "attention");
     launch(ctx, "attention", attentionKernel<T>, blocksForRows(sh.batch * sh.heads * sh.s),
            kAttentionThreads, bytes, q.as<T>(), k.as<T>(), v.as<T>(),
            mask ? mask->as<T>() : static_cast<T *>(nullptr), y.as<T>(), sh, ms,
-           static_cast<T>(scale), causal);
+           static_cast<Compute<T>>(scale), causal);
   });
 }
 
@@ -413,22 +423,23 @@ void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, cons
   int64_t queryRows = sh.batch * sh.heads * sh.s;
   withFloatType(dq.element, [&](auto type) {
     using T = decltype(type);
+    using C = Compute<T>;
     ScratchLayout layout;
-    size_t maxAt = layout.add<T>(queryRows), inverseAt = layout.add<T>(queryRows),
-           deltaAt = layout.add<T>(queryRows);
+    size_t maxAt = layout.add<C>(queryRows), inverseAt = layout.add<C>(queryRows),
+           deltaAt = layout.add<C>(queryRows);
     std::byte *base = ctx.scratch(layout.bytes());
     RowStats stats{base + maxAt, base + inverseAt, base + deltaAt};
     const T *maskData = mask ? mask->as<T>() : nullptr;
-    size_t queryBytes = sharedBytes<T>(sh.d, sh.d + sh.dv + kAttentionThreads);
-    size_t keyBytes = sharedBytes<T>(sh.d + sh.dv, sh.d + sh.dv + 2 * kAttentionThreads);
+    size_t queryBytes = sharedBytes<C>(sh.d, sh.d + sh.dv + kAttentionThreads);
+    size_t keyBytes = sharedBytes<C>(sh.d + sh.dv, sh.d + sh.dv + 2 * kAttentionThreads);
     checkSharedBytes(std::max(queryBytes, keyBytes), "attention gradient");
     launch(ctx, "attentionGrad (query rows)", attentionGradQuery<T>, blocksForRows(queryRows),
            kAttentionThreads, queryBytes, q.as<T>(), k.as<T>(), v.as<T>(), dy.as<T>(), maskData,
-           dq.as<T>(), stats, sh, ms, static_cast<T>(scale), causal);
+           dq.as<T>(), stats, sh, ms, static_cast<C>(scale), causal);
     launch(ctx, "attentionGrad (key rows)", attentionGradKey<T>,
            blocksForRows(sh.batch * sh.kvHeads * sh.t), kAttentionThreads, keyBytes, q.as<T>(),
            k.as<T>(), v.as<T>(), dy.as<T>(), maskData, dk.as<T>(), dv.as<T>(), stats, sh, ms,
-           static_cast<T>(scale), causal);
+           static_cast<C>(scale), causal);
   });
 }
 
@@ -449,12 +460,12 @@ void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k
   }
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
-    size_t bytes = sharedBytes<T>(d, d + kAttentionThreads);
+    size_t bytes = sharedBytes<Compute<T>>(d, d + kAttentionThreads);
     checkSharedBytes(bytes, "decode attention");
     launch(ctx, "decodeAttention", decodeAttentionKernel<T>, blocksForRows(batch * heads),
            kAttentionThreads, bytes, q.as<T>(), k.as<T>(), v.as<T>(), cache.as<T>(),
            length.as<int64_t>(), y.as<T>(), batch, heads, kvHeads, capacity, d,
-           static_cast<T>(scale));
+           static_cast<Compute<T>>(scale));
   });
 }
 

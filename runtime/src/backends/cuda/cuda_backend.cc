@@ -51,6 +51,8 @@ Context::~Context() { release(); }
 
 // Errors are ignored: this runs from the destructor and from the constructor's failure path.
 void Context::release() noexcept {
+  if (cublasLt_)
+    cublasLtDestroy(cublasLt_);
   if (cublas_)
     cublasDestroy(cublas_);
   if (scratch_)
@@ -62,6 +64,7 @@ void Context::release() noexcept {
   if (stream_)
     cudaStreamDestroy(stream_);
   cublas_ = nullptr;
+  cublasLt_ = nullptr;
   scratch_ = nullptr;
   checkWords_ = nullptr;
   checkHost_ = nullptr;
@@ -77,6 +80,12 @@ cublasHandle_t Context::cublas() {
     SLRT_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   }
   return cublas_;
+}
+
+cublasLtHandle_t Context::cublasLt() {
+  if (!cublasLt_)
+    SLRT_CHECK(cublasLtCreate(&cublasLt_));
+  return cublasLt_;
 }
 
 std::byte *Context::scratch(size_t bytes) {
@@ -127,6 +136,9 @@ Tensor tensorOf(const TensorRef &ref) {
     break;
   case F64:
     t.element = Element::kF64;
+    break;
+  case BF16:
+    t.element = Element::kBF16;
     break;
   case I64:
     t.element = Element::kI64;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
@@ -229,14 +230,45 @@ template <typename T> __device__ __forceinline__ T sigmoid(T x) {
   return e / (T(1) + e);
 }
 
+// --- storage and compute types ------------------------------------------------------------------
+// A float kernel is written once over its storage type S (float, double or bf16) and computes in
+// Compute<S>: float for f32 and bf16, double for f64. It reads an element with load(), which widens
+// bf16 exactly, and writes one with store<S>(), which rounds a float to the nearest bf16 (ties to
+// even) once; a double (a sum kept in double) is first rounded to float, so that a bf16 result is
+// the f32 kernel's result rounded to bf16, as the CPU backend defines it. For every other type
+// both are the identity (store a static_cast), so integer kernels use them too.
+
+using bf16 = __nv_bfloat16;
+
+template <typename S> struct ComputeOf { using type = S; };
+template <> struct ComputeOf<bf16> { using type = float; };
+template <typename S> using Compute = typename ComputeOf<S>::type;
+
+template <typename T> __device__ __forceinline__ T load(T v) { return v; }
+__device__ __forceinline__ float load(bf16 v) { return __bfloat162float(v); }
+
+template <typename S, typename V> __device__ __forceinline__ S store(V v) {
+  if constexpr (std::is_same_v<S, bf16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
+  else
+    return static_cast<S>(v);
+}
+
 // --- type dispatch ------------------------------------------------------------------------------
 
-// f(double{}) for f64 kernels, f(float{}) for the others (the verifier admits only f32 and f64
-// for float ops).
+// f(S{}) with the storage type of a float kernel's buffers: double for f64, bf16 for bf16 (computed
+// in float), float for f32.
 template <typename F> void withFloatType(Element element, F f) {
-  if (element == Element::kF64)
+  switch (element) {
+  case Element::kF64:
     return f(double{});
-  return f(float{});
+  case Element::kBF16:
+    return f(bf16{});
+  case Element::kF32:
+    return f(float{});
+  default:
+    throw makeError("the CUDA backend's float kernels compute f32, f64 or bf16 only");
+  }
 }
 
 // f(T{}) with the unsigned type of the element size: for kernels that only move elements.

@@ -10,6 +10,8 @@
 // launched, so that an Error is raised before anything is written, as on the CPU backend, with the
 // CPU backend's message. Numerics follow the CPU kernels (runtime/src/backends/cpu/): fp32 (or
 // fp64) elements, sums and softmax denominators in double, the same formulas in the same precision.
+// bf16 buffers are computed exactly as f32 ones on their widened elements, each result rounded
+// once to bf16 (load/store in cuda_device.cuh).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -32,9 +35,9 @@ namespace cuda {
 
 using Dims = std::vector<int64_t>;
 
-// The element types the kernels compute on; kOther covers the dtypes that only move (f16, bf16),
-// which the data-movement kernels handle by size.
-enum class Element : uint8_t { kF32, kF64, kI64, kI32, kBool, kOther };
+// The element types the kernels compute on (bf16 stored, computed in fp32); kOther covers the
+// dtypes that only move (f16), which the data-movement kernels handle by size.
+enum class Element : uint8_t { kF32, kF64, kBF16, kI64, kI32, kBool, kOther };
 
 // A buffer as the kernels see it: device memory (host memory for the pinned-pool copies), dense and
 // row-major.
@@ -67,6 +70,8 @@ public:
   cudaStream_t stream() const { return stream_; }
   // Created on first use, bound to stream(), fp32 math (no TF32).
   cublasHandle_t cublas();
+  // Created on first use; cuBLASLt takes the stream with each call.
+  cublasLtHandle_t cublasLt();
   // At least `bytes` of device memory, valid until the next call. Grows (never shrinks) only
   // while the stream is idle, which it is at the start of a kernel: every kernel ends with
   // synchronize().
@@ -93,6 +98,7 @@ private:
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublasLt_ = nullptr;
   std::byte *scratch_ = nullptr;
   size_t scratchBytes_ = 0;
   unsigned long long *checkWords_ = nullptr;
@@ -160,7 +166,7 @@ void takeRows(Context &ctx, const Tensor &x, const Tensor &index, const Tensor &
 void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v,
              const Tensor *start);
 
-// linear_algebra.cu (cuBLAS, fp32 or fp64 math)
+// linear_algebra.cu (cuBLAS and cuBLASLt: fp32 math for f32 and bf16, fp64 for f64)
 void matmul(Context &ctx, const Tensor &a, const Tensor &b, const Tensor &y);
 void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const Tensor &a,
           const Tensor &b, const Tensor *c, const Tensor &y);

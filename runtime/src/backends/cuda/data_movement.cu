@@ -86,8 +86,8 @@ __global__ void gatherGradKernel(const T *dy, const int64_t *first, const int64_
     int64_t a = item % extent, o = item / extent;
     double acc = 0;
     for (int64_t at = first[a]; at < first[a + 1]; ++at)
-      acc += dy[(o * count + order[at]) * inner + c];
-    ddata[i] = static_cast<T>(acc);
+      acc += load(dy[(o * count + order[at]) * inner + c]);
+    ddata[i] = store<T>(acc);
   }
 }
 

@@ -1,5 +1,6 @@
 // Elementwise kernels, one thread per result element: each element reads only the operand
-// elements at its own (broadcast) position, so every kernel here runs exactly in place.
+// elements at its own (broadcast) position, so every kernel here runs exactly in place. Float
+// kernels take the storage type T and compute in Compute<T> (load/store, cuda_device.cuh).
 #include <climits>
 
 #include "backends/cuda/cuda_device.cuh"
@@ -11,7 +12,7 @@ namespace {
 
 template <typename T, typename R, typename Op>
 __global__ void binaryDense(const T *a, const T *b, R *y, int64_t n, Op op) {
-  SLRT_GRID_LOOP(i, n) { y[i] = op(a[i], b[i]); }
+  SLRT_GRID_LOOP(i, n) { y[i] = store<R>(op(load(a[i]), load(b[i]))); }
 }
 
 template <typename T, typename R, typename Op>
@@ -19,7 +20,7 @@ __global__ void binaryStrided(const T *a, const T *b, R *y, int64_t n, Strided<2
   SLRT_GRID_LOOP(i, n) {
     int64_t at[2];
     s.at(i, at);
-    y[i] = op(a[at[0]], b[at[1]]);
+    y[i] = store<R>(op(load(a[at[0]]), load(b[at[1]])));
   }
 }
 
@@ -88,7 +89,7 @@ __global__ void findZero(const T *values, int64_t n, unsigned long long *firstBa
 // --- unary --------------------------------------------------------------------------------------
 
 template <typename T, typename Op> __global__ void map(const T *x, T *y, int64_t n, Op op) {
-  SLRT_GRID_LOOP(i, n) { y[i] = op(x[i]); }
+  SLRT_GRID_LOOP(i, n) { y[i] = store<T>(op(load(x[i]))); }
 }
 
 template <typename T> __device__ T gelu(T x, bool tanhApproximation) {
@@ -169,9 +170,15 @@ template <> struct IntLimits<int32_t> {
 };
 
 // The CPU backend's castValue: float to integer truncates toward zero, saturates out of range and
-// gives 0 for NaN; integer narrowing wraps; anything to bool is x != 0 (NaN is true).
+// gives 0 for NaN; integer narrowing wraps; anything to bool is x != 0 (NaN is true). bf16 is
+// read as the float it widens to (exactly), and a bf16 result is the f32 result rounded once to
+// bf16 (so f64, i64 and i32 reach bf16 through f32, as on the CPU backend).
 template <typename To, typename From> __device__ To castValue(From x) {
-  if constexpr (std::is_same_v<From, BoolByte>) {
+  if constexpr (std::is_same_v<From, bf16>) {
+    return castValue<To>(load(x));
+  } else if constexpr (std::is_same_v<To, bf16>) {
+    return store<bf16>(castValue<float>(x));
+  } else if constexpr (std::is_same_v<From, BoolByte>) {
     return castValue<To>(static_cast<int32_t>(x.value != 0));
   } else if constexpr (std::is_same_v<To, BoolByte>) {
     return BoolByte{static_cast<uint8_t>(x != From(0))};
@@ -199,6 +206,8 @@ template <typename F> void withCastType(Element element, F f) {
     return f(float{});
   case Element::kF64:
     return f(double{});
+  case Element::kBF16:
+    return f(bf16{});
   case Element::kI64:
     return f(int64_t{});
   case Element::kI32:
@@ -213,16 +222,20 @@ template <typename F> void withCastType(Element element, F f) {
 // --- fused ops and gradients --------------------------------------------------------------------
 
 template <typename T> __global__ void swigluKernel(const T *gate, const T *up, T *y, int64_t n) {
-  SLRT_GRID_LOOP(i, n) { y[i] = gate[i] * sigmoid(gate[i]) * up[i]; }
+  SLRT_GRID_LOOP(i, n) {
+    Compute<T> g = load(gate[i]);
+    y[i] = store<T>(g * sigmoid(g) * load(up[i]));
+  }
 }
 
 // As gradients.cc: exact form from erfc, tanh form without subtracting nearly equal terms.
-template <typename T>
-__global__ void geluGradKernel(const T *x, const T *dy, T *dx, int64_t n, bool tanhApproximation) {
+template <typename S>
+__global__ void geluGradKernel(const S *x, const S *dy, S *dx, int64_t n, bool tanhApproximation) {
+  using T = Compute<S>;
   const T kSqrt2OverPi = T(0.7978845608028654), kCubic = T(0.044715);
   const T kSqrtHalf = T(0.7071067811865476), kInvSqrt2Pi = T(0.3989422804014327);
   SLRT_GRID_LOOP(i, n) {
-    T v = x[i], derivative;
+    T v = load(x[i]), derivative;
     if (tanhApproximation) {
       T u = kSqrt2OverPi * (v + kCubic * v * v * v);
       T s = sigmoid(T(2) * u);
@@ -231,23 +244,25 @@ __global__ void geluGradKernel(const T *x, const T *dy, T *dx, int64_t n, bool t
     } else {
       derivative = T(0.5) * dm::erfc(-v * kSqrtHalf) + v * kInvSqrt2Pi * dm::exp(T(-0.5) * v * v);
     }
-    dx[i] = dy[i] * derivative;
+    dx[i] = store<S>(load(dy[i]) * derivative);
   }
 }
 
-template <typename T>
-__global__ void swigluGradKernel(const T *gate, const T *up, const T *dy, T *dgate, T *dup,
+template <typename S>
+__global__ void swigluGradKernel(const S *gate, const S *up, const S *dy, S *dgate, S *dup,
                                  int64_t n) {
+  using T = Compute<S>;
   SLRT_GRID_LOOP(i, n) {
-    T g = gate[i], u = up[i], d = dy[i];
+    T g = load(gate[i]), u = load(up[i]), d = load(dy[i]);
     T sg = sigmoid(g);
-    dgate[i] = d * u * (sg * (T(1) + g * (T(1) - sg)));
-    dup[i] = d * (g * sg);
+    dgate[i] = store<S>(d * u * (sg * (T(1) + g * (T(1) - sg))));
+    dup[i] = store<S>(d * (g * sg));
   }
 }
 
-template <typename T> __global__ void scaleKernel(T *y, int64_t n, T factor) {
-  SLRT_GRID_LOOP(i, n) { y[i] = factor == T(0) ? T(0) : factor * y[i]; }
+template <typename S> __global__ void scaleKernel(S *y, int64_t n, Compute<S> factor) {
+  using T = Compute<S>;
+  SLRT_GRID_LOOP(i, n) { y[i] = store<S>(factor == T(0) ? T(0) : factor * load(y[i])); }
 }
 
 } // namespace
@@ -319,10 +334,12 @@ void compare(Context &ctx, bool less, const Tensor &a, const Tensor &b, const Te
     return run(float{});
   case Element::kF64:
     return run(double{});
+  case Element::kBF16:
+    return run(bf16{});
   case Element::kI64:
     return run(int64_t{});
   default:
-    throw makeError(less ? "LESS" : "EQUAL", " compares f32, f64 or i64 only");
+    throw makeError(less ? "LESS" : "EQUAL", " compares f32, f64, bf16 or i64 only");
   }
 }
 
@@ -394,7 +411,7 @@ void scale(Context &ctx, double factor, const Tensor &y) {
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
     launch(ctx, "scale", scaleKernel<T>, blocksFor(n), kThreads, 0, y.as<T>(), n,
-           static_cast<T>(factor));
+           static_cast<Compute<T>>(factor));
   });
 }
 

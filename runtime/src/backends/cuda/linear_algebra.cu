@@ -1,7 +1,12 @@
-// MATMUL and GEMM through cuBLAS in the buffers' own precision: sgemm with fp32 compute (the
-// handle's math mode keeps TF32 off, so results agree with the CPU backend to fp32 rounding) and
-// dgemm for f64.
+// MATMUL and GEMM through cuBLAS: sgemm with fp32 compute for f32 (the handle's math mode keeps
+// TF32 off, so results agree with the CPU backend to fp32 rounding), dgemm for f64, and for bf16
+// cublasGemmStridedBatchedEx with bf16 A, B and C, CUBLAS_COMPUTE_32F (tensor cores, fp32
+// accumulation) and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM whose C is
+// a bias row added as is (beta 1) runs as one cuBLASLt matmul with the bias epilogue.
 #include <climits>
+#include <cstdint>
+
+#include <cublasLt.h>
 
 #include "backends/cuda/cuda_device.cuh"
 
@@ -24,10 +29,12 @@ int cublasInt(int64_t value, const char *what) {
 // (0: one matrix shared by every batch). cuBLAS is column-major, and a row-major matrix is the
 // column-major view of its transpose: C^T = op(B)^T op(A)^T, so the operands swap and keep their
 // transpose flags, each with its row length as the leading dimension.
+// alpha and beta are in the compute type (float for bf16 storage).
 template <typename T>
-void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
-                 const T *a, int64_t lda, int64_t strideA, const T *b, int64_t ldb, int64_t strideB,
-                 T beta, T *c, int64_t ldc, int64_t strideC, int64_t batch) {
+void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 Compute<T> alpha, const T *a, int64_t lda, int64_t strideA, const T *b,
+                 int64_t ldb, int64_t strideB, Compute<T> beta, T *c, int64_t ldc, int64_t strideC,
+                 int64_t batch) {
   int im = cublasInt(m, "m"), in = cublasInt(n, "n"), ik = cublasInt(k, "k");
   int ia = std::max(1, cublasInt(lda, "lda")), ib = std::max(1, cublasInt(ldb, "ldb"));
   int ic = std::max(1, cublasInt(ldc, "ldc")), count = cublasInt(batch, "batch count");
@@ -37,10 +44,135 @@ void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, i
     check(cublasSgemmStridedBatched(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, ib, strideB, a,
                                     ia, strideA, &beta, c, ic, strideC, count),
           "cublasSgemmStridedBatched");
-  else
+  else if constexpr (std::is_same_v<T, double>)
     check(cublasDgemmStridedBatched(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, ib, strideB, a,
                                     ia, strideA, &beta, c, ic, strideC, count),
           "cublasDgemmStridedBatched");
+  else {
+    static_assert(std::is_same_v<T, bf16>);
+    // alpha and beta in CUBLAS_COMPUTE_32F's scale type.
+    static_assert(std::is_same_v<Compute<T>, float>);
+    check(cublasGemmStridedBatchedEx(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, CUDA_R_16BF, ib,
+                                     strideB, a, CUDA_R_16BF, ia, strideA, &beta, c, CUDA_R_16BF,
+                                     ic, strideC, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx (bf16, fp32 compute)");
+  }
+}
+
+// --- the bias epilogue (bf16) -------------------------------------------------------------------
+
+// cuBLASLt descriptors, destroyed however the call ends.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  LtDescriptors() = default;
+  LtDescriptors(const LtDescriptors &) = delete;
+  LtDescriptors &operator=(const LtDescriptors &) = delete;
+  ~LtDescriptors() {
+    if (preference)
+      cublasLtMatmulPreferenceDestroy(preference);
+    if (d)
+      cublasLtMatrixLayoutDestroy(d);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (matmul)
+      cublasLtMatmulDescDestroy(matmul);
+  }
+};
+
+// The largest power of two (at most 256) that divides the address: what cuBLASLt may assume of it.
+uint32_t alignmentOf(const void *pointer) {
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+
+// What the heuristic may use; more helps large GEMMs (NVIDIA suggests 32 MiB on Hopper).
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+
+// Row-major Y [m, n] = alpha * op(A) op(B) + bias, bias [n] added to every row, as one cuBLASLt
+// matmul with CUBLASLT_EPILOGUE_BIAS: bf16 A, B, bias and Y, fp32 compute and scale, the sum
+// rounded once. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T, whose rows (n of
+// them) are what Lt's bias vector runs along. Returns false, having enqueued nothing, when
+// cuBLASLt has no algorithm for these shapes and alignments.
+bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                float alpha, const bf16 *a, int64_t lda, const bf16 *b, int64_t ldb,
+                const bf16 *bias, bf16 *y) {
+  uint64_t um = static_cast<uint64_t>(m), un = static_cast<uint64_t>(n);
+  uint64_t uk = static_cast<uint64_t>(k);
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LtDescriptors lt;
+  check(cublasLtMatmulDescCreate(&lt.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        "cublasLtMatmulDescCreate");
+  auto setDesc = [&](cublasLtMatmulDescAttributes_t attribute, const void *value, size_t size,
+                     const char *what) {
+    check(cublasLtMatmulDescSetAttribute(lt.matmul, attribute, value, size), what);
+  };
+  // Lt's first operand is B (stored [k, n] row-major, i.e. n x k column-major, or transposed).
+  setDesc(CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB, "cublasLtMatmulDescSetAttribute (TRANSA)");
+  setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA, "cublasLtMatmulDescSetAttribute (TRANSB)");
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue,
+          "cublasLtMatmulDescSetAttribute (EPILOGUE)");
+  const void *biasPointer = bias;
+  setDesc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer,
+          "cublasLtMatmulDescSetAttribute (BIAS_POINTER)");
+  int32_t biasType = CUDA_R_16BF;
+  setDesc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType,
+          "cublasLtMatmulDescSetAttribute (BIAS_DATA_TYPE)");
+  // Stored shapes (rows, columns, leading dimension), column-major.
+  check(cublasLtMatrixLayoutCreate(&lt.a, CUDA_R_16BF, transB ? uk : un, transB ? un : uk,
+                                   static_cast<int64_t>(std::max<int64_t>(1, ldb))),
+        "cublasLtMatrixLayoutCreate (B)");
+  check(cublasLtMatrixLayoutCreate(&lt.b, CUDA_R_16BF, transA ? um : uk, transA ? uk : um,
+                                   static_cast<int64_t>(std::max<int64_t>(1, lda))),
+        "cublasLtMatrixLayoutCreate (A)");
+  check(cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, un, um, std::max<int64_t>(1, n)),
+        "cublasLtMatrixLayoutCreate (Y)");
+  check(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate");
+  auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void *value,
+                           size_t size, const char *what) {
+    check(cublasLtMatmulPreferenceSetAttribute(lt.preference, attribute, value, size), what);
+  };
+  size_t workspaceBytes = kLtWorkspaceBytes;
+  setPreference(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes, sizeof workspaceBytes,
+                "cublasLtMatmulPreferenceSetAttribute (MAX_WORKSPACE_BYTES)");
+  // The arena's offsets are the compiler's: tell the heuristic how aligned the buffers really are
+  // (it assumes 256 bytes otherwise).
+  uint32_t alignA = alignmentOf(b), alignB = alignmentOf(a), alignD = alignmentOf(y);
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA,
+                "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_A_BYTES)");
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB,
+                "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_B_BYTES)");
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof alignD,
+                "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_C_BYTES)");
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof alignD,
+                "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_D_BYTES)");
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  // C is Y itself with beta 0 (never read); the bias pointer's alignment counts too.
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &result, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  check(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (result.state != CUBLAS_STATUS_SUCCESS)
+    return false;
+  if (result.workspaceSize > workspaceBytes)
+    throw makeError("cuBLASLt chose an algorithm that needs ", result.workspaceSize,
+                    " bytes of workspace, more than the ", workspaceBytes, " it was offered");
+  void *workspace = result.workspaceSize > 0 ? ctx.scratch(result.workspaceSize) : nullptr;
+  const float beta = 0.0f;
+  check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y, lt.d,
+                       &result.algo, workspace, result.workspaceSize, ctx.stream()),
+        "cublasLtMatmul (bf16, bias epilogue)");
+  return true;
 }
 
 Dims broadcastShape(const Dims &a, const Dims &b) {
@@ -74,8 +206,8 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
   int64_t aCount = product(aBatch, 0, aBatch.size()), bCount = product(bBatch, 0, bBatch.size());
   if (bCount == 1) {
     // Activations times a weight: A's batches are contiguous, so one GEMM of (batch * m) rows.
-    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, T(1), aData, k, 0, bData, n, 0, T(0),
-                          y, n, 0, 1);
+    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, 1, aData, k, 0, bData, n, 0, 0, y, n,
+                          0, 1);
   }
   Dims batch = broadcastShape(aBatch, bBatch);
   int64_t count = product(batch, 0, batch.size());
@@ -91,8 +223,8 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
   };
   bool aDense = isDense(aStrides), bDense = isDense(bStrides);
   if ((aCount == 1 || aDense) && bDense)
-    return gemmBatched<T>(ctx, false, false, m, n, k, T(1), aData, k, aCount == 1 ? 0 : m * k,
-                          bData, n, k * n, T(0), y, n, m * n, count);
+    return gemmBatched<T>(ctx, false, false, m, n, k, 1, aData, k, aCount == 1 ? 0 : m * k, bData,
+                          n, k * n, 0, y, n, m * n, count);
   // Batch dimensions that broadcast both ways: one GEMM per result matrix.
   std::vector<int64_t> index(batch.size(), 0);
   for (int64_t i = 0; i < count; ++i) {
@@ -101,8 +233,8 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
       aAt += index[d] * aStrides[d];
       bAt += index[d] * bStrides[d];
     }
-    gemmBatched<T>(ctx, false, false, m, n, k, T(1), aData + aAt * m * k, k, 0, bData + bAt * k * n,
-                   n, 0, T(0), y + i * m * n, n, 0, 1);
+    gemmBatched<T>(ctx, false, false, m, n, k, 1, aData + aAt * m * k, k, 0, bData + bAt * k * n, n,
+                   0, 0, y + i * m * n, n, 0, 1);
     for (size_t d = batch.size(); d-- > 0;) {
       if (++index[d] < batch[d])
         break;
@@ -119,12 +251,18 @@ void matmul(Context &ctx, const Tensor &a, const Tensor &b, const Tensor &y) {
 
 // ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to Y. Y starts as
 // C broadcast, so that cuBLAS adds beta * Y in place; without C, or with beta 0, cuBLAS overwrites
-// Y and C is never read.
+// Y and C is never read. A bf16 C that is one row ([n] or [1, n]) added with beta 1 is the bias
+// of cuBLASLt's epilogue instead, where cuBLASLt has an algorithm for it.
 void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const Tensor &a,
           const Tensor &b, const Tensor *c, const Tensor &y) {
   int64_t m = y.shape[0], n = y.shape[1];
   int64_t k = transA ? a.shape[0] : a.shape[1];
   if (m == 0 || n == 0)
+    return;
+  bool biasRow = c && beta == 1.0f && (c->shape == Dims{n} || c->shape == Dims{1, n});
+  if (y.element == Element::kBF16 && biasRow && k > 0 &&
+      gemmBiasLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], b.as<bf16>(),
+                 b.shape[1], c->as<bf16>(), y.as<bf16>()))
     return;
   double betaUsed = 0;
   if (c && beta != 0.0f) {
@@ -135,8 +273,9 @@ void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const
     return scale(ctx, betaUsed, y);
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
-    gemmBatched<T>(ctx, transA, transB, m, n, k, static_cast<T>(alpha), a.as<T>(), a.shape[1], 0,
-                   b.as<T>(), b.shape[1], 0, static_cast<T>(betaUsed), y.as<T>(), n, 0, 1);
+    gemmBatched<T>(ctx, transA, transB, m, n, k, static_cast<Compute<T>>(alpha), a.as<T>(),
+                   a.shape[1], 0, b.as<T>(), b.shape[1], 0, static_cast<Compute<T>>(betaUsed),
+                   y.as<T>(), n, 0, 1);
   });
 }
 

@@ -1,5 +1,6 @@
 // The training loss, mean softmax cross-entropy over the labelled positions, and its gradient. A
-// block per row of logits; everything in double, as the CPU backend.
+// block per row of logits; everything in double, as the CPU backend (bf16 logits widened as they
+// are read, results rounded once: load() and store(), cuda_device.cuh).
 #include "backends/cuda/cuda_device.cuh"
 
 namespace slrt::cuda {
@@ -26,11 +27,11 @@ template <typename T>
 __device__ void rowSoftmaxStats(const T *row, int64_t vocab, double &max, double &sum) {
   max = -CUDART_INF;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    max = maxIgnoringNan(max, static_cast<double>(row[v]));
+    max = maxIgnoringNan(max, static_cast<double>(load(row[v])));
   max = blockMax(max);
   sum = 0;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    sum += ::exp(static_cast<double>(row[v]) - max);
+    sum += ::exp(static_cast<double>(load(row[v])) - max);
   sum = blockSum(sum);
 }
 
@@ -47,7 +48,7 @@ __global__ void rowLosses(const T *logits, const int64_t *labels, double *loss, 
     double max, sum;
     rowSoftmaxStats(row, vocab, max, sum);
     if (threadIdx.x == 0)
-      loss[r] = max + ::log(sum) - static_cast<double>(row[labels[r]]);
+      loss[r] = max + ::log(sum) - static_cast<double>(load(row[labels[r]]));
   }
 }
 
@@ -59,7 +60,8 @@ __global__ void meanLoss(const double *loss, T *y, int64_t rows, unsigned long l
     total += loss[r];
   total = blockSum(total);
   if (threadIdx.x == 0)
-    *y = counted == 0 ? dm::quietNan<T>() : static_cast<T>(total / static_cast<double>(counted));
+    *y = counted == 0 ? store<T>(dm::quietNan<float>())
+                      : store<T>(total / static_cast<double>(counted));
 }
 
 // dlogits = (softmax(row) - onehot(label)) * dloss / counted, zeros for ignored rows. dloss is read
@@ -69,21 +71,22 @@ template <typename T>
 __global__ void crossEntropyGradKernel(const int64_t *labels, const T *dloss, const T *logits,
                                        T *dlogits, int64_t rows, int64_t vocab, int64_t ignore,
                                        unsigned long long counted) {
-  double factor = counted == 0 ? 0.0 : static_cast<double>(*dloss) / static_cast<double>(counted);
+  double factor =
+      counted == 0 ? 0.0 : static_cast<double>(load(*dloss)) / static_cast<double>(counted);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *row = logits + r * vocab;
     T *grad = dlogits + r * vocab;
     int64_t label = labels[r];
     if (label == ignore) {
       for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-        grad[v] = T(0);
+        grad[v] = store<T>(0.0);
       continue;
     }
     double max, sum;
     rowSoftmaxStats(row, vocab, max, sum);
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-      double p = ::exp(static_cast<double>(row[v]) - max) / sum;
-      grad[v] = static_cast<T>((p - (v == label ? 1.0 : 0.0)) * factor);
+      double p = ::exp(static_cast<double>(load(row[v])) - max) / sum;
+      grad[v] = store<T>((p - (v == label ? 1.0 : 0.0)) * factor);
     }
   }
 }

@@ -1,6 +1,7 @@
 // Reductions and the row-local ops built on them (softmax, the norms) with their gradients. Sums
-// accumulate in double as on the CPU backend; a block takes a row (or an output element), its
-// threads stride over the row and combine their partial sums with a block reduction.
+// accumulate in double as on the CPU backend, whatever the storage (f32, f64, or bf16 read through
+// load() and written once through store(): cuda_device.cuh); a block takes a row (or an output
+// element), its threads stride over the row and combine their partial sums with a block reduction.
 //
 // Row kernels read what they need of a row, reduce (the reduction's barriers order every read of
 // the row before any write), then each thread writes only the elements it alone reads in that last
@@ -27,11 +28,11 @@ __global__ void reduceByBlock(const T *x, T *y, int64_t outputs, int64_t count, 
     for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
       int64_t at[1];
       reduced.at(r, at);
-      sum += x[base[0] + at[0]];
+      sum += load(x[base[0] + at[0]]);
     }
     sum = blockSum(sum);
     if (threadIdx.x == 0)
-      y[o] = static_cast<T>(mean ? sum / static_cast<double>(count) : sum);
+      y[o] = store<T>(mean ? sum / static_cast<double>(count) : sum);
   }
 }
 
@@ -45,10 +46,10 @@ __global__ void reduceByThread(const T *x, T *y, int64_t outputs, int64_t count,
     for (int64_t r = 0; r < count; ++r) {
       int64_t at[1];
       reduced.at(r, at);
-      sum += x[base[0] + at[0]];
+      sum += load(x[base[0] + at[0]]);
     }
     // The mean of nothing is 0 / 0 = NaN, as on the CPU backend.
-    y[o] = static_cast<T>(mean ? sum / static_cast<double>(count) : sum);
+    y[o] = store<T>(mean ? sum / static_cast<double>(count) : sum);
   }
 }
 
@@ -60,30 +61,31 @@ __device__ __forceinline__ int64_t rowStart(int64_t row, int64_t extent, int64_t
   return (row / inner) * extent * inner + row % inner;
 }
 
-template <typename T>
-__global__ void softmaxKernel(const T *x, T *y, int64_t rows, int64_t extent, int64_t inner) {
+template <typename S>
+__global__ void softmaxKernel(const S *x, S *y, int64_t rows, int64_t extent, int64_t inner) {
+  using T = Compute<S>;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T *xr = x + rowStart(row, extent, inner);
-    T *yr = y + rowStart(row, extent, inner);
+    const S *xr = x + rowStart(row, extent, inner);
+    S *yr = y + rowStart(row, extent, inner);
     T max = -dm::infinity<T>();
     for (int64_t j = threadIdx.x; j < extent; j += blockDim.x)
-      max = maxIgnoringNan(max, xr[j * inner]);
+      max = maxIgnoringNan(max, load(xr[j * inner]));
     max = blockMax(max);
     if (max == -dm::infinity<T>()) {
       // Only -inf and NaN elements: NaN stays NaN, -inf gets no weight.
       for (int64_t j = threadIdx.x; j < extent; j += blockDim.x) {
-        T v = xr[j * inner];
-        yr[j * inner] = dm::isnan(v) ? v : T(0);
+        T v = load(xr[j * inner]);
+        yr[j * inner] = store<S>(dm::isnan(v) ? v : T(0));
       }
       continue;
     }
     double sum = 0;
     for (int64_t j = threadIdx.x; j < extent; j += blockDim.x)
-      sum += dm::exp(xr[j * inner] - max);
+      sum += dm::exp(load(xr[j * inner]) - max);
     sum = blockSum(sum);
     double scale = 1.0 / sum;
     for (int64_t j = threadIdx.x; j < extent; j += blockDim.x)
-      yr[j * inner] = static_cast<T>(static_cast<double>(dm::exp(xr[j * inner] - max)) * scale);
+      yr[j * inner] = store<S>(static_cast<double>(dm::exp(load(xr[j * inner]) - max)) * scale);
   }
 }
 
@@ -97,10 +99,10 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t rows, 
     T *dxr = dx + start;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < extent; j += blockDim.x)
-      sum += static_cast<double>(dyr[j * inner]) * yr[j * inner];
+      sum += static_cast<double>(load(dyr[j * inner])) * load(yr[j * inner]);
     sum = blockSum(sum);
     for (int64_t j = threadIdx.x; j < extent; j += blockDim.x)
-      dxr[j * inner] = static_cast<T>(yr[j * inner] * (dyr[j * inner] - sum));
+      dxr[j * inner] = store<T>(load(yr[j * inner]) * (load(dyr[j * inner]) - sum));
   }
 }
 
@@ -147,14 +149,14 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
     // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
     double sum = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      sum += xr[j];
+      sum += load(xr[j]);
     double mean = blockSum(sum) / static_cast<double>(n);
     double squares = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      squares += (xr[j] - mean) * (xr[j] - mean);
+      squares += (load(xr[j]) - mean) * (load(xr[j]) - mean);
     double rstd = 1.0 / ::sqrt(blockSum(squares) / static_cast<double>(n) + epsilon);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      yr[j] = static_cast<T>((xr[j] - mean) * rstd * scale[j] + bias[j]);
+      yr[j] = store<T>((load(xr[j]) - mean) * rstd * load(scale[j]) + load(bias[j]));
   }
 }
 
@@ -166,10 +168,10 @@ __global__ void rmsNormKernel(const T *x, const T *scale, T *y, int64_t rows, in
     T *yr = y + r * n;
     double squares = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      squares += static_cast<double>(xr[j]) * xr[j];
+      squares += static_cast<double>(load(xr[j])) * load(xr[j]);
     double rms = 1.0 / ::sqrt(blockSum(squares) / static_cast<double>(n) + epsilon);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      yr[j] = static_cast<T>(xr[j] * rms * scale[j]);
+      yr[j] = store<T>(load(xr[j]) * rms * load(scale[j]));
   }
 }
 
@@ -184,13 +186,13 @@ __global__ void normStats(const T *x, double *mean, double *rstd, int64_t rows, 
     if (mean) {
       double sum = 0;
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        sum += xr[j];
+        sum += load(xr[j]);
       m = blockSum(sum) / static_cast<double>(n);
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        squares += (xr[j] - m) * (xr[j] - m);
+        squares += (load(xr[j]) - m) * (load(xr[j]) - m);
     } else {
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        squares += static_cast<double>(xr[j]) * xr[j];
+        squares += static_cast<double>(load(xr[j])) * load(xr[j]);
     }
     squares = blockSum(squares);
     if (threadIdx.x == 0) {
@@ -210,16 +212,16 @@ __global__ void normColumnSums(const T *x, const T *dy, const double *mean, cons
   SLRT_GRID_LOOP(j, n) {
     double s = 0, b = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      double d = dy[r * n + j];
+      double d = load(dy[r * n + j]);
       if (mean)
-        s += d * ((x[r * n + j] - mean[r]) * rstd[r]);
+        s += d * ((load(x[r * n + j]) - mean[r]) * rstd[r]);
       else
-        s += d * x[r * n + j] * rstd[r];
+        s += d * load(x[r * n + j]) * rstd[r];
       b += d;
     }
-    dscale[j] = static_cast<T>(s);
+    dscale[j] = store<T>(s);
     if (dbias)
-      dbias[j] = static_cast<T>(b);
+      dbias[j] = store<T>(b);
   }
 }
 
@@ -233,11 +235,11 @@ __global__ void rmsNormDx(const T *x, const T *scale, const T *dy, const double 
     double rs = rstd[r];
     double projection = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      projection += static_cast<double>(dyr[j]) * scale[j] * xr[j];
+      projection += static_cast<double>(load(dyr[j])) * load(scale[j]) * load(xr[j]);
     projection = blockSum(projection);
     double c = rs * rs * rs * projection / static_cast<double>(n);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      dxr[j] = static_cast<T>(rs * scale[j] * dyr[j] - xr[j] * c);
+      dxr[j] = store<T>(rs * load(scale[j]) * load(dyr[j]) - load(xr[j]) * c);
   }
 }
 
@@ -251,15 +253,15 @@ __global__ void layerNormDx(const T *x, const T *scale, const T *dy, const doubl
     double m = mean[r], rs = rstd[r];
     double sumA = 0, sumAXhat = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      double a = static_cast<double>(scale[j]) * dyr[j];
+      double a = static_cast<double>(load(scale[j])) * load(dyr[j]);
       sumA += a;
-      sumAXhat += a * (xr[j] - m) * rs;
+      sumAXhat += a * (load(xr[j]) - m) * rs;
     }
     double meanA = blockSum(sumA) / static_cast<double>(n);
     double meanAXhat = blockSum(sumAXhat) / static_cast<double>(n);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      double a = static_cast<double>(scale[j]) * dyr[j];
-      dxr[j] = static_cast<T>(rs * (a - meanA - (xr[j] - m) * rs * meanAXhat));
+      double a = static_cast<double>(load(scale[j])) * load(dyr[j]);
+      dxr[j] = store<T>(rs * (a - meanA - (load(xr[j]) - m) * rs * meanAXhat));
     }
   }
 }
