@@ -35,12 +35,17 @@ struct Values {
   double at(int64_t i) const { return isFloat ? floats[i] : double(ints[i]); }
 };
 
-std::optional<Values> valuesOf(Attribute attr) {
+/// Folds that select from a constant (Slice, Gather) read inputs up to this many elements: the
+/// input is already in the IR, and the result, which the fold limit bounds, is smaller. A real
+/// model's rotary cos/sin caches ([max_positions, head_dim], 2048 x 128) are such inputs.
+constexpr int64_t kMaxSelectedFromElements = int64_t(1) << 22;
+
+std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements()) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
   auto type = llvm::dyn_cast<RankedTensorType>(dense.getType());
-  if (!type || type.getNumElements() > maxFoldedElements())
+  if (!type || type.getNumElements() > limit)
     return std::nullopt;
   Values v;
   v.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -307,7 +312,8 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor a) {
-  auto data = valuesOf(a.getData()), indices = valuesOf(a.getIndices());
+  auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
+  auto indices = valuesOf(a.getIndices());
   if (!data)
     data = partialShapeValues(getData());
   if (!data || !indices || !foldable(getType()))
@@ -385,7 +391,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor a) {
-  auto data = valuesOf(a.getData());
+  auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   if (!data)
     data = partialShapeValues(getData());
   if (!data || !foldable(getType()))

@@ -675,6 +675,11 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   ModuleOp module = getOperation();
   int64_t cacheLen = maxPromptLen + maxNewTokens;
   if (!cache.tables) {
+    // The rotary tables at all C positions must fold to constants, and for a real head size
+    // they pass the fold limit meant for shapes (544 positions x 128 = 69632 elements): raise
+    // it, for this copy only (its folds run on this thread: binding and canonicalisation are
+    // module passes), to C x 1024, room for head sizes up to 1024 whatever the table's layout.
+    sl::ScopedFoldLimit limit(std::max<int64_t>(sl::kMaxFoldedElements, cacheLen * 1024));
     auto compiled = compile(1, cacheLen, /*partition=*/false);
     if (failed(compiled))
       return failure();
