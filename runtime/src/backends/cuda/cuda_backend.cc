@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "kernel_verifier.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 
@@ -151,6 +152,14 @@ Dims dims(const google::protobuf::RepeatedField<int64_t> &values) {
 // Enqueues one verified compute kernel on ctx's stream, as CpuBackend::execute does on the host.
 void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *> &operandRefs,
          const std::vector<const TensorRef *> &resultRefs) {
+  // The device kernels compute f32 and f64 only: a bf16 one would read its bytes as f32. Those
+  // that move elements by size handle bf16 like any dtype.
+  if (!movesElementsOnly(kernel.op()))
+    for (const std::vector<const TensorRef *> *refs : {&operandRefs, &resultRefs})
+      for (const TensorRef *ref : *refs)
+        if (ref->dtype == BF16)
+          throw makeError("the CUDA backend does not compute ", OpKind_Name(kernel.op()),
+                          " in bf16 yet; run bf16 schedules with --backend cpu");
   std::vector<Tensor> in, out;
   for (const TensorRef *ref : operandRefs)
     in.push_back(tensorOf(*ref));
