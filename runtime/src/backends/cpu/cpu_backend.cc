@@ -97,24 +97,23 @@ void CpuBackend::executeWidened(const Kernel &kernel, const std::vector<const Te
   std::vector<Slot> slots;
   std::vector<int> operandSlot(operands.size(), -1), resultSlot(results.size(), -1);
   uint64_t total = 0;
-  auto slotOf = [&](const TensorRef &ref, bool share) {
-    if (share)
-      for (size_t i = 0; i < slots.size(); ++i)
-        if (slots[i].data == ref.data && slots[i].bytes == ref.bytes)
-          return static_cast<int>(i);
+  // The same bytes get the same slot: an operand given twice, a result exactly in place on an
+  // operand (two results never share bytes, nor overlap an operand otherwise: the verifier).
+  auto slotOf = [&](const TensorRef &ref) {
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].data == ref.data && slots[i].bytes == ref.bytes)
+        return static_cast<int>(i);
     slots.push_back({ref.data, ref.bytes, total});
     total += elementsOf(ref);
     return static_cast<int>(slots.size() - 1);
   };
   for (size_t i = 0; i < operands.size(); ++i)
     if (operands[i]->dtype == sl::schedule::BF16)
-      operandSlot[i] = slotOf(*operands[i], true);
+      operandSlot[i] = slotOf(*operands[i]);
   size_t operandSlots = slots.size();
   for (size_t r = 0; r < results.size(); ++r)
-    if (results[r]->dtype == sl::schedule::BF16) {
-      resultSlot[r] = slotOf(*results[r], true);
-      // Two results never share bytes (the verifier), so a shared slot is an operand's.
-    }
+    if (results[r]->dtype == sl::schedule::BF16)
+      resultSlot[r] = slotOf(*results[r]);
 
   float *base = scratch().reserve(total);
   std::vector<TensorRef> wide(operands.size() + results.size());
