@@ -17,6 +17,7 @@
 #include "kernel_verifier.h"
 #include "gather_indices.h"
 #include "slrt/atomic_file.h"
+#include "slrt/bfloat16.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/random_weights.h"
@@ -62,6 +63,21 @@ void preadAll(int fd, std::byte *dst, uint64_t bytes, uint64_t offset, const std
     dst += n;
     bytes -= static_cast<uint64_t>(n);
     offset += static_cast<uint64_t>(n);
+  }
+}
+
+// Reads `count` f32 values at `offset` and rounds them into the bf16 elements at `to`, a chunk at
+// a time, so that a large parameter never needs its whole f32 copy in memory.
+void readF32AsBfloat16(int fd, uint16_t *to, uint64_t count, uint64_t offset,
+                       const std::string &path) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20; // elements: 4 MiB of f32
+  std::vector<float> chunk(static_cast<size_t>(std::min(count, kChunk)));
+  for (uint64_t done = 0; done < count;) {
+    uint64_t n = std::min(count - done, kChunk);
+    preadAll(fd, reinterpret_cast<std::byte *>(chunk.data()), n * sizeof(float),
+             offset + done * sizeof(float), path);
+    roundToBfloat16(chunk.data(), to + done, n);
+    done += n;
   }
 }
 
@@ -312,16 +328,24 @@ void Executor::loadParameters() {
     if (!file)
       file = std::make_unique<File>(path);
     if (world_ == 1) {
-      preadAll(file->fd(), refs_[p.buffer()].data, p.bytes(), p.file_offset(), path);
+      const TensorRef &ref = refs_[p.buffer()];
+      bool converted = p.file_dtype() != sl::schedule::DTYPE_UNSPECIFIED &&
+                       p.file_dtype() != p.dtype(); // f32 in the file, bf16 here (verified)
+      if (converted)
+        readF32AsBfloat16(file->fd(), reinterpret_cast<uint16_t *>(ref.data),
+                          ref.bytes / sizeof(uint16_t), p.file_offset(), path);
+      else
+        preadAll(file->fd(), ref.data, p.bytes(), p.file_offset(), path);
       stats_.parameterBytesRead += p.bytes();
       // No model has a NaN weight on purpose, and one would only show up steps later as a NaN
       // loss or output; infinities may be meant (a mask), so the trainer alone refuses those.
-      const TensorRef &ref = refs_[p.buffer()];
+      // Rounding to bf16 keeps a NaN a NaN, so the converted buffer tells as well as the file.
       if (std::optional<NonFinite> bad = findNonFinite(
               ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(p.dtype())), p.dtype(), true))
         throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ", bad->index,
                         " of its ", dtypeName(p.dtype()), " ", formatShape(ref.shape),
-                        " (read from offset ", p.file_offset(), "): the model file is corrupt");
+                        " (read", converted ? " as " + dtypeName(p.file_dtype()) : std::string(),
+                        " from offset ", p.file_offset(), "): the model file is corrupt");
       continue;
     }
     // The elements of the parameter that fall into this rank's part of its shard.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "slrt/bfloat16.h"
 #include "slrt/error.h"
 #include "slrt/schedule_verifier.h"
 
@@ -204,6 +205,10 @@ void Generator::sampleRow(uint32_t program, int64_t row, const Prompt &prompt,
   std::vector<double> values(vocab);
   if (logits.dtype == sl::schedule::F64) {
     std::memcpy(values.data(), logits.data + row * vocab * sizeof(double), vocab * sizeof(double));
+  } else if (logits.dtype == sl::schedule::BF16) {
+    const uint16_t *p =
+        reinterpret_cast<const uint16_t *>(logits.data) + row * static_cast<int64_t>(vocab);
+    std::transform(p, p + vocab, values.begin(), bfloat16ToFloat);
   } else {
     const float *p =
         reinterpret_cast<const float *>(logits.data) + row * static_cast<int64_t>(vocab);

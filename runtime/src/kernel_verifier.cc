@@ -138,6 +138,24 @@ std::optional<OpRule> opRule(OpKind op) {
   }
 }
 
+bool movesElementsOnly(OpKind op) {
+  switch (op) {
+  case TRANSPOSE:
+  case GATHER:
+  case CONCAT:
+  case SLICE:
+  case EXPAND:
+  case TRILU:
+  case WHERE:
+  case TAKE_ROWS:
+  case KV_WRITE:
+  case SLICE_GRAD:
+    return true;
+  default:
+    return false;
+  }
+}
+
 namespace {
 
 // The name of an attribute case as the proto spells it ("gemm", "axis", ...).
@@ -149,26 +167,29 @@ std::string attributesName(Kernel::AttributesCase attributes) {
 }
 
 // Allowed dtypes; empty means any dtype a buffer can have (the buffer checks refuse unknown ones).
-// Every floating-point op takes f64 as well as f32: the CPU backend runs whole f64 schedules so
-// that gradients can be checked against finite differences in double precision. f64 comes last
-// in these lists, and messages name it apart ("f32 or i64 (or f64)"): f32 is the working dtype.
+// Every floating-point op takes bf16 and f64 as well as f32: bf16 for reduced-precision schedules
+// (sl-opt precision=bf16), f64 because the CPU backend runs whole f64 schedules so that gradients
+// can be checked against finite differences in double precision. They come last in these lists,
+// and messages name them apart ("f32 or i64 (or bf16, f64)"): f32 is the working dtype.
 const std::vector<DType> kAnyDType = {};
 const std::vector<DType> kF32 = {F32};
-const std::vector<DType> kFloat = {F32, F64};
-const std::vector<DType> kFloatOrI64 = {F32, I64, F64};
-const std::vector<DType> kCastable = {F32, F64, I64, I32, BOOL};
+const std::vector<DType> kFloat = {F32, BF16, F64};
+const std::vector<DType> kFloatOrI64 = {F32, I64, BF16, F64};
+const std::vector<DType> kCastable = {F32, BF16, F64, I64, I32, BOOL};
 
 std::string dtypeList(const std::vector<DType> &dtypes) {
-  bool f64Apart = dtypes.size() > 1 && dtypes.back() == F64 &&
-                  std::find(dtypes.begin(), dtypes.end(), F32) != dtypes.end();
-  size_t count = f64Apart ? dtypes.size() - 1 : dtypes.size();
+  auto has = [&](DType d) { return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end(); };
+  // The float lists end in BF16, F64: f32's alternatives, named apart.
+  bool apart = dtypes.size() > 2 && dtypes.back() == F64 && dtypes[dtypes.size() - 2] == BF16 &&
+               has(F32);
+  size_t count = apart ? dtypes.size() - 2 : dtypes.size();
   std::string text;
   for (size_t i = 0; i < count; ++i)
     text += (i == 0 ? "" : i + 1 == count ? " or " : ", ") + dtypeName(dtypes[i]);
-  return f64Apart ? text + " (or f64)" : text;
+  return apart ? text + " (or bf16, f64)" : text;
 }
 
-bool isFloat(DType dtype) { return dtype == F32 || dtype == F64; }
+bool isFloat(DType dtype) { return dtype == F32 || dtype == BF16 || dtype == F64; }
 
 Shape dropFront(const Shape &shape, size_t count) {
   return Shape(shape.begin() + static_cast<std::ptrdiff_t>(std::min(count, shape.size())),
@@ -226,7 +247,7 @@ private:
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
         throw error(role(r), " is ", dtypeName(dtype), "; ", opName_, " takes ",
                     dtypeList(allowed));
-      // f32 and f64 buffers mixed in one float kernel: say which precision the kernel runs in.
+      // Float dtypes mixed in one float kernel: say which precision the kernel runs in.
       if (dtype != first && isFloat(dtype) && isFloat(first))
         throw error(role(r), " is ", dtypeName(dtype), "; ", opName_, " takes ", dtypeName(first),
                     " here, like ", role(roles[0]), " (one dtype for ", who, ")");
@@ -311,7 +332,8 @@ private:
       return sameDType(allRoles(), kF32, all);
     default:
       // The float ops (MATMUL, GEMM, TRANSPOSE, the unary ops, POW, SWIGLU, ACCUMULATE, the
-      // reductions, norms, softmax, rotary, attention and their gradients) compute f32 or f64.
+      // reductions, norms, softmax, rotary, attention and their gradients) compute f32, bf16 or
+      // f64.
       return sameDType(allRoles(), kFloat, all);
     }
   }

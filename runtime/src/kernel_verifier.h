@@ -44,6 +44,11 @@ std::string bufferText(const sl::schedule::Schedule &schedule, uint32_t id);
 // nullopt for OP_KIND_UNSPECIFIED and values this runtime does not know.
 std::optional<OpRule> opRule(sl::schedule::OpKind op);
 
+// Whether the op only moves (or zeroes) elements, never computing on their values: TRANSPOSE,
+// GATHER, CONCAT, SLICE, EXPAND, TRILU, WHERE, TAKE_ROWS, KV_WRITE and SLICE_GRAD. The backends
+// run these by element size, so a bf16 one moves bf16 bits as they are.
+bool movesElementsOnly(sl::schedule::OpKind op);
+
 // Checks that a kernel carries the attribute message its op takes (where required) and no other.
 // `what` names the kernel ("kernel 3 'fc1' (MATMUL)") and starts every message.
 void verifyKernelAttributes(const std::string &what, const sl::schedule::Kernel &kernel);

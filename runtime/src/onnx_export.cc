@@ -4,6 +4,7 @@
 #include <set>
 
 #include "slrt/atomic_file.h"
+#include "slrt/bfloat16.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -37,7 +38,15 @@ void exportTrainedOnnx(const LoadedSchedule &loaded, const std::vector<const voi
     if (p.file_offset() > bytes.size() || p.bytes() > bytes.size() - p.file_offset())
       throw makeError("--export-onnx: parameter '", p.name(), "' no longer fits ", model,
                       " (it changed after the schedule was loaded)");
-    std::memcpy(bytes.data() + p.file_offset(), weights[static_cast<size_t>(i)], p.bytes());
+    const void *weight = weights[static_cast<size_t>(i)];
+    if (p.file_dtype() == sl::schedule::F32 && p.dtype() == sl::schedule::BF16) {
+      // The verifier allows this one conversion; the file keeps its f32 layout.
+      std::vector<float> widened(p.bytes() / sizeof(float));
+      widenBfloat16(static_cast<const uint16_t *>(weight), widened.data(), widened.size());
+      std::memcpy(bytes.data() + p.file_offset(), widened.data(), p.bytes());
+      continue;
+    }
+    std::memcpy(bytes.data() + p.file_offset(), weight, p.bytes());
   }
   writeFileAtomically(path, bytes);
 }

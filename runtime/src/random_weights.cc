@@ -7,6 +7,7 @@
 #include <system_error>
 #include <thread>
 
+#include "slrt/bfloat16.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -51,15 +52,6 @@ void fillRange(uint64_t key, uint64_t begin, uint64_t end, Store store) {
 
 } // namespace
 
-uint16_t floatToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 void fillRandomWeights(const std::vector<RandomFill> &targets, uint64_t seed, unsigned threads) {
   for (const RandomFill &t : targets)
     if (t.dtype != sl::schedule::F32 && t.dtype != sl::schedule::F64 &&
@@ -94,7 +86,7 @@ void fillRandomWeights(const std::vector<RandomFill> &targets, uint64_t seed, un
       default: // BF16
         fillRange(key, work[w].begin, work[w].end, [p = static_cast<uint16_t *>(t.data)](
                                                        uint64_t i, float v) {
-          p[i] = floatToBf16(v);
+          p[i] = floatToBfloat16(v);
         });
         break;
       }

@@ -177,12 +177,22 @@ private:
         break;
       std::string who = "parameter '" + p.name() + "'";
       const Buffer &b = hostBuffer(p.buffer(), who);
-      if (p.dtype() != b.dtype() || toShape(p.shape()) != toShape(b.shape()) ||
-          p.bytes() != b.bytes())
+      verifyFileDType(p, who);
+      // With a conversion, `bytes` is the size in the file: the buffer's elements in file_dtype.
+      uint64_t bytes = b.bytes();
+      if (converts(p) && __builtin_mul_overflow(b.bytes() / dtypeSize(b.dtype()),
+                                                dtypeSize(p.file_dtype()), &bytes))
+        throw makeError(who, ": its ", bufferText(p.buffer()), " is too large");
+      if (p.dtype() != b.dtype() || toShape(p.shape()) != toShape(b.shape()) || p.bytes() != bytes)
         throw makeError(who, " is ", dtypeName(p.dtype()), " ", formatShape(toShape(p.shape())),
-                        " (", p.bytes(), " bytes) but its ", bufferText(p.buffer()), " is ",
-                        dtypeName(b.dtype()), " ", formatShape(toShape(b.shape())), " (", b.bytes(),
-                        " bytes)");
+                        " (", p.bytes(), " bytes",
+                        converts(p) ? " of " + dtypeName(p.file_dtype()) + " in its file" : "",
+                        ") but its ", bufferText(p.buffer()), " is ", dtypeName(b.dtype()), " ",
+                        formatShape(toShape(b.shape())), " (", b.bytes(), " bytes",
+                        converts(p) ? ", " + std::to_string(bytes) + " bytes of " +
+                                          dtypeName(p.file_dtype()) + " in the file"
+                                    : "",
+                        ")");
       if (p.file().empty())
         throw makeError(who, " names no file");
       fill(p.buffer(), who);
@@ -229,6 +239,27 @@ private:
 
   uint32_t world() const { return std::max<uint32_t>(1, s_.world()); }
 
+  // Whether `p` is stored in its file as another dtype than its buffer's (converted at load).
+  static bool converts(const Parameter &p) {
+    return p.file_dtype() != DTYPE_UNSPECIFIED && p.file_dtype() != p.dtype();
+  }
+
+  // file_dtype is unset, the dtype itself, or f32 for a bf16 parameter (the one conversion the
+  // runtime does), and a conversion only of a parameter that has a buffer of its own (world 1).
+  void verifyFileDType(const Parameter &p, const std::string &who) const {
+    if (!converts(p))
+      return;
+    if (p.file_dtype() != F32 || p.dtype() != BF16)
+      throw makeError(who, " is ", dtypeName(p.dtype()), " but its file_dtype is ",
+                      dtypeName(p.file_dtype()), "; the only conversion at load is from an f32 "
+                      "file to a bf16 parameter (file_dtype unset means the parameter's dtype)");
+    if (world() > 1)
+      throw makeError(who, " has file_dtype ", dtypeName(p.file_dtype()), " and dtype ",
+                      dtypeName(p.dtype()), ", but a schedule of world ", world(),
+                      " shards its parameters as f32: only unsharded parameters are converted at "
+                      "load");
+  }
+
   // World > 1: every shard is an f32 host buffer of elements / world values, filled at start-up,
   // and every parameter an f32 range of one shard's elements, overlapping no other.
   template <typename Fill> void verifyShards(Fill &fill) {
@@ -254,6 +285,7 @@ private:
     std::map<uint32_t, std::map<uint64_t, std::pair<uint64_t, std::string>>> ranges;
     for (const Parameter &p : s_.parameters()) {
       std::string who = "parameter '" + p.name() + "'";
+      verifyFileDType(p, who);
       Shape shape = toShape(p.shape());
       std::optional<uint64_t> count = numel(shape);
       uint64_t bytes = 0;
@@ -581,7 +613,7 @@ private:
 
   // Program `program` (called `programName`) has exactly the bindings `expected` (name, dtype,
   // shape) in `bindings` (its inputs: no others; its outputs: others allowed). A dtype of
-  // DTYPE_UNSPECIFIED stands for f32 or f64 (logits).
+  // DTYPE_UNSPECIFIED stands for f32, bf16 or f64 (logits).
   struct Expected {
     const char *name;
     DType dtype;
@@ -602,13 +634,15 @@ private:
                         " ", formatShape(e.shape), ": ", e.dims, ")");
       const Buffer &buffer = s_.buffers(static_cast<int>(b->buffer()));
       Shape shape = toShape(buffer.shape());
-      bool dtypeOk = e.dtype == DTYPE_UNSPECIFIED ? buffer.dtype() == F32 || buffer.dtype() == F64
+      bool dtypeOk = e.dtype == DTYPE_UNSPECIFIED ? buffer.dtype() == F32 ||
+                                                        buffer.dtype() == BF16 ||
+                                                        buffer.dtype() == F64
                                                   : buffer.dtype() == e.dtype;
       if (!dtypeOk || shape != e.shape)
         throw makeError(kind, " '", e.name, "' of program '", programName, "' is ",
                         dtypeName(buffer.dtype()), " ", formatShape(shape),
                         ", but the generation message makes it ",
-                        e.dtype == DTYPE_UNSPECIFIED ? "f32 or f64" : dtype.c_str(), " ",
+                        e.dtype == DTYPE_UNSPECIFIED ? "f32, bf16 or f64" : dtype.c_str(), " ",
                         formatShape(e.shape), " (", e.dims, ")");
     }
     if (othersAllowed)

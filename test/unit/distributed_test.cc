@@ -326,6 +326,22 @@ TEST(ShardedScheduleVerifier, AcceptsTheFixtureAndRefusesEachMistake) {
                      "has 16 bytes, but 2 ranks' shards of buffer 1 'shard on device' take 32");
   }
   {
+    // An f32 file for a bf16 parameter is converted at load only where the parameter has a buffer
+    // of its own: sharded parameters are f32.
+    Schedule s = fixture.schedule;
+    s.mutable_parameters(0)->set_dtype(BF16);
+    s.mutable_parameters(0)->set_file_dtype(F32);
+    expectRefused(s, "parameter 'w' has file_dtype f32 and dtype bf16, but a schedule of world 2 "
+                     "shards its parameters as f32: only unsharded parameters are converted at "
+                     "load");
+  }
+  {
+    // file_dtype equal to the dtype is no conversion.
+    Schedule s = fixture.schedule;
+    s.mutable_parameters(0)->set_file_dtype(F32);
+    EXPECT_NO_THROW(verifySchedule(s));
+  }
+  {
     // One rank: no shards, and so no collectives.
     Schedule s = fixture.schedule;
     s.set_world(1);

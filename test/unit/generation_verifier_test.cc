@@ -48,7 +48,7 @@ struct Operand {
 Operand parseOperand(const std::string &word) {
   size_t open = word.find('[');
   Operand operand{DTYPE_UNSPECIFIED, {}};
-  for (DType dtype : {F32, F64, I64, I32, BOOL})
+  for (DType dtype : {F32, BF16, F64, I64, I32, BOOL})
     if (dtypeName(dtype) == word.substr(0, open))
       operand.dtype = dtype;
   std::istringstream dims(word.substr(open + 1, word.size() - open - 2));
@@ -160,7 +160,9 @@ const OpCase kOpCases[] = {
      "'in0') (one dtype for the cache, k, v and the result)",
      HOST_COMPUTE, HOST},
     {"KvWriteI64Cache", KV_WRITE, "i64[2,2,1,5,4] i64[2,1,3,4] i64[2,1,3,4]", "in0", kNone,
-     "operand 0 (buffer 0 'in0') is i64; KV_WRITE takes f32 (or f64)", HOST_COMPUTE, HOST},
+     "operand 0 (buffer 0 'in0') is i64; KV_WRITE takes f32 (or bf16, f64)", HOST_COMPUTE, HOST},
+    {"KvWriteBf16", KV_WRITE, "bf16[2,2,1,5,4] bf16[2,1,3,4] bf16[2,1,3,4] i64[2]", "in0", kNone,
+     kValid, HOST_COMPUTE, HOST},
     {"KvWriteAttributes", KV_WRITE, kKvWrite, "in0", axis0(),
      "has axis attributes, which KV_WRITE does not take", HOST_COMPUTE, HOST},
     {"KvWriteKeysInsideTheCache", KV_WRITE, kKvWrite, "in0", kNone,
@@ -170,6 +172,12 @@ const OpCase kOpCases[] = {
     {"DecodeAttentionF64", DECODE_ATTENTION,
      "f64[1,2,1,4] f64[1,1,1,4] f64[1,1,1,4] f64[1,2,1,3,4] i64[1]", "f64[1,2,1,4]", attention(),
      kValid},
+    {"DecodeAttentionBf16", DECODE_ATTENTION,
+     "bf16[1,2,1,4] bf16[1,1,1,4] bf16[1,1,1,4] bf16[1,2,1,3,4] i64[1]", "bf16[1,2,1,4]",
+     attention(), kValid},
+    {"DecodeAttentionBf16CacheF32", DECODE_ATTENTION,
+     "bf16[1,2,1,4] bf16[1,1,1,4] bf16[1,1,1,4] f32[1,2,1,3,4] i64[1]", "bf16[1,2,1,4]",
+     attention(), "operand 3 (buffer 3 'in3') is f32; DECODE_ATTENTION takes bf16 here"},
     {"DecodeAttentionWithoutAttributes", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]", kNone,
      "has no attention attributes"},
     {"DecodeAttentionZeroScale", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]", attention(0),
@@ -212,6 +220,7 @@ const OpCase kOpCases[] = {
 
     {"TakeRows", TAKE_ROWS, "f32[2,5,3] i64[2]", "f32[2,1,3]", kNone, kValid},
     {"TakeRowsI64", TAKE_ROWS, "i64[2,5,3] i64[2]", "i64[2,1,3]", kNone, kValid},
+    {"TakeRowsBf16", TAKE_ROWS, "bf16[2,5,3] i64[2]", "bf16[2,1,3]", kNone, kValid},
     {"TakeRowsRank", TAKE_ROWS, "f32[2,5] i64[2]", "f32[2,1]", kNone,
      "x [2, 5] and index [2] should be [B, S, H] and [B]"},
     {"TakeRowsIndexShape", TAKE_ROWS, "f32[2,5,3] i64[3]", "f32[2,1,3]", kNone,
@@ -358,7 +367,7 @@ const ScheduleCase kScheduleCases[] = {
      "inputs are input_ids and position)"},
     {"LogitsShape", [](Schedule &s) { generation(s).set_vocab(17); },
      "output 'logits' of program 'prefill' is f32 [2, 1, 16], but the generation message makes it "
-     "f32 or f64 [2, 1, 17] (batch, 1, vocab)"},
+     "f32, bf16 or f64 [2, 1, 17] (batch, 1, vocab)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Generate, GenerateScheduleTest, ::testing::ValuesIn(kScheduleCases),

@@ -225,6 +225,17 @@ void addConstant(Schedule &s, uint32_t buffer, size_t bytes) {
   c->set_data(std::string(bytes, '\0'));
 }
 
+// Makes parameter `index` (and its host buffer) bf16, read from its f32 bytes in the file, as
+// sl-opt precision=bf16 writes it; the buffers after it keep their offsets.
+void toBf16Parameter(Schedule &s, int index) {
+  Parameter &p = *s.mutable_parameters(index);
+  Buffer &b = buf(s, p.buffer());
+  p.set_dtype(BF16);
+  p.set_file_dtype(F32);
+  b.set_dtype(BF16);
+  b.set_bytes(b.bytes() / 2);
+}
+
 const VerifierCase kVerifierCases[] = {
     {"BufferId", [](Schedule &s) { buf(s, 3).set_id(4); },
      "buffer at index 3 has id 4 (ids must equal their index)"},
@@ -259,6 +270,34 @@ const VerifierCase kVerifierCases[] = {
      "parameter 'w1' is i32 [4, 8]"},
     {"ParameterNoFile", [](Schedule &s) { s.mutable_parameters(0)->clear_file(); },
      "parameter 'w1' names no file"},
+    // file_dtype: the one conversion at load is an f32 file into a bf16 buffer.
+    {"ParameterFileDTypeF16",
+     [](Schedule &s) { s.mutable_parameters(0)->set_file_dtype(F16); },
+     "parameter 'w1' is f32 but its file_dtype is f16; the only conversion at load is from an f32 "
+     "file to a bf16 parameter"},
+    {"ParameterFileDTypeUnknown",
+     [](Schedule &s) { s.mutable_parameters(0)->set_file_dtype(static_cast<DType>(42)); },
+     "parameter 'w1' is f32 but its file_dtype is dtype(42)"},
+    {"ParameterBf16FromF64",
+     [](Schedule &s) {
+       toBf16Parameter(s, 0);
+       s.mutable_parameters(0)->set_file_dtype(F64);
+       s.mutable_parameters(0)->set_bytes(256);
+     },
+     "parameter 'w1' is bf16 but its file_dtype is f64"},
+    {"ParameterBf16FileBytes",
+     [](Schedule &s) {
+       toBf16Parameter(s, 0);
+       s.mutable_parameters(0)->set_bytes(64); // the bf16 size, not the f32 size in the file
+     },
+     "parameter 'w1' is bf16 [4, 8] (64 bytes of f32 in its file) but its buffer 1 'w1' is bf16 "
+     "[4, 8] (64 bytes, 128 bytes of f32 in the file)"},
+    {"ParameterBf16WithoutFileDType",
+     [](Schedule &s) {
+       toBf16Parameter(s, 0);
+       s.mutable_parameters(0)->clear_file_dtype();
+     },
+     "parameter 'w1' is bf16 [4, 8] (128 bytes) but its buffer 1 'w1' is bf16 [4, 8] (64 bytes)"},
     {"ParameterAndInputShareBuffer", [](Schedule &s) { s.mutable_inputs(0)->set_buffer(1); },
      "buffer 1 'w1' is filled by both parameter 'w1' and input 'x'"},
     {"InputOnDevice", [](Schedule &s) { s.mutable_inputs(0)->set_buffer(TinyMlp::DX); },
@@ -611,9 +650,9 @@ const OpCase kOpCases[] = {
     {"CastBoolToI32", CAST, "bool[4]", "i32[4]", kNone, kValid},
     {"CastI64ToF64", CAST, "i64[4]", "f64[4]", kNone, kValid},
     {"CastFromF16", CAST, "f16[4]", "f32[4]", kNone,
-     "operand 0 (buffer 0 'in0') is f16; CAST takes f32, f64, i64, i32 or bool"},
-    {"CastToBF16", CAST, "f32[4]", "bf16[4]", kNone,
-     "result (buffer 1 'out') is bf16; CAST takes f32, f64, i64, i32 or bool"},
+     "operand 0 (buffer 0 'in0') is f16; CAST takes f32, bf16, f64, i64, i32 or bool"},
+    {"CastToF16", CAST, "f32[4]", "f16[4]", kNone,
+     "result (buffer 1 'out') is f16; CAST takes f32, bf16, f64, i64, i32 or bool"},
     {"CastShape", CAST, "f32[4]", "i64[2,2]", kNone, "result shape [2, 2] should be [4]"},
     // SOFTMAX.
     {"SoftmaxAxis1", SOFTMAX, "f32[2,3]", "f32[2,3]", axis(1), kValid},
@@ -1061,15 +1100,56 @@ const OpCase kF64OpCases[] = {
      "operand 1 (buffer 1 'in1') is f64; MUL takes f32 here, like operand 0 (buffer 0 'in0') (one "
      "dtype for its operands and result)"},
     {"SoftmaxI64", SOFTMAX, "i64[2,3]", "i64[2,3]", axis(1),
-     "operand 0 (buffer 0 'in0') is i64; SOFTMAX takes f32 (or f64)"},
+     "operand 0 (buffer 0 'in0') is i64; SOFTMAX takes f32 (or bf16, f64)"},
     {"SubI32", SUB, "i32[2] i32[2]", "i32[2]", kNone,
-     "operand 0 (buffer 0 'in0') is i32; SUB takes f32 or i64 (or f64)"},
+     "operand 0 (buffer 0 'in0') is i32; SUB takes f32 or i64 (or bf16, f64)"},
     {"CrossEntropyResultF32", CROSS_ENTROPY, "f64[2,7] i64[2]", "f32[]", kCrossEntropy,
      "result (buffer 2 'out') is f32; CROSS_ENTROPY takes f64 here, like operand 0 (buffer 0 "
      "'in0') (one dtype for the logits and the result)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(F64Ops, OpRuleTest, ::testing::ValuesIn(kF64OpCases),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+// bf16 schedules (sl-opt precision=bf16): every float op takes bf16 throughout, as it takes f64,
+// and CAST converts to and from it.
+const OpCase kBf16OpCases[] = {
+    {"GemmBf16", GEMM, "bf16[3,4] bf16[4,5] bf16[5]", "bf16[3,5]",
+     [](Kernel &k) { k.mutable_gemm()->set_alpha(1.0f); }, kValid},
+    {"MatmulBf16", MATMUL, "bf16[2,3,4] bf16[4,5]", "bf16[2,3,5]", kNone, kValid},
+    {"SubBf16", SUB, "bf16[2,3] bf16[3]", "bf16[2,3]", kNone, kValid},
+    {"LessBf16", LESS, "bf16[2] bf16[2]", "bool[2]", kNone, kValid},
+    {"SiluBf16", SILU, "bf16[4]", "bf16[4]", kNone, kValid},
+    {"SoftmaxBf16", SOFTMAX, "bf16[2,3]", "bf16[2,3]", axis(1), kValid},
+    {"RmsNormBf16", RMS_NORM, "bf16[2,4] bf16[4]", "bf16[2,4]", norm(1), kValid},
+    {"AttentionBf16", ATTENTION, "bf16[1,2,3,4] bf16[1,1,3,4] bf16[1,1,3,4]", "bf16[1,2,3,4]",
+     attention(true), kValid},
+    {"AccumulateBf16", ACCUMULATE, "bf16[3] bf16[3]", "bf16[3]", kNone, kValid},
+    {"CrossEntropyBf16", CROSS_ENTROPY, "bf16[2,7] i64[2]", "bf16[]", kCrossEntropy, kValid},
+    {"CrossEntropyGradBf16", CROSS_ENTROPY_GRAD, "i64[2] bf16[] bf16[2,7]", "bf16[2,7]",
+     kCrossEntropy, kValid},
+    {"RmsNormGradBf16", RMS_NORM_GRAD, "bf16[2,4] bf16[4] bf16[2,4]", "bf16[2,4] bf16[4]",
+     norm(1), kValid},
+    {"AttentionGradBf16", ATTENTION_GRAD,
+     "bf16[1,2,3,4] bf16[1,1,3,4] bf16[1,1,3,4] bf16[1,2,3,4]",
+     "bf16[1,2,3,4] bf16[1,1,3,4] bf16[1,1,3,4]", attention(true), kValid},
+    {"GatherGradBf16", GATHER_GRAD, "i64[2] bf16[2,3]", "bf16[4,3]", axis(0), kValid},
+    {"SliceGradBf16", SLICE_GRAD, "bf16[2]", "bf16[4]", sliceBy({0}, {2}), kValid},
+    {"CastToBf16", CAST, "f32[4]", "bf16[4]", kNone, kValid},
+    {"CastBf16ToI64", CAST, "bf16[4]", "i64[4]", kNone, kValid},
+    {"MulBf16AndF32", MUL, "bf16[2] f32[2]", "bf16[2]", kNone,
+     "operand 1 (buffer 1 'in1') is f32; MUL takes bf16 here, like operand 0 (buffer 0 'in0') "
+     "(one dtype for its operands and result)"},
+    {"GemmBf16ResultF32", GEMM, "bf16[3,4] bf16[4,5]", "f32[3,5]",
+     [](Kernel &k) { k.mutable_gemm()->set_alpha(1.0f); },
+     "result (buffer 2 'out') is f32; GEMM takes bf16 here"},
+    {"CrossEntropyBf16ResultF32", CROSS_ENTROPY, "bf16[2,7] i64[2]", "f32[]", kCrossEntropy,
+     "result (buffer 2 'out') is f32; CROSS_ENTROPY takes bf16 here"},
+    {"SoftmaxF16", SOFTMAX, "f16[2,3]", "f16[2,3]", axis(1),
+     "operand 0 (buffer 0 'in0') is f16; SOFTMAX takes f32 (or bf16, f64)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Bf16Ops, OpRuleTest, ::testing::ValuesIn(kBf16OpCases),
                          [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace

@@ -15,6 +15,7 @@
 #if SLRT_TEST_CUDA
 #include "slrt/cuda_backend.h"
 #endif
+#include "slrt/executor.h"
 #include "slrt/npy.h"
 #include "slrt/prompts.h"
 #include "test_support.h"
@@ -130,6 +131,38 @@ TEST_F(SlRunTest, PrintsOutputsWithoutOutputFiles) {
   Result r = slRun(schedule + " --input x=" + x);
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("y: f32 [2, 3] = "));
+}
+
+// A bf16 schedule (sl-opt precision=bf16) takes its bf16 input as a float32 .npy, rounded, and
+// writes its bf16 output as a float32 .npy, widened exactly: the very values the executor gives.
+TEST_F(SlRunTest, Bf16InputsAndOutputsAreFloat32Files) {
+  TinyMlp bf16 = mlp;
+  toBfloat16(bf16.schedule);
+  TempDir bf16Dir;
+  std::string path = bf16.write(bf16Dir.path());
+  Result r = slRun(path + " --input " + x + " --output " + dir.file("y16.npy"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  HostTensor y = readNpy(dir.file("y16.npy"));
+  ASSERT_EQ(y.dtype, sl::schedule::F32);
+
+  LoadedSchedule loaded = loadSchedule(path);
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  Executor executor(loaded, *backend, {});
+  std::vector<NamedTensor> outputs = executor.run(
+      {{"x", roundedToBfloat16(f32Tensor({TinyMlp::kBatch, TinyMlp::kIn}, xValues))}});
+  EXPECT_EQ(toFloats(y), toFloats(widenedToF32(outputs[0].tensor)));
+
+  r = slRun(path + " --input " + x);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("y: bf16 [2, 3] = "));
+
+  HostTensor f64 = HostTensor::zeros(sl::schedule::F64, {TinyMlp::kBatch, TinyMlp::kIn});
+  writeNpy(dir.file("x64.npy"), f64);
+  r = slRun(path + " --input " + dir.file("x64.npy"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("input 'x' is f64, but the schedule takes it as bf16: give it "
+                                  "as float32"));
+  EXPECT_THAT(slRun("--help").output, HasSubstr("bf16"));
 }
 
 TEST_F(SlRunTest, MissingInputIsAnError) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "slrt/bfloat16.h"
 #include "slrt/dtype.h"
 #include "slrt/schedule_verifier.h"
 
@@ -191,6 +192,29 @@ TinyMlp TinyMlp::build(uint32_t seed, const std::string &paramsFile) {
   addKernel(s, MUL, "gate", {S, G}, DY, kCompute, {}, {5});
   addKernel(s, COPY, "y.d2h", {DY}, Y, kD2H, {5}, {});
   return mlp;
+}
+
+void toBfloat16(sl::schedule::Schedule &schedule) {
+  using namespace sl::schedule;
+  for (Buffer &b : *schedule.mutable_buffers())
+    if (b.dtype() == F32) {
+      b.set_dtype(BF16);
+      b.set_bytes(b.bytes() / 2);
+    }
+  for (Constant &c : *schedule.mutable_constants()) {
+    if (schedule.buffers(static_cast<int>(c.buffer())).dtype() != BF16)
+      continue;
+    std::vector<float> values(c.data().size() / sizeof(float));
+    std::memcpy(values.data(), c.data().data(), c.data().size());
+    std::string data(values.size() * sizeof(uint16_t), '\0');
+    roundToBfloat16(values.data(), reinterpret_cast<uint16_t *>(data.data()), values.size());
+    c.set_data(data);
+  }
+  for (Parameter &p : *schedule.mutable_parameters())
+    if (p.dtype() == F32) {
+      p.set_dtype(BF16);
+      p.set_file_dtype(F32);
+    }
 }
 
 std::string TinyMlp::paramsFileBytes() const {

@@ -44,6 +44,11 @@ HostTensor f32Tensor(Shape shape, const std::vector<float> &values);
 HostTensor i64Tensor(Shape shape, const std::vector<int64_t> &values);
 std::vector<float> toFloats(const HostTensor &tensor);
 
+// What sl-opt precision=bf16 makes of a schedule: every f32 buffer becomes bf16 (half the bytes,
+// the offsets kept), f32 constants are rounded to bf16, and every f32 parameter is a bf16 one read
+// from its f32 bytes in the file (file_dtype f32, its bytes unchanged).
+void toBfloat16(sl::schedule::Schedule &schedule);
+
 // Builds schedules buffer by buffer: each new buffer is placed, 64-byte aligned, after the last one
 // of its memory space, and the arena and pool grow to fit. Streams 0, 1, 2 are COMPUTE,
 // HOST_TO_DEVICE and DEVICE_TO_HOST.

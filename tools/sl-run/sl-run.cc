@@ -13,6 +13,7 @@
 
 #include "slrt/atomic_file.h"
 #include "slrt/backend.h"
+#include "slrt/bfloat16.h"
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
 #include "slrt/error.h"
@@ -85,6 +86,9 @@ void printOutput(const slrt::NamedTensor &out) {
       break;
     case sl::schedule::F64:
       std::cout << ' ' << t.as<double>()[i];
+      break;
+    case sl::schedule::BF16:
+      std::cout << ' ' << slrt::bfloat16ToFloat(t.as<uint16_t>()[i]);
       break;
     case sl::schedule::I64:
       std::cout << ' ' << t.as<int64_t>()[i];
@@ -216,6 +220,24 @@ void refuseFlags(const std::vector<std::string> &given, const char *kind,
                     " is of kind '", loaded.schedule.kind(), "')");
 }
 
+// NumPy has no bf16: an input the schedule takes as bf16 is given as a float32 .npy and rounded
+// to nearest even, as torch's tensor.to(torch.bfloat16) does. Other inputs are returned as they
+// are (checkInput checks them).
+slrt::HostTensor bfloat16Input(const sl::schedule::Schedule &schedule, const std::string &name,
+                               slrt::HostTensor tensor) {
+  for (const sl::schedule::Binding &b : schedule.inputs()) {
+    if (b.name() != name ||
+        schedule.buffers(static_cast<int>(b.buffer())).dtype() != sl::schedule::BF16)
+      continue;
+    if (tensor.dtype != sl::schedule::F32)
+      throw makeError("input '", name, "' is ", slrt::dtypeName(tensor.dtype),
+                      ", but the schedule takes it as bf16: give it as float32 (rounded to bf16 "
+                      "on reading; NumPy has no bf16)");
+    return slrt::roundedToBfloat16(tensor);
+  }
+  return tensor;
+}
+
 int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
   const sl::schedule::Schedule &schedule = loaded.schedule;
   refuseFlags(options.trainFlagsGiven, "train", loaded);
@@ -239,6 +261,7 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   for (const auto &[name, file] : inputFiles) {
     slrt::HostTensor tensor = slrt::readNpy(file);
     try {
+      tensor = bfloat16Input(schedule, name, std::move(tensor));
       slrt::checkInput(schedule, name, tensor);
     } catch (const slrt::Error &e) {
       throw makeError(file, ": ", e.what());
@@ -260,7 +283,10 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   for (const slrt::NamedTensor &out : outputs) {
     auto file = outputFiles.find(out.name);
     if (file != outputFiles.end())
-      slrt::writeNpy(file->second, out.tensor);
+      // NumPy has no bf16: a bf16 output is written as float32, widened exactly.
+      slrt::writeNpy(file->second, out.tensor.dtype == sl::schedule::BF16
+                                       ? slrt::widenedToF32(out.tensor)
+                                       : out.tensor);
     else if (outputFiles.empty())
       printOutput(out);
   }
@@ -514,8 +540,9 @@ int main(int argc, char **argv) {
   CLI::App app{
       "sl-run: execute a SpeedLoader schedule (written by sl-opt) on a backend.\n"
       "An inference schedule runs once: inputs and outputs are NumPy .npy files (float32, "
-      "float64, int64, int32, bool); without --output, each output's name, dtype, shape and "
-      "first values are printed.\n"
+      "float64, int64, int32, bool; NumPy has no bf16, so a bf16 input is given as float32 and "
+      "rounded to nearest even, and a bf16 output is written as float32, widened exactly); "
+      "without --output, each output's name, dtype, shape and first values are printed.\n"
       "A train schedule (kind \"train\") runs --steps training steps on the token ids of --data: "
       "each step computes the loss and every gradient, then AdamW updates the weights; a progress "
       "line per step is printed.\n"

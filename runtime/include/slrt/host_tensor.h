@@ -26,6 +26,12 @@ struct HostTensor {
   template <typename T> const T *as() const { return reinterpret_cast<const T *>(data.data()); }
 };
 
+// bf16 <-> f32 copies of a tensor (slrt/bfloat16.h): widening is exact, rounding is to nearest
+// even. How sl-run writes bf16 outputs as float32 .npy files (NumPy has no bf16) and reads
+// float32 .npy files for bf16 inputs. `tensor` must be bf16, respectively f32.
+HostTensor widenedToF32(const HostTensor &tensor);
+HostTensor roundedToBfloat16(const HostTensor &tensor);
+
 struct NamedTensor {
   std::string name;
   HostTensor tensor;

@@ -17,8 +17,10 @@ namespace slrt {
 void exportTrainedOnnx(const LoadedSchedule &schedule, const Executor &executor,
                        const std::string &path);
 
-// The same with the weights given: weights[i] holds the Schedule.parameters(i).bytes() bytes of
-// parameter i (a consolidated checkpoint's, or weights gathered from the ranks of a sharded run).
+// The same with the weights given: weights[i] holds parameter i's elements in its dtype (a
+// consolidated checkpoint's, or weights gathered from the ranks of a sharded run). A parameter
+// stored in the file as another dtype (file_dtype f32 for a bf16 one) is written back widened
+// to f32, exactly.
 void exportTrainedOnnx(const LoadedSchedule &schedule, const std::vector<const void *> &weights,
                        const std::string &path);
 

@@ -29,7 +29,4 @@ struct RandomFill {
 // writing anything.
 void fillRandomWeights(const std::vector<RandomFill> &targets, uint64_t seed, unsigned threads = 0);
 
-// f32 -> bf16 bits, rounding to nearest, ties to even; NaN stays a (quiet) NaN.
-uint16_t floatToBf16(float value);
-
 } // namespace slrt

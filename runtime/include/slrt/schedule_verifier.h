@@ -34,7 +34,8 @@ inline constexpr const char *kLogitsOutput = "logits";
 //    contiguous and in order from kernel 0, covering every kernel; every event is recorded and
 //    waited within one program;
 //  - parameters, constants, inputs and outputs name HOST buffers (parameters with equal dtype,
-//    shape and bytes; constants with data of the buffer's bytes or of exactly one element); input
+//    shape and bytes, except that an unsharded bf16 parameter may have file_dtype f32 and then
+//    bytes = numel * 4, the size in its file; constants with data of the buffer's bytes or of exactly one element); input
 //    names and output names are non-empty and unique per program; a binding's program is a valid
 //    index (0 when there are no programs); no buffer is filled by two of the parameters,
 //    constants and inputs;
@@ -55,7 +56,7 @@ inline constexpr const char *kLogitsOutput = "logits";
 //    other ops take none;
 //  - COPY moves equal bytes of equal dtype; kernels on a COMPUTE stream read and write only DEVICE
 //    buffers, kernels on a HOST_COMPUTE stream only HOST buffers;
-//  - ACCUMULATE adds two f32 operands of one shape into a result of that shape;
+//  - ACCUMULATE adds two float operands of one shape into a result of that shape;
 //  - OPTIMIZER_STEP: operand 0 is the buffer of output "loss" (of its program); optimizer_step.
 //    parameters holds one valid parameter index per further operand, and operand i + 1 is the
 //    buffer of output "grad:<name of parameters[i]>"; no parameter is named by two
@@ -64,17 +65,18 @@ inline constexpr const char *kLogitsOutput = "logits";
 //    [, start i64 [B]]) has result 0 the very buffer of operand 0 and no other operand overlapping
 //    it; DECODE_ATTENTION (q [B, Hq, 1, D], k and v [B, Hkv, 1, D], cache [B, 2, Hkv, C, D],
 //    length i64 [B]) has Hkv > 0 dividing Hq, a finite non-zero attention.scale and result
-//    [B, Hq, 1, D]; both are f32 or f64 throughout; TAKE_ROWS (x [B, S, H] of any dtype, index
+//    [B, Hq, 1, D]; both are f32, bf16 or f64 throughout; TAKE_ROWS (x [B, S, H] of any dtype, index
 //    i64 [B]) has result [B, 1, H] of x's dtype;
 //  - kind "generate" exactly when there is a generation message, whose counts are positive, with
 //    cache_len = max_prompt_len + max_new_tokens and batch = num_sub_batches * sub_batch_size;
 //    then the programs are exactly "prefill" and "decode"; prefill's inputs are exactly
 //    input_ids i64 [batch, max_prompt_len] and last_index i64 [batch], decode's input_ids
-//    i64 [batch, 1] and position i64 [batch], and each has an output logits f32 or f64
+//    i64 [batch, 1] and position i64 [batch], and each has an output logits f32, bf16 or f64
 //    [batch, 1, vocab] (other outputs are allowed);
-//  - dtypes: f32 throughout, except SUB, DIV, NEG (all f32 or all i64), EQUAL, LESS (f32 or i64
+//  - dtypes: f32 throughout, or bf16 or f64 throughout a float kernel's float buffers (one float
+//    dtype per kernel), except SUB, DIV, NEG (all float or all i64), EQUAL, LESS (float or i64
 //    operands of one dtype, BOOL result), WHERE (BOOL condition; x, y and result of one dtype),
-//    CAST (operand and result each f32, f64, i64, i32 or bool), GATHER (i64 or i32 indices; data
+//    CAST (operand and result each f32, bf16, f64, i64, i32 or bool), GATHER (i64 or i32 indices; data
 //    and result of one dtype), CONCAT, SLICE, EXPAND, TRILU (one dtype, any), CROSS_ENTROPY and
 //    CROSS_ENTROPY_GRAD (i64 labels), GATHER_GRAD (i64 or i32 indices);
 //  - shapes: binary ops and WHERE broadcast their operands to exactly the result shape; unary

@@ -1,8 +1,13 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "kernel_verifier.h"
+#include "slrt/bfloat16.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -12,7 +17,45 @@ using sl::schedule::Kernel;
 
 constexpr uint64_t kAlignment = 64;
 
+bool anyBfloat16(const std::vector<const TensorRef *> &refs) {
+  for (const TensorRef *ref : refs)
+    if (ref->dtype == sl::schedule::BF16)
+      return true;
+  return false;
+}
+
+uint64_t elementsOf(const TensorRef &ref) { return ref.bytes / dtypeSize(ref.dtype); }
+
 } // namespace
+
+namespace cpu {
+
+Error floatTypeError(sl::schedule::DType dtype) {
+  return makeError("the CPU backend's float kernels compute f32 or f64, not ", dtypeName(dtype));
+}
+
+} // namespace cpu
+
+float *CpuBackend::Scratch::reserve(uint64_t count) {
+  // Never empty, so that even a kernel of empty tensors gets valid pointers.
+  count = std::max<uint64_t>(count, 1);
+  if (count > capacity) {
+    data.reset(); // the old room first: it is not copied
+    capacity = 0;
+    data.reset(count > UINT64_MAX / sizeof(float) ? nullptr : new (std::nothrow) float[count]);
+    if (!data)
+      throw makeError("cannot allocate ", count * sizeof(float),
+                      " bytes of scratch for the f32 copies of a bf16 kernel's buffers (out of "
+                      "memory)");
+    capacity = count;
+  }
+  return data.get();
+}
+
+CpuBackend::Scratch &CpuBackend::scratch() {
+  std::lock_guard<std::mutex> lock(scratchMutex_);
+  return scratch_[std::this_thread::get_id()];
+}
 
 CpuBackend::Memory CpuBackend::allocateAligned(uint64_t bytes, const char *what) {
   // aligned_alloc wants a multiple of the alignment; a zero-byte space still gets a valid pointer.
@@ -36,6 +79,80 @@ void CpuBackend::allocate(uint64_t deviceArenaBytes, uint64_t hostPoolBytes) {
 
 void CpuBackend::execute(const Kernel &kernel, const std::vector<const TensorRef *> &operands,
                          const std::vector<const TensorRef *> &results) {
+  if (!movesElementsOnly(kernel.op()) && (anyBfloat16(operands) || anyBfloat16(results)))
+    return executeWidened(kernel, operands, results);
+  dispatch(kernel, operands, results);
+}
+
+// A bf16 kernel is, by definition, its f32 kernel run on the bf16 operands widened to f32 (exact),
+// each result rounded once to bf16 (to nearest even). Every bf16 buffer gets a slot of this
+// thread's scratch: operands are widened into theirs, results computed into theirs and rounded
+// back. A result that is exactly an operand (ACCUMULATE into its addend, any in-place kernel)
+// shares the operand's slot, so the f32 kernel runs in place on it just as an f32 kernel would on
+// the buffer; an operand given twice is widened once. Other dtypes (labels, indices, lengths, a
+// CAST's other side, a comparison's bool result) pass through as they are.
+void CpuBackend::executeWidened(const Kernel &kernel, const std::vector<const TensorRef *> &operands,
+                                const std::vector<const TensorRef *> &results) {
+  struct Slot {
+    const std::byte *data;
+    uint64_t bytes;
+    uint64_t offset; // in floats, into the scratch
+  };
+  std::vector<Slot> slots;
+  std::vector<int> operandSlot(operands.size(), -1), resultSlot(results.size(), -1);
+  uint64_t total = 0;
+  // The same bytes get the same slot: an operand given twice, a result exactly in place on an
+  // operand (two results never share bytes, nor overlap an operand otherwise: the verifier).
+  auto slotOf = [&](const TensorRef &ref) {
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].data == ref.data && slots[i].bytes == ref.bytes)
+        return static_cast<int>(i);
+    slots.push_back({ref.data, ref.bytes, total});
+    total += elementsOf(ref);
+    return static_cast<int>(slots.size() - 1);
+  };
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i]->dtype == sl::schedule::BF16)
+      operandSlot[i] = slotOf(*operands[i]);
+  size_t operandSlots = slots.size();
+  for (size_t r = 0; r < results.size(); ++r)
+    if (results[r]->dtype == sl::schedule::BF16)
+      resultSlot[r] = slotOf(*results[r]);
+
+  float *base = scratch().reserve(total);
+  std::vector<TensorRef> wide(operands.size() + results.size());
+  std::vector<const TensorRef *> wideOperands, wideResults;
+  auto widened = [&](const TensorRef *ref, int slot, TensorRef &into) -> const TensorRef * {
+    if (slot < 0)
+      return ref;
+    uint64_t count = elementsOf(*ref);
+    into = TensorRef{reinterpret_cast<std::byte *>(base + slots[static_cast<size_t>(slot)].offset),
+                     ref->space, sl::schedule::F32, ref->shape, count * sizeof(float)};
+    return &into;
+  };
+  std::vector<bool> filled(operandSlots, false);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    int slot = operandSlot[i];
+    wideOperands.push_back(widened(operands[i], slot, wide[i]));
+    if (slot >= 0 && !filled[static_cast<size_t>(slot)]) {
+      widenBfloat16(reinterpret_cast<const uint16_t *>(operands[i]->data),
+                    base + slots[static_cast<size_t>(slot)].offset, elementsOf(*operands[i]));
+      filled[static_cast<size_t>(slot)] = true;
+    }
+  }
+  for (size_t r = 0; r < results.size(); ++r)
+    wideResults.push_back(widened(results[r], resultSlot[r], wide[operands.size() + r]));
+
+  dispatch(kernel, wideOperands, wideResults);
+
+  for (size_t r = 0; r < results.size(); ++r)
+    if (resultSlot[r] >= 0)
+      roundToBfloat16(base + slots[static_cast<size_t>(resultSlot[r])].offset,
+                      reinterpret_cast<uint16_t *>(results[r]->data), elementsOf(*results[r]));
+}
+
+void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRef *> &operands,
+                          const std::vector<const TensorRef *> &results) {
   using namespace sl::schedule;
   const TensorRef *y = results[0];
   switch (kernel.op()) {

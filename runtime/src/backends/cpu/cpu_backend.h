@@ -6,10 +6,20 @@
 // kernel templates, GEMMs go through OpenBLAS, and the other kernels split large tensors across OpenMP
 // threads without letting the thread count change any result. The kernels themselves are in
 // cpu_kernels.h.
+//
+// bf16 kernels (sl-opt precision=bf16) compute exactly as their f32 kernels on the operands widened
+// to f32, each result rounded once to bf16 (round to nearest even, slrt/bfloat16.h): the reference
+// the CUDA backend's bf16 kernels are checked against. The widened copies live in scratch memory
+// kept per calling thread (so per schedule stream) and reused from kernel to kernel. Kernels that
+// only move elements (TRANSPOSE, GATHER, CONCAT, SLICE, EXPAND, TRILU, WHERE, TAKE_ROWS, KV_WRITE,
+// SLICE_GRAD) move the bf16 bits as they are.
 #pragma once
 
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 #include "slrt/backend.h"
 
@@ -33,8 +43,24 @@ private:
   using Memory = std::unique_ptr<std::byte, FreeDeleter>;
   static Memory allocateAligned(uint64_t bytes, const char *what);
 
+  // f32 room for the widened buffers of a bf16 kernel; grows to the largest kernel's need.
+  struct Scratch {
+    std::unique_ptr<float[]> data;
+    uint64_t capacity = 0;
+    float *reserve(uint64_t count);
+  };
+  Scratch &scratch(); // the calling thread's
+  void executeWidened(const sl::schedule::Kernel &kernel,
+                      const std::vector<const TensorRef *> &operands,
+                      const std::vector<const TensorRef *> &results);
+  void dispatch(const sl::schedule::Kernel &kernel, const std::vector<const TensorRef *> &operands,
+                const std::vector<const TensorRef *> &results);
+
   Memory arena_;
   Memory pool_;
+  std::mutex scratchMutex_;
+  // Node-based: a thread's Scratch stays where it is while other threads add theirs.
+  std::unordered_map<std::thread::id, Scratch> scratch_;
 };
 
 } // namespace slrt

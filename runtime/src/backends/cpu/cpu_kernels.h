@@ -1,9 +1,10 @@
 // The CPU backend's kernels, one function per op family. Each takes a verified kernel (so shapes,
 // dtypes and attributes are trusted), its operands and its result. Floating-point kernels compute
 // in the dtype of their buffers: F32 (the reference) or F64 (for float64 gradient checks), one
-// template for both. Errors that depend on the data
-// (an index out of range, an integer division by zero) are thrown before anything is written, and
-// do not name the kernel: the executor does.
+// template for both. They never see BF16 buffers, except the kernels that only move elements:
+// CpuBackend::execute runs a bf16 kernel as the f32 one on widened copies (cpu_backend.cc).
+// Errors that depend on the data (an index out of range, an integer division by zero) are thrown
+// before anything is written, and do not name the kernel: the executor does.
 #pragma once
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "slrt/backend.h"
+#include "slrt/error.h"
 
 namespace slrt::cpu {
 
@@ -43,14 +45,20 @@ template <typename F> void withElementBits(uint64_t size, F f) {
   }
 }
 
+// "the CPU float kernels compute f32 or f64, not bf16": a dtype that reached a float kernel
+// unconverted (a bug in the dispatch, never a schedule's fault: the verifier admits the dtypes).
+Error floatTypeError(sl::schedule::DType dtype);
+
 // Calls f(T{}) with the C++ type of a floating-point kernel's dtype: double for F64, float for
-// everything else (the verifier has admitted only F32 and F64). The float kernels are the
-// reference numerics; the double instantiations of the same templates exist so that gradients can
-// be checked against finite differences in float64.
+// F32. The float kernels are the reference numerics; the double instantiations of the same
+// templates exist so that gradients can be checked against finite differences in float64. BF16
+// kernels never get here: CpuBackend::execute runs them as F32 kernels on widened copies.
 template <typename F> void withFloatType(sl::schedule::DType dtype, F f) {
   if (dtype == sl::schedule::F64)
     return f(double{});
-  return f(float{});
+  if (dtype == sl::schedule::F32)
+    return f(float{});
+  throw floatTypeError(dtype);
 }
 
 // Written so that exp never overflows: for x < 0 use e^x / (1 + e^x). SIGMOID, SILU, SWIGLU and
@@ -110,7 +118,8 @@ void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void attention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
-// generation.cc: KV_WRITE (y is operand 0's very buffer), DECODE_ATTENTION, TAKE_ROWS (any dtype).
+// generation.cc: KV_WRITE (y is operand 0's very buffer; any dtype), DECODE_ATTENTION, TAKE_ROWS
+// (any dtype).
 // A start, length or index out of range is an Error, raised before anything is written.
 void kvWrite(const Operands &operands, const TensorRef *y);
 void decodeAttention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
@@ -129,6 +138,7 @@ void attentionGrad(const Kernel &kernel, const Operands &operands, const Results
 void geluGrad(const Kernel &kernel, const Operands &operands, const Results &results);
 void swigluGrad(const Kernel &kernel, const Operands &operands, const Results &results);
 void gatherGrad(const Kernel &kernel, const Operands &operands, const Results &results);
+// SLICE_GRAD moves elements (any dtype).
 void sliceGrad(const Kernel &kernel, const Operands &operands, const Results &results);
 
 } // namespace slrt::cpu

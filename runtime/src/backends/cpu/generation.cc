@@ -120,8 +120,10 @@ void kvWrite(const Operands &operands, const TensorRef *y) {
       start[static_cast<size_t>(b)] = s;
     }
   }
-  // y is the very buffer of operand 0: the kernel writes the cache in place.
-  withFloatType(y->dtype, [&](auto type) { kvWriteAs<decltype(type)>(operands, y, start); });
+  // y is the very buffer of operand 0: the kernel writes the cache in place, moving elements
+  // without looking at them (any dtype of the element sizes, bf16 included).
+  withElementBits(dtypeSize(y->dtype),
+                  [&](auto type) { kvWriteAs<decltype(type)>(operands, y, start); });
 }
 
 void decodeAttention(const Kernel &kernel, const Operands &operands, const TensorRef *y) {

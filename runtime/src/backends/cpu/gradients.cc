@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 
 namespace slrt::cpu {
@@ -518,8 +519,10 @@ void gatherGrad(const Kernel &kernel, const Operands &operands, const Results &r
 }
 
 void sliceGrad(const Kernel &kernel, const Operands &operands, const Results &results) {
-  withFloatType(results[0]->dtype,
-                [&](auto type) { sliceGradAs<decltype(type)>(kernel, operands, results); });
+  // Zeros and moved elements only: by element size, so bf16 moves without conversion (all-zero
+  // bits are zero in every float dtype).
+  withElementBits(dtypeSize(results[0]->dtype),
+                  [&](auto type) { sliceGradAs<decltype(type)>(kernel, operands, results); });
 }
 
 } // namespace slrt::cpu
