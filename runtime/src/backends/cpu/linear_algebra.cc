@@ -1,8 +1,13 @@
-// MATMUL and GEMM through OpenBLAS, which threads each GEMM itself: sgemm for f32, dgemm for f64.
+// MATMUL and GEMM through OpenBLAS: sgemm for f32, dgemm for f64. OpenBLAS runs single-threaded;
+// a large GEMM is split into blocks of rows (or of columns, for few rows) that the CPU backend's
+// one OpenMP pool runs in parallel. Two pools (OpenBLAS's pthreads and OpenMP's) spinning on the
+// same cores starved each other: a resident generation schedule on 2 cores decoded 8x slower
+// with OpenBLAS threaded than single-threaded (bench/results/generation-cpu.md).
 #include <cblas.h>
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
@@ -18,21 +23,50 @@ int blasDim(int64_t dim) {
   return static_cast<int>(dim);
 }
 
+// Row-major Y = alpha op(A) op(B) + beta Y as blocks of Y's rows, or of its columns when it has
+// few rows, each one single-threaded BLAS call on the backend's OpenMP pool. The blocks are of a
+// fixed size, never chosen from the thread count, so each element comes from the same call
+// whatever the number of threads, and the results do not depend on it.
+constexpr int64_t kRowBlock = 64, kColumnBlock = 256;
+
+template <typename T, typename Blas>
+void blockedGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                 int64_t lda, const T *b, int64_t ldb, T beta, T *y, int64_t ldy, Blas blas) {
+  static std::once_flag single;
+  std::call_once(single, [] { openblas_set_num_threads(1); });
+  auto call = [&](int64_t rows, int64_t cols, const T *aBlock, const T *bBlock, T *yBlock) {
+    blas(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+         blasDim(rows), blasDim(cols), blasDim(k), alpha, aBlock, blasDim(lda), bBlock,
+         blasDim(ldb), beta, yBlock, blasDim(ldy));
+  };
+  if (m <= 0 || n <= 0)
+    return;
+  bool byRows = m >= 2 * kRowBlock || m >= n;
+  int64_t extent = byRows ? m : n, block = byRows ? kRowBlock : kColumnBlock;
+  int64_t blocks = (extent + block - 1) / block;
+  int64_t blockWork = block * (byRows ? n : m) * std::max<int64_t>(1, k);
+  parallelFor(blocks, blockWork, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      int64_t begin = i * block, size = std::min(block, extent - begin);
+      if (byRows)
+        call(size, n, a + (transA ? begin : begin * lda), b, y + begin * ldy);
+      else
+        call(m, size, a, b + (transB ? begin * ldb : begin), y + begin);
+    }
+  });
+}
+
 } // namespace
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
            int64_t lda, const float *b, int64_t ldb, float beta, float *y, int64_t ldy) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              blasDim(m), blasDim(n), blasDim(k), alpha, a, blasDim(lda), b, blasDim(ldb), beta, y,
-              blasDim(ldy));
+  blockedGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, y, ldy, cblas_sgemm);
 }
 
 void dgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
            const double *a, int64_t lda, const double *b, int64_t ldb, double beta, double *y,
            int64_t ldy) {
-  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              blasDim(m), blasDim(n), blasDim(k), alpha, a, blasDim(lda), b, blasDim(ldb), beta, y,
-              blasDim(ldy));
+  blockedGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, y, ldy, cblas_dgemm);
 }
 
 namespace {
