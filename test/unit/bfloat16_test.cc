@@ -182,13 +182,6 @@ DType dtypeOf(Kind kind, bool bf16Run) {
   }
 }
 
-Kernel kernelOf(OpKind op) {
-  Kernel k;
-  k.set_op(op);
-  k.set_name(OpKind_Name(op));
-  return k;
-}
-
 // What neither run ever writes: a signalling bf16 NaN (rounding always makes NaNs quiet) and a
 // byte pattern. An element a kernel leaves unwritten keeps it, and fails the comparison.
 constexpr uint16_t kPoisonBf16 = 0x7fa5;
@@ -311,11 +304,11 @@ protected:
 };
 
 TEST_F(Bf16KernelTest, MatmulAndGemm) {
-  expectMatchesF32("shared B", kernelOf(MATMUL), {fl({3, 70, 90}), fl({90, 50})},
+  expectMatchesF32("shared B", makeKernel(MATMUL), {fl({3, 70, 90}), fl({90, 50})},
                    {fl({3, 70, 50})});
-  expectMatchesF32("batched B", kernelOf(MATMUL), {fl({3, 7, 9}), fl({3, 9, 5})}, {fl({3, 7, 5})});
+  expectMatchesF32("batched B", makeKernel(MATMUL), {fl({3, 7, 9}), fl({3, 9, 5})}, {fl({3, 7, 5})});
   for (int t = 0; t < 4; ++t) {
-    Kernel k = kernelOf(GEMM);
+    Kernel k = makeKernel(GEMM);
     k.mutable_gemm()->set_trans_a(t & 1);
     k.mutable_gemm()->set_trans_b(t & 2);
     k.mutable_gemm()->set_alpha(0.75f);
@@ -330,28 +323,28 @@ TEST_F(Bf16KernelTest, MatmulAndGemm) {
 TEST_F(Bf16KernelTest, Elementwise) {
   Shape big{300, 257};
   for (OpKind op : {ADD, SUB, MUL, DIV}) {
-    expectMatchesF32("same shape", kernelOf(op), {fl(big), fl(big)}, {fl(big)});
-    expectMatchesF32("broadcast", kernelOf(op), {fl(big), fl({257})}, {fl(big)});
+    expectMatchesF32("same shape", makeKernel(op), {fl(big), fl(big)}, {fl(big)});
+    expectMatchesF32("broadcast", makeKernel(op), {fl(big), fl({257})}, {fl(big)});
   }
-  expectMatchesF32("", kernelOf(POW), {fl(big, 0.1, 3), fl(big)}, {fl(big)});
+  expectMatchesF32("", makeKernel(POW), {fl(big, 0.1, 3), fl(big)}, {fl(big)});
   for (OpKind op : {RELU, SIGMOID, SILU, RECIPROCAL, NEG, EXP, ERF, TANH})
-    expectMatchesF32("", kernelOf(op), {fl(big)}, {fl(big)});
-  expectMatchesF32("", kernelOf(SQRT), {fl(big, 0, 4)}, {fl(big)});
+    expectMatchesF32("", makeKernel(op), {fl(big)}, {fl(big)});
+  expectMatchesF32("", makeKernel(SQRT), {fl(big, 0, 4)}, {fl(big)});
   for (bool tanh : {false, true}) {
-    Kernel k = kernelOf(GELU);
+    Kernel k = makeKernel(GELU);
     k.mutable_gelu()->set_tanh(tanh);
     expectMatchesF32(tanh ? "tanh" : "erf", k, {fl(big)}, {fl(big)});
   }
-  expectMatchesF32("", kernelOf(SWIGLU), {fl(big), fl(big)}, {fl(big)});
-  expectMatchesF32("", kernelOf(ACCUMULATE), {fl(big), fl(big)}, {fl(big)});
+  expectMatchesF32("", makeKernel(SWIGLU), {fl(big), fl(big)}, {fl(big)});
+  expectMatchesF32("", makeKernel(ACCUMULATE), {fl(big), fl(big)}, {fl(big)});
   // Comparisons of bf16 values give bool results; WHERE moves bf16 bits.
-  expectMatchesF32("", kernelOf(LESS), {fl(big), fl({257})}, {{Kind::kBool, big}});
-  expectMatchesF32("", kernelOf(EQUAL), {fl({64}, -1, 1), fl({64}, -1, 1)}, {{Kind::kBool, {64}}});
-  expectMatchesF32("", kernelOf(WHERE), {{Kind::kBool, {4, 1}}, fl({4, 6}), fl({6})},
+  expectMatchesF32("", makeKernel(LESS), {fl(big), fl({257})}, {{Kind::kBool, big}});
+  expectMatchesF32("", makeKernel(EQUAL), {fl({64}, -1, 1), fl({64}, -1, 1)}, {{Kind::kBool, {64}}});
+  expectMatchesF32("", makeKernel(WHERE), {{Kind::kBool, {4, 1}}, fl({4, 6}), fl({6})},
                    {fl({4, 6})});
   // Elementwise kernels may run exactly in place: the result is the operand's buffer.
-  expectMatchesF32("in place", kernelOf(SILU), {fl(big)}, {fl(big)}, true);
-  expectMatchesF32("in place", kernelOf(MUL), {fl(big), fl({257})}, {fl(big)}, true);
+  expectMatchesF32("in place", makeKernel(SILU), {fl(big)}, {fl(big)}, true);
+  expectMatchesF32("in place", makeKernel(MUL), {fl(big), fl({257})}, {fl(big)}, true);
 }
 
 TEST_F(Bf16KernelTest, SameOperandTwice) {
@@ -362,7 +355,7 @@ TEST_F(Bf16KernelTest, SameOperandTwice) {
   std::vector<uint16_t> y(x.size(), kPoisonBf16);
   TensorRef xr{reinterpret_cast<std::byte *>(x.data()), DEVICE, BF16, {1000}, 2000};
   TensorRef yr{reinterpret_cast<std::byte *>(y.data()), DEVICE, BF16, {1000}, 2000};
-  backend->execute(kernelOf(MUL), {&xr, &xr}, {&yr});
+  backend->execute(makeKernel(MUL), {&xr, &xr}, {&yr});
   for (size_t i = 0; i < x.size(); ++i) {
     float v = bfloat16ToFloat(x[i]);
     ASSERT_EQ(y[i], floatToBfloat16(v * v)) << i;
@@ -372,55 +365,55 @@ TEST_F(Bf16KernelTest, SameOperandTwice) {
 TEST_F(Bf16KernelTest, Cast) {
   Shape shape{50, 33};
   // bf16 to and from every castable dtype, through f32 as the definition says.
-  expectMatchesF32("to f32", kernelOf(CAST), {fl(shape)}, {{Kind::kF32, shape}});
-  expectMatchesF32("from f32", kernelOf(CAST), {{Kind::kF32, shape}}, {fl(shape)});
-  expectMatchesF32("to bool", kernelOf(CAST), {fl(shape)}, {{Kind::kBool, shape}});
-  expectMatchesF32("from bool", kernelOf(CAST), {{Kind::kBool, shape}}, {fl(shape)});
+  expectMatchesF32("to f32", makeKernel(CAST), {fl(shape)}, {{Kind::kF32, shape}});
+  expectMatchesF32("from f32", makeKernel(CAST), {{Kind::kF32, shape}}, {fl(shape)});
+  expectMatchesF32("to bool", makeKernel(CAST), {fl(shape)}, {{Kind::kBool, shape}});
+  expectMatchesF32("from bool", makeKernel(CAST), {{Kind::kBool, shape}}, {fl(shape)});
   std::vector<int64_t> big;
   for (int64_t i = 0; i < 50 * 33; ++i)
     big.push_back((i * 7919) % 100003 - 50000); // many not representable in bf16
-  expectMatchesF32("from i64", kernelOf(CAST), {ints(shape, big)}, {fl(shape)});
-  expectMatchesF32("bf16 to bf16", kernelOf(CAST), {fl(shape)}, {fl(shape)});
+  expectMatchesF32("from i64", makeKernel(CAST), {ints(shape, big)}, {fl(shape)});
+  expectMatchesF32("bf16 to bf16", makeKernel(CAST), {fl(shape)}, {fl(shape)});
   // To i64: the f32 cast truncates; compare with values of a few hundred.
-  expectMatchesF32("to i64", kernelOf(CAST), {fl(shape, -300, 300)}, {{Kind::kI64, shape}});
+  expectMatchesF32("to i64", makeKernel(CAST), {fl(shape, -300, 300)}, {{Kind::kI64, shape}});
 }
 
 TEST_F(Bf16KernelTest, ReductionsSoftmaxAndNorms) {
   for (OpKind op : {REDUCE_SUM, REDUCE_MEAN}) {
-    Kernel k = kernelOf(op);
+    Kernel k = makeKernel(op);
     k.mutable_reduce()->add_axes(1);
     expectMatchesF32("axis 1", k, {fl({64, 48, 40})}, {fl({64, 40})});
-    Kernel all = kernelOf(op);
+    Kernel all = makeKernel(op);
     all.mutable_reduce();
     expectMatchesF32("all", all, {fl({100000})}, {fl({})});
   }
   for (int axis : {1, 2}) {
-    Kernel k = kernelOf(SOFTMAX);
+    Kernel k = makeKernel(SOFTMAX);
     k.mutable_axis()->set_axis(axis);
     expectMatchesF32("axis " + std::to_string(axis), k, {fl({16, 48, 40})}, {fl({16, 48, 40})});
-    Kernel grad = kernelOf(SOFTMAX_GRAD);
+    Kernel grad = makeKernel(SOFTMAX_GRAD);
     grad.mutable_axis()->set_axis(axis);
     expectMatchesF32("axis " + std::to_string(axis), grad,
                      {fl({16, 48, 40}, 0, 1), fl({16, 48, 40})}, {fl({16, 48, 40})});
   }
-  Kernel softmax = kernelOf(SOFTMAX);
+  Kernel softmax = makeKernel(SOFTMAX);
   softmax.mutable_axis()->set_axis(1);
   expectMatchesF32("in place", softmax, {fl({96, 128})}, {fl({96, 128})}, true);
 
-  Kernel ln = kernelOf(LAYER_NORM);
+  Kernel ln = makeKernel(LAYER_NORM);
   ln.mutable_norm()->set_axis(1);
   ln.mutable_norm()->set_epsilon(1e-5f);
   expectMatchesF32("bias", ln, {fl({96, 128}), fl({128}), fl({128})}, {fl({96, 128})});
   expectMatchesF32("no bias", ln, {fl({96, 128}), fl({128})}, {fl({96, 128})});
-  Kernel lng = kernelOf(LAYER_NORM_GRAD);
+  Kernel lng = makeKernel(LAYER_NORM_GRAD);
   *lng.mutable_norm() = ln.norm();
   expectMatchesF32("", lng, {fl({96, 128}), fl({128}), fl({96, 128})},
                    {fl({96, 128}), fl({128}), fl({128})});
-  Kernel rms = kernelOf(RMS_NORM);
+  Kernel rms = makeKernel(RMS_NORM);
   rms.mutable_norm()->set_axis(1);
   rms.mutable_norm()->set_epsilon(1e-6f);
   expectMatchesF32("", rms, {fl({96, 128}), fl({128})}, {fl({96, 128})});
-  Kernel rmsg = kernelOf(RMS_NORM_GRAD);
+  Kernel rmsg = makeKernel(RMS_NORM_GRAD);
   *rmsg.mutable_norm() = rms.norm();
   expectMatchesF32("", rmsg, {fl({96, 128}), fl({128}), fl({96, 128})},
                    {fl({96, 128}), fl({128})});
@@ -428,19 +421,19 @@ TEST_F(Bf16KernelTest, ReductionsSoftmaxAndNorms) {
 
 TEST_F(Bf16KernelTest, RotaryAndAttention) {
   for (bool interleaved : {false, true}) {
-    Kernel k = kernelOf(ROTARY);
+    Kernel k = makeKernel(ROTARY);
     k.mutable_rotary()->set_interleaved(interleaved);
     std::string label = interleaved ? "interleaved" : "half";
     expectMatchesF32(label, k, {fl({2, 4, 48, 32}), fl({48, 32}), fl({48, 32})},
                      {fl({2, 4, 48, 32})});
-    Kernel grad = kernelOf(ROTARY_GRAD);
+    Kernel grad = makeKernel(ROTARY_GRAD);
     grad.mutable_rotary()->set_interleaved(interleaved);
     expectMatchesF32(label, grad, {fl({2, 4, 48, 32}), fl({48, 32}), fl({48, 32})},
                      {fl({2, 4, 48, 32})});
   }
   for (bool causal : {false, true})
     for (bool masked : {false, true}) {
-      Kernel fwd = kernelOf(ATTENTION);
+      Kernel fwd = makeKernel(ATTENTION);
       fwd.mutable_attention()->set_causal(causal);
       fwd.mutable_attention()->set_scale(0.25f);
       std::string label = std::string(causal ? "causal" : "full") + (masked ? " mask" : "");
@@ -448,7 +441,7 @@ TEST_F(Bf16KernelTest, RotaryAndAttention) {
       if (masked)
         ops.push_back(fl({40, 40}));
       expectMatchesF32(label, fwd, ops, {fl({2, 4, 40, 24})});
-      Kernel bwd = kernelOf(ATTENTION_GRAD);
+      Kernel bwd = makeKernel(ATTENTION_GRAD);
       *bwd.mutable_attention() = fwd.attention();
       std::vector<Spec> bops = {ops[0], ops[1], ops[2], fl({2, 4, 40, 24})};
       if (masked)
@@ -462,65 +455,65 @@ TEST_F(Bf16KernelTest, LossAndElementGradients) {
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < 64; ++i)
     labels.push_back(i % 9 == 0 ? -1 : (i * 37) % 500);
-  Kernel ce = kernelOf(CROSS_ENTROPY);
+  Kernel ce = makeKernel(CROSS_ENTROPY);
   ce.mutable_cross_entropy()->set_ignore_index(-1);
   expectMatchesF32("", ce, {fl({64, 500}), ints({64}, labels)}, {fl({})});
-  Kernel ceg = kernelOf(CROSS_ENTROPY_GRAD);
+  Kernel ceg = makeKernel(CROSS_ENTROPY_GRAD);
   *ceg.mutable_cross_entropy() = ce.cross_entropy();
   expectMatchesF32("", ceg, {ints({64}, labels), fl({}), fl({64, 500})}, {fl({64, 500})});
 
   Shape big{300, 257};
   for (bool tanh : {false, true}) {
-    Kernel k = kernelOf(GELU_GRAD);
+    Kernel k = makeKernel(GELU_GRAD);
     k.mutable_gelu()->set_tanh(tanh);
     expectMatchesF32(tanh ? "tanh" : "erf", k, {fl(big), fl(big)}, {fl(big)});
   }
-  expectMatchesF32("", kernelOf(SWIGLU_GRAD), {fl(big), fl(big), fl(big)}, {fl(big), fl(big)});
+  expectMatchesF32("", makeKernel(SWIGLU_GRAD), {fl(big), fl(big), fl(big)}, {fl(big), fl(big)});
 
   std::vector<int64_t> indices;
   for (int64_t i = 0; i < 50 * 7; ++i)
     indices.push_back((i * 13) % 80 - 40);
-  Kernel gg = kernelOf(GATHER_GRAD);
+  Kernel gg = makeKernel(GATHER_GRAD);
   gg.mutable_axis()->set_axis(1);
   expectMatchesF32("", gg, {ints({50, 7}, indices), fl({3, 50, 7, 33})}, {fl({3, 40, 33})});
 }
 
 TEST_F(Bf16KernelTest, KernelsThatMoveElements) {
-  Kernel transpose = kernelOf(TRANSPOSE);
+  Kernel transpose = makeKernel(TRANSPOSE);
   for (int64_t axis : {2, 0, 1})
     transpose.mutable_transpose()->add_perm(axis);
   expectMatchesF32("", transpose, {fl({5, 6, 7})}, {fl({7, 5, 6})});
-  Kernel gather = kernelOf(GATHER);
+  Kernel gather = makeKernel(GATHER);
   gather.mutable_axis()->set_axis(0);
   expectMatchesF32("", gather, {fl({10, 33}), ints({2, 3}, {0, 9, -1, 4, 4, 2})}, {fl({2, 3, 33})});
-  Kernel concat = kernelOf(CONCAT);
+  Kernel concat = makeKernel(CONCAT);
   concat.mutable_axis()->set_axis(1);
   expectMatchesF32("", concat, {fl({4, 3}), fl({4, 5})}, {fl({4, 8})});
-  Kernel slice = kernelOf(SLICE);
+  Kernel slice = makeKernel(SLICE);
   for (int64_t start : {1, 2})
     slice.mutable_slice()->add_starts(start);
   for (int64_t step : {2, 3})
     slice.mutable_slice()->add_steps(step);
   expectMatchesF32("", slice, {fl({9, 20})}, {fl({4, 6})});
-  Kernel sliceGrad = kernelOf(SLICE_GRAD);
+  Kernel sliceGrad = makeKernel(SLICE_GRAD);
   *sliceGrad.mutable_slice() = slice.slice();
   expectMatchesF32("", sliceGrad, {fl({4, 6})}, {fl({9, 20})});
-  expectMatchesF32("", kernelOf(EXPAND), {fl({3, 1})}, {fl({2, 3, 4})});
-  Kernel trilu = kernelOf(TRILU);
+  expectMatchesF32("", makeKernel(EXPAND), {fl({3, 1})}, {fl({2, 3, 4})});
+  Kernel trilu = makeKernel(TRILU);
   trilu.mutable_trilu()->set_k(1);
   expectMatchesF32("", trilu, {fl({2, 5, 6})}, {fl({2, 5, 6})});
-  expectMatchesF32("", kernelOf(TAKE_ROWS), {fl({3, 5, 8}), ints({3}, {4, 0, 2})}, {fl({3, 1, 8})});
+  expectMatchesF32("", makeKernel(TAKE_ROWS), {fl({3, 5, 8}), ints({3}, {4, 0, 2})}, {fl({3, 1, 8})});
 }
 
 TEST_F(Bf16KernelTest, GenerationKernels) {
-  Kernel decode = kernelOf(DECODE_ATTENTION);
+  Kernel decode = makeKernel(DECODE_ATTENTION);
   decode.mutable_attention()->set_scale(0.3f);
   expectMatchesF32("", decode,
                    {fl({2, 4, 1, 16}), fl({2, 2, 1, 16}), fl({2, 2, 1, 16}), fl({2, 2, 2, 9, 16}),
                     ints({2}, {5, 9})},
                    {fl({2, 4, 1, 16})});
   // KV_WRITE writes its cache in place: the cache elements it does not write keep their bits.
-  expectMatchesF32("", kernelOf(KV_WRITE),
+  expectMatchesF32("", makeKernel(KV_WRITE),
                    {fl({2, 2, 3, 9, 4}), fl({2, 3, 2, 4}), fl({2, 3, 2, 4}), ints({2}, {0, 7})},
                    {fl({2, 2, 3, 9, 4})}, true);
 }
@@ -533,7 +526,7 @@ TEST_F(Bf16KernelTest, KvWriteMovesBitsAndLeavesTheRestOfTheCache) {
   TensorRef kRef{reinterpret_cast<std::byte *>(k.data()), HOST, BF16, {1, 1, 1, 2}, 4};
   TensorRef vRef{reinterpret_cast<std::byte *>(v.data()), HOST, BF16, {1, 1, 1, 2}, 4};
   TensorRef startRef{reinterpret_cast<std::byte *>(start.data()), HOST, I64, {1}, 8};
-  backend->execute(kernelOf(KV_WRITE), {&cacheRef, &kRef, &vRef, &startRef}, {&cacheRef});
+  backend->execute(makeKernel(KV_WRITE), {&cacheRef, &kRef, &vRef, &startRef}, {&cacheRef});
   std::vector<uint16_t> expected(16, 0x7f81);
   expected[4] = 0x3f80;  // keys at position 2
   expected[5] = 0x0001;
@@ -553,7 +546,7 @@ TEST_F(Bf16KernelTest, AccumulateInPlaceOnTheHost) {
   }
   TensorRef accRef{reinterpret_cast<std::byte *>(acc.data()), HOST, BF16, {5000}, 10000};
   TensorRef addRef{reinterpret_cast<std::byte *>(add.data()), HOST, BF16, {5000}, 10000};
-  backend->execute(kernelOf(ACCUMULATE), {&accRef, &addRef}, {&accRef});
+  backend->execute(makeKernel(ACCUMULATE), {&accRef, &addRef}, {&accRef});
   EXPECT_EQ(acc, expected);
 }
 

@@ -33,13 +33,6 @@ struct Arg {
 
 size_t count(const Shape &shape) { return numel(shape).value(); }
 
-Kernel makeKernel(OpKind op) {
-  Kernel k;
-  k.set_op(op);
-  k.set_name(OpKind_Name(op));
-  return k;
-}
-
 class CpuF64Test : public ::testing::Test {
 protected:
   Values random(const Shape &shape, double low = -1.0, double high = 1.0) {

@@ -111,13 +111,6 @@ void expectNear(const std::vector<float> &actual, const std::vector<float> &expe
   }
 }
 
-Kernel makeKernel(OpKind op) {
-  Kernel k;
-  k.set_op(op);
-  k.set_name(OpKind_Name(op));
-  return k;
-}
-
 class CpuKernelsTest : public ::testing::Test {
 protected:
   void run(const Kernel &kernel, std::vector<const TensorBase *> operands, TensorBase &result) {

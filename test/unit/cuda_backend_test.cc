@@ -362,13 +362,6 @@ Value widened(const Value &v) {
   return wide;
 }
 
-Kernel makeKernel(OpKind op) {
-  Kernel k;
-  k.set_op(op);
-  k.set_name(OpKind_Name(op));
-  return k;
-}
-
 std::string describe(const Kernel &kernel, const std::vector<Value> &operands) {
   std::string text = OpKind_Name(kernel.op()) + "(";
   for (size_t i = 0; i < operands.size(); ++i)

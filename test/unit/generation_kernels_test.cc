@@ -58,13 +58,6 @@ Tensor<int64_t> ints(Shape shape, std::vector<int64_t> values) {
   return Tensor<int64_t>(std::move(shape), std::move(values));
 }
 
-Kernel makeKernel(OpKind op) {
-  Kernel k;
-  k.set_op(op);
-  k.set_name(OpKind_Name(op));
-  return k;
-}
-
 Kernel attentionKernel(OpKind op, float scale, bool causal = false) {
   Kernel k = makeKernel(op);
   k.mutable_attention()->set_scale(scale);

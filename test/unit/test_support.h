@@ -12,6 +12,14 @@
 
 namespace slrt::test {
 
+// A kernel of op `op`, named after it (the executor's messages name kernels).
+inline sl::schedule::Kernel makeKernel(sl::schedule::OpKind op) {
+  sl::schedule::Kernel k;
+  k.set_op(op);
+  k.set_name(sl::schedule::OpKind_Name(op));
+  return k;
+}
+
 // The message of the slrt::Error that `f` throws; a test failure (and "") when it throws none.
 // (In error_of.cc.)
 std::string errorOf(const std::function<void()> &f);
