@@ -184,7 +184,11 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
     if (!header.descr.empty() && header.descr[0] == '>')
       throw makeError(source, ": big-endian data ('", header.descr, "') is not supported");
     throw makeError(source, ": unsupported dtype '", header.descr,
-                    "' (supported: '<f4', '<f8', '<i8', '<i4', '|b1')");
+                    "' (supported: '<f4', '<f8', '<i8', '<i4', '|b1'",
+                    header.descr == "<u2" || header.descr == "<i2"
+                        ? "; numpy has no bfloat16: give a bf16 input as float32, which is "
+                          "rounded to bf16)"
+                        : ")");
   }
   if (header.fortranOrder)
     throw makeError(source, ": Fortran-order arrays are not supported; save a C-order array");

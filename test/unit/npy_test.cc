@@ -175,6 +175,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadNpy{"UnsupportedDType",
                npyWithHeader("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", 12),
                "unsupported dtype '<f2' (supported: '<f4', '<f8', '<i8', '<i4', '|b1')"},
+        BadNpy{"Bfloat16Bits",
+               npyWithHeader("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", 12),
+               "unsupported dtype '<u2' (supported: '<f4', '<f8', '<i8', '<i4', '|b1'; numpy has "
+               "no bfloat16: give a bf16 input as float32, which is rounded to bf16)"},
         BadNpy{"UnsignedBytes",
                npyWithHeader("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 6),
                "unsupported dtype '|u1'"},
