@@ -630,7 +630,8 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   uint32_t scale = host("scale", F32, {});
   uint32_t loss = host("loss", F32, {});
   uint32_t gradW = host("grad:w", F32, {kDim, out});
-  uint32_t gradB = host("grad:b", F32, {out});
+  // With bf16 parameters: grad:w is f32 (accumulated in f32), grad:b bf16 (the trainer widens it).
+  uint32_t gradB = host("grad:b", paramType, {out});
   b.input("input_ids", ids);
   b.input("labels", labels);
   b.output("loss", loss);
@@ -725,7 +726,13 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   Kernel &sum = b.kernel(REDUCE_SUM, "grad.b", {g}, gradBDev);
   for (int64_t axis : {0, 1})
     sum.mutable_reduce()->add_axes(axis);
-  sum.add_record_events(1);
+  if (bf16Parameters) {
+    uint32_t rounded = b.buffer("grad:b.dev.bf16", DEVICE, BF16, {out});
+    b.kernel(CAST, "grad.b.round", {gradBDev}, rounded).add_record_events(1);
+    gradBDev = rounded;
+  } else {
+    sum.add_record_events(1);
+  }
   b.kernel(COPY, "loss.d2h", {lossDev}, loss).add_wait_events(1);
   b.kernel(COPY, "grad:w.d2h", {gradWDev}, gradW);
   b.kernel(COPY, "grad:b.d2h", {gradBDev}, gradB);

@@ -177,7 +177,8 @@ struct TinyTrain {
 
   // `name` names the schedule and parameter files write() creates.
   // With `bf16Parameters`, w and b are bf16 buffers read from the f32 file (file_dtype F32) and
-  // widened by CAST kernels on the device; the loss and gradients stay f32 (mixed precision).
+  // widened by CAST kernels on the device; the loss and grad:w stay f32 (mixed precision), grad:b
+  // is rounded to bf16.
   static TinyTrain build(uint32_t seed, int64_t batch = 2, int64_t seq = 3, int64_t out = 3,
                          const std::string &name = "tiny_train", int64_t poisonToken = -1,
                          bool bf16Parameters = false);

@@ -262,8 +262,9 @@ std::vector<float> bufferValues(const TensorRef &ref) {
 }
 
 // Mixed precision: bf16 parameters read from an f32 file. The masters start from the file's f32
-// values (not the rounded buffers), the forward sees the masters rounded to bf16, and after every
-// update the buffers hold exactly the rounded masters; resuming continues bit-identically.
+// values (not the rounded buffers), the forward sees the masters rounded to bf16, an f32 gradient
+// (w) is read as it is and a bf16 one (b) widened, and after every update the buffers hold
+// exactly the rounded masters; resuming continues bit-identically.
 TEST_F(TrainerTest, Bf16ParametersKeepF32MastersFromTheFile) {
   TinyTrain half = TinyTrain::build(11, 2, 3, 3, "tiny_bf16", -1, /*bf16Parameters=*/true);
   ASSERT_EQ(half.w, model.w);
@@ -289,6 +290,9 @@ TEST_F(TrainerTest, Bf16ParametersKeepF32MastersFromTheFile) {
                        roundedToBfloat16(toFloatVector(params[1])), ids, labels);
     StepRecord r = trainer.step();
     EXPECT_NEAR(r.loss, expected.loss, 1e-5 * expected.loss) << "step " << t + 1;
+    // grad:b is a bf16 output: the trainer steps on it widened, the rounded reference.
+    for (double &e : expected.gradB)
+      e = bfloat16ToFloat(floatToBfloat16(static_cast<float>(e)));
     naive.step(params, {expected.gradW, expected.gradB});
     for (size_t i = 0; i < params.size(); ++i) {
       const std::vector<float> &master = trainer.optimizer().weights(i);
