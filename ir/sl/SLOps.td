@@ -658,7 +658,9 @@ def SL_CrossEntropyOp : SL_Op<"cross_entropy", [Pure]> {
     (logsumexp(logits[p, :]) - logits[p, labels[p]])`: the softmax and the log-likelihood in one
     op, as PyTorch's `cross_entropy` with its default `ignore_index = -100` and mean reduction.
     `labels` has the logits' shape without the last (vocabulary) dimension. Appended by
-    `sl-append-loss`; its gradient is `(softmax(logits) - onehot(labels)) / count`.
+    `sl-append-loss`; its gradient is `(softmax(logits) - onehot(labels)) / count`. The result
+    has the logits' element type (bf16 logits give a bf16 loss, computed in f32 and rounded once,
+    as every bf16 kernel; sl-schedule-subbatches casts it to f32 before averaging sub-batches).
 
     Example:
 
@@ -668,7 +670,7 @@ def SL_CrossEntropyOp : SL_Op<"cross_entropy", [Pure]> {
   }];
   let arguments = (ins SL_FloatTensor:$logits, RankedTensorOf<[I64]>:$labels,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
-  let results = (outs 0DTensorOf<[F32]>:$result);
+  let results = (outs 0DTensorOf<[F32, BF16, F64]>:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)
   }];
@@ -825,7 +827,8 @@ def SL_OffloadOp : SL_Op<"offload", [AllTypesMatch<["source", "result"]>]> {
 def SL_AccumulateOp : SL_Op<"accumulate", [Pure, AllTypesMatch<["accumulator", "value", "result"]>]> {
   let summary = "accumulator + value, in the accumulator's memory space (gradient accumulation)";
   let description = [{
-    The elementwise sum of two f32 tensors of one shape; `sl-allocate` places the result in the
+    The elementwise sum of two float tensors of one type (f32 for parameter gradients and the
+    loss; bf16 for the activation gradients of a precision=bf16 step); `sl-allocate` places the result in the
     accumulator's buffer when this is the accumulator's last use, so accumulating over sub-batches
     needs one buffer. Device accumulators run on the compute stream; host ones (canonical mode,
     and parameters read by several groups) on the host stream.
@@ -836,8 +839,8 @@ def SL_AccumulateOp : SL_Op<"accumulate", [Pure, AllTypesMatch<["accumulator", "
     %g2 = sl.accumulate %g1, %dw : tensor<64x64xf32>
     ```
   }];
-  let arguments = (ins F32Tensor:$accumulator, F32Tensor:$value);
-  let results = (outs F32Tensor:$result);
+  let arguments = (ins SL_FloatTensor:$accumulator, SL_FloatTensor:$value);
+  let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = "$accumulator `,` $value attr-dict `:` type($result)";
 }
 
@@ -847,7 +850,9 @@ def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments]> {
     Marks the point of the step after which the host gradients `grads` of `params` (one each, in
     order) are final, so the host optimizer may update those parameters while the rest of the
     backward runs. `params` are `sl.param` values, or with several ranks `sl.param_shard` values
-    (each gradient then that of the rank's shard). `loss` is the step's loss in the host pool (a runtime checks it before
+    (each gradient then that of the rank's shard). A gradient has its parameter's type, or is f32
+    for a bf16 parameter (mixed precision: gradients accumulated in f32, f32 master weights in the
+    optimizer). `loss` is the step's loss in the host pool (a runtime checks it before
     updating anything). The optimizer writes the parameters' host buffers: nothing may read them
     later in the step.
 

@@ -314,9 +314,14 @@ LogicalResult OptimizerStepOp::verify() {
     return emitOpError("needs one gradient per parameter and at least one, got ")
            << getGrads().size() << " gradients for " << getParams().size() << " parameters";
   for (auto [grad, param] : llvm::zip(getGrads(), getParams())) {
-    if (grad.getType() != param.getType())
+    // A bf16 parameter's gradient may be accumulated in f32 (mixed precision).
+    auto gradType = rankedType(grad), paramType = rankedType(param);
+    bool widened = paramType.getElementType().isBF16() && gradType.getElementType().isF32() &&
+                   gradType.getShape() == paramType.getShape();
+    if (grad.getType() != param.getType() && !widened)
       return emitOpError("gradient ") << grad.getType() << " does not match its parameter "
-                                      << param.getType();
+                                      << param.getType() << " (nor is it the f32 gradient of a "
+                                      << "bf16 parameter)";
     if (!param.getDefiningOp<ParamOp>() && !param.getDefiningOp<ParamShardOp>())
       return emitOpError("params must be sl.param or sl.param_shard values");
   }
@@ -436,6 +441,9 @@ LogicalResult CrossEntropyOp::verify() {
       failed(verifyCompatibleShape(logits.getShape().drop_back(), labels.getShape())))
     return emitOpError("labels ") << labels << " must have the logits' shape " << logits
                                   << " without its last (vocabulary) dimension";
+  if (getType().getElementType() != logits.getElementType())
+    return emitOpError("the loss ") << getType() << " must have the element type of the logits "
+                                    << logits;
   return success();
 }
 

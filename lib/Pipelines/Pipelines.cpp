@@ -22,11 +22,13 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
     pm.addPass(createConvertPrecisionPass(ConvertPrecisionPassOptions{options.precision}));
 }
 
-void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse) {
+void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
+                        llvm::StringRef precision) {
   InferPipelineOptions infer;
   infer.batch = batch;
   infer.seq = seq;
   infer.fuse = fuse;
+  infer.precision = precision.str();
   buildInferPipeline(pm, infer);
   pm.addPass(createPartitionLayersPass());
   pm.addPass(createAutodiffPass());
@@ -49,10 +51,12 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   plan.report = options.planReport;
   int64_t seq = options.seq;
   bool fuse = options.fuse;
-  pm.addPass(createPlanPass(plan, [seq, fuse](mlir::OpPassManager &stages, int64_t batch) {
-    buildStagePipeline(stages, batch, seq, fuse);
+  std::string precision = options.precision;
+  pm.addPass(createPlanPass(plan, [seq, fuse, precision](mlir::OpPassManager &stages,
+                                                         int64_t batch) {
+    buildStagePipeline(stages, batch, seq, fuse, precision);
   }));
-  buildStagePipeline(pm, /*batch=*/0, seq, fuse);
+  buildStagePipeline(pm, /*batch=*/0, seq, fuse, precision);
   // N, K and the mode come from sl.plan, which holds the given values or the chosen ones.
   pm.addPass(createScheduleSubBatchesPass());
   // CSE merges each stage's recomputation in backward with its own backward function's.
@@ -115,7 +119,8 @@ void registerPipelines() {
       "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "
       "differentiate each stage, and write the explicit SpeedLoader step (mode=speedloader, or "
       "mode=canonical for the ZeRO-style baseline) with its streams, events and static memory "
-      "plan. With `-o FILE.slsched` sl-opt then writes the training schedule that "
+      "plan. precision=bf16 stores the stages' tensors in bf16 (mixed precision: f32 loss, "
+      "gradients accumulated in f32, f32 master weights in the runtime). With `-o FILE.slsched` sl-opt then writes the training schedule that "
       "`sl-run --data ... --steps N` runs.",
       buildTrainPipeline);
   mlir::PassPipelineRegistration<InferPipelineOptions>(

@@ -100,7 +100,7 @@ struct AppendLossPass : public sl::impl::AppendLossPassBase<AppendLossPass> {
     Value labels = func.getArgument(labelsIndex);
 
     builder.setInsertionPoint(ret);
-    auto lossType = RankedTensorType::get({}, builder.getF32Type());
+    auto lossType = RankedTensorType::get({}, logitsType.getElementType());
     Value loss = builder.create<sl::CrossEntropyOp>(func.getLoc(), lossType, logits, labels,
                                                     builder.getI64IntegerAttr(-100));
     SmallVector<Value> results{loss};

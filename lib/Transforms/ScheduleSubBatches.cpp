@@ -91,6 +91,15 @@ bool isFloat(Value v) {
   return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
 }
 
+/// The type the step accumulates and returns a float tensor in: f32 whatever the stages store
+/// (bf16 with precision=bf16), so that summing N sub-batches' losses and gradients rounds in f32.
+RankedTensorType accumulationType(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  if (!llvm::isa<FloatType>(tensor.getElementType()) || tensor.getElementType().isF64())
+    return tensor;
+  return tensor.clone(Float32Type::get(type.getContext()));
+}
+
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp forward, Mode mode, int64_t numSubBatches,
@@ -132,6 +141,8 @@ private:
   Value hostConstant(RankedTensorType type, Attribute value);
   Value splat(Type type, double value);
   Value sum(ArrayRef<Value> values);
+  // `v` in its accumulationType: itself, or a cast of it computed on the device.
+  Value widen(Value v);
   void prefetchConstants();
   void removeDeadCode();
   DictionaryAttr planAttribute();
@@ -267,7 +278,8 @@ LogicalResult StepBuilder::formShards() {
       if (!llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
         return param.getDefiningOp()->emitError("sl-schedule-subbatches: parameter '")
                << param.getDefiningOp<ParamOp>().getName() << "' is " << param.getType()
-               << "; sharding (world > 1) needs f32 parameters";
+               << "; sharding (world > 1) needs f32 parameters (precision=bf16 trains on one "
+                  "rank only: compile with world=1 or precision=f32)";
       if (!own) {
         own = shards.size();
         shards.emplace_back();
@@ -312,11 +324,11 @@ func::FuncOp StepBuilder::createStep() {
     shape[0] *= n;
     argTypes.push_back(RankedTensorType::get(shape, tensor.getElementType()));
   }
-  SmallVector<Type> resultTypes{lossValue.getType()};
+  SmallVector<Type> resultTypes{accumulationType(lossValue.getType())};
   SmallVector<Attribute> resultAttrs{builder.getDictionaryAttr(
       builder.getNamedAttr("sl.name", builder.getStringAttr("loss")))};
   for (auto param : forward.getBody().front().getOps<ParamOp>()) {
-    resultTypes.push_back(param.getType());
+    resultTypes.push_back(accumulationType(param.getType()));
     resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
         "sl.name", builder.getStringAttr("grad:" + param.getName().str()))));
   }
@@ -384,6 +396,13 @@ Value StepBuilder::sum(ArrayRef<Value> values) {
   for (Value v : values.drop_front())
     total = builder.create<AccumulateOp>(loc, total, v);
   return total;
+}
+
+Value StepBuilder::widen(Value v) {
+  RankedTensorType type = accumulationType(v.getType());
+  if (type == v.getType())
+    return v;
+  return builder.create<CastOp>(loc, type, v, TypeAttr::get(type.getElementType()));
 }
 
 SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange operands) {
@@ -611,7 +630,8 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
     for (auto &[v, contributions] : outputGrads[j])
       grads[v] = contributions;
     if (computesLoss) {
-      Value loss = device[j].lookup(lossValue);
+      // A bf16 stage's loss is rounded to bf16 once, then averaged in f32.
+      Value loss = widen(device[j].lookup(lossValue));
       Value scaled = n == 1 ? loss
                             : builder.create<MulOp>(loc, loss.getType(), loss,
                                                     splat(loss.getType(), 1.0 / double(n)));
@@ -619,8 +639,8 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
                                         : scaled;
       // Each rank's loss is the mean over its own tokens; its gradient, seeded with 1/(N W), is
       // the rank's part of the gradient of the mean over every rank's tokens (all ranks have
-      // the same number), which the reduce-scatter sums.
-      grads[lossValue].push_back(splat(loss.getType(), 1.0 / double(n * world)));
+      // the same number), which the reduce-scatter sums. The seed has the stage's dtype.
+      grads[lossValue].push_back(splat(lossValue.getType(), 1.0 / double(n * world)));
     }
     llvm::MapVector<Value, SmallVector<Value>> paramGrads;
     for (size_t i = group.stages.size(); i-- > 0;) {
@@ -639,7 +659,11 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
       for (Value p : layer.getParams())
         paramGrads[p].push_back(*result++);
     }
+    // Each sub-batch's gradient (bf16 with precision=bf16) is widened before it is summed:
+    // the accumulation over sub-batches, the offload and the host sums are f32.
     for (auto &[p, contributions] : paramGrads) {
+      for (Value &c : contributions)
+        c = widen(c);
       Value g = sum(contributions);
       Value &acc = accumulated[p];
       acc = acc ? builder.create<AccumulateOp>(loc, acc, g) : g;

@@ -1,10 +1,12 @@
 #include "slrt/onnx_export.h"
 
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "slrt/atomic_file.h"
 #include "slrt/bfloat16.h"
+#include "slrt/dtype.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -17,12 +19,16 @@ void exportTrainedOnnx(const LoadedSchedule &loaded, const Executor &executor,
   exportTrainedOnnx(loaded, weights, path);
 }
 
-void exportTrainedOnnx(const LoadedSchedule &loaded, const std::vector<const void *> &weights,
-                       const std::string &path) {
+namespace {
+
+// Copies the model file with parameter i's bytes (p.bytes() of them, at p.file_offset()) written
+// by write(i, destination), atomically.
+void writeModelWith(const LoadedSchedule &loaded, size_t given,
+                    const std::function<void(int, std::byte *)> &write, const std::string &path) {
   const sl::schedule::Schedule &s = loaded.schedule;
-  if (weights.size() != static_cast<size_t>(s.parameters_size()))
-    throw makeError("--export-onnx: ", weights.size(), " weights given for the ",
-                    s.parameters_size(), " parameters of ", loaded.path);
+  if (given != static_cast<size_t>(s.parameters_size()))
+    throw makeError("--export-onnx: ", given, " weights given for the ", s.parameters_size(),
+                    " parameters of ", loaded.path);
   std::set<std::string> files(loaded.parameterFiles.begin(), loaded.parameterFiles.end());
   if (files.size() != 1 || files.begin()->size() < 5 ||
       files.begin()->compare(files.begin()->size() - 5, 5, ".onnx") != 0)
@@ -38,17 +44,63 @@ void exportTrainedOnnx(const LoadedSchedule &loaded, const std::vector<const voi
     if (p.file_offset() > bytes.size() || p.bytes() > bytes.size() - p.file_offset())
       throw makeError("--export-onnx: parameter '", p.name(), "' no longer fits ", model,
                       " (it changed after the schedule was loaded)");
-    const void *weight = weights[static_cast<size_t>(i)];
-    if (p.file_dtype() == sl::schedule::F32 && p.dtype() == sl::schedule::BF16) {
-      // The verifier allows this one conversion; the file keeps its f32 layout.
-      std::vector<float> widened(p.bytes() / sizeof(float));
-      widenBfloat16(static_cast<const uint16_t *>(weight), widened.data(), widened.size());
-      std::memcpy(bytes.data() + p.file_offset(), widened.data(), p.bytes());
-      continue;
-    }
-    std::memcpy(bytes.data() + p.file_offset(), weight, p.bytes());
+    write(i, reinterpret_cast<std::byte *>(bytes.data() + p.file_offset()));
   }
   writeFileAtomically(path, bytes);
+}
+
+// The dtype parameter p's bytes have in the model file.
+sl::schedule::DType fileDType(const sl::schedule::Parameter &p) {
+  return p.file_dtype() != sl::schedule::DTYPE_UNSPECIFIED ? p.file_dtype() : p.dtype();
+}
+
+} // namespace
+
+void exportTrainedOnnx(const LoadedSchedule &loaded, const std::vector<const void *> &weights,
+                       const std::string &path) {
+  const sl::schedule::Schedule &s = loaded.schedule;
+  writeModelWith(
+      loaded, weights.size(),
+      [&](int i, std::byte *into) {
+        const sl::schedule::Parameter &p = s.parameters(i);
+        const void *weight = weights[static_cast<size_t>(i)];
+        if (p.file_dtype() == sl::schedule::F32 && p.dtype() == sl::schedule::BF16) {
+          // The verifier allows this one conversion; the file keeps its f32 layout.
+          std::vector<float> widened(p.bytes() / sizeof(float));
+          widenBfloat16(static_cast<const uint16_t *>(weight), widened.data(), widened.size());
+          std::memcpy(into, widened.data(), p.bytes());
+          return;
+        }
+        std::memcpy(into, weight, p.bytes());
+      },
+      path);
+}
+
+void exportMasterWeightsOnnx(const LoadedSchedule &loaded, const std::vector<const float *> &masters,
+                             const std::string &path) {
+  const sl::schedule::Schedule &s = loaded.schedule;
+  writeModelWith(
+      loaded, masters.size(),
+      [&](int i, std::byte *into) {
+        const sl::schedule::Parameter &p = s.parameters(i);
+        const float *master = masters[static_cast<size_t>(i)];
+        switch (fileDType(p)) {
+        case sl::schedule::F32:
+          std::memcpy(into, master, p.bytes());
+          return;
+        case sl::schedule::BF16: {
+          std::vector<uint16_t> rounded(p.bytes() / sizeof(uint16_t));
+          roundToBfloat16(master, rounded.data(), rounded.size());
+          std::memcpy(into, rounded.data(), p.bytes());
+          return;
+        }
+        default:
+          throw makeError("--export-onnx: parameter '", p.name(), "' is ",
+                          dtypeName(fileDType(p)), " in its file; f32 master weights are "
+                          "written only as f32 or bf16");
+        }
+      },
+      path);
 }
 
 } // namespace slrt

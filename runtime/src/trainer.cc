@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 
+#include "slrt/bfloat16.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
+#include "slrt/mapped_file.h"
 
 namespace slrt {
 namespace {
@@ -114,18 +117,22 @@ void checkTrainSchedule(const sl::schedule::Schedule &s) {
     Shape shape = toShape(p.shape());
     if (!names.insert(p.name()).second)
       throw fail("parameter '", p.name(), "' is listed twice");
-    if (p.dtype() != sl::schedule::F32)
+    if (p.dtype() != sl::schedule::F32 && p.dtype() != sl::schedule::BF16)
       throw makeError("parameter '", p.name(), "' is ", typeText(p.dtype(), shape),
-                      ": only f32 parameters can be trained (AdamW keeps f32 master weights)");
+                      ": only f32 or bf16 parameters can be trained (AdamW keeps f32 master "
+                      "weights)");
     if (s.world() > 1)
-      continue; // its gradient is in its shard's
+      continue; // its gradient is in its shard's (f32 shards only: the verifier)
 
     std::string gradName = kGradPrefix + p.name();
     const sl::schedule::Binding *grad = findBinding(s.outputs(), gradName);
     if (!grad)
       throw fail("it has no output '", gradName, "' (the gradient of parameter '", p.name(), "')");
     const sl::schedule::Buffer &b = bufferOf(s, *grad);
-    if (b.dtype() != p.dtype() || toShape(b.shape()) != shape)
+    // A bf16 parameter's gradient is bf16, or f32 when the step accumulates it in f32.
+    bool dtypeFits = b.dtype() == p.dtype() ||
+                     (p.dtype() == sl::schedule::BF16 && b.dtype() == sl::schedule::F32);
+    if (!dtypeFits || toShape(b.shape()) != shape)
       throw fail("output '", gradName, "' is ", typeText(b.dtype(), toShape(b.shape())),
                  ", but parameter '", p.name(), "' is ", typeText(p.dtype(), shape));
   }
@@ -183,10 +190,31 @@ Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenDa
   vocab_ = options_.vocabSize > 0 ? options_.vocabSize : modelVocab;
 
   executor_ = std::make_unique<Executor>(schedule_, backend, options_.executor);
+  // The parameters read from an f32 model file into bf16 buffers start their masters from the
+  // file's f32 values, not from the rounded buffers.
+  std::map<std::string, MappedFile> files;
   auto add = [&](const std::string &name, const TensorRef &ref, const std::string &gradName,
-                 const std::string &where, const Shape &shape) {
-    std::vector<float> weights(ref.bytes / sizeof(float));
-    std::memcpy(weights.data(), ref.data, ref.bytes);
+                 const std::string &where, const Shape &shape,
+                 const sl::schedule::Parameter *parameter) {
+    std::vector<float> weights(ref.bytes / dtypeSize(ref.dtype));
+    if (ref.dtype == sl::schedule::F32) {
+      std::memcpy(weights.data(), ref.data, ref.bytes);
+    } else if (parameter && parameter->file_dtype() == sl::schedule::F32 &&
+               !options_.executor.randomWeightsSeed) {
+      MappedFile &file = files[where];
+      if (!file.data())
+        file = MappedFile::open(where, "model file");
+      // loadSchedule checked the range; the file may have changed since.
+      if (parameter->file_offset() > file.size() ||
+          parameter->bytes() > file.size() - parameter->file_offset() ||
+          parameter->bytes() != weights.size() * sizeof(float))
+        throw makeError(where, ": parameter '", name, "' no longer fits the file (it changed "
+                               "after the schedule was loaded)");
+      std::memcpy(weights.data(), file.data() + parameter->file_offset(), parameter->bytes());
+    } else {
+      // bf16 in the file, or random weights: the buffer holds the exact values.
+      widenBfloat16(reinterpret_cast<const uint16_t *>(ref.data), weights.data(), weights.size());
+    }
     // The executor refused NaN; an infinite weight cannot be trained either (its update is NaN).
     if (std::optional<NonFinite> bad =
             findNonFinite(weights.data(), weights.size(), sl::schedule::F32))
@@ -195,17 +223,19 @@ Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenDa
                       ": a trained parameter must be finite");
     optimizer_.addParameter(name, std::move(weights));
     targets_.push_back(&ref);
-    grads_.push_back(reinterpret_cast<const float *>(executor_->outputBuffer(gradName).data));
+    grads_.push_back(&executor_->outputBuffer(gradName));
   };
   if (world_ > 1)
     for (int i = 0; i < s.shards_size(); ++i)
       add(s.shards(i).name(), executor_->shardBuffer(i), kGradShardPrefix + s.shards(i).name(),
-          "shard", Shape{int64_t(executor_->shardBuffer(i).bytes / sizeof(float))});
+          "shard", Shape{int64_t(executor_->shardBuffer(i).bytes / sizeof(float))}, nullptr);
   else
     for (int i = 0; i < s.parameters_size(); ++i)
       add(s.parameters(i).name(), executor_->parameterBuffer(i),
           kGradPrefix + s.parameters(i).name(), schedule_.parameterFiles[static_cast<size_t>(i)],
-          toShape(s.parameters(i).shape()));
+          toShape(s.parameters(i).shape()), &s.parameters(i));
+  files.clear();
+  wideGrads_.resize(grads_.size());
 
   // The verifier lets no parameter (shard) appear in two OPTIMIZER_STEPs, so counting them tells
   // whether every one is stepped in the schedule.
@@ -238,7 +268,7 @@ void Trainer::optimizerStep(const sl::schedule::Kernel &kernel) {
   const auto &indices = world_ > 1 ? kernel.optimizer_step().shards()
                                    : kernel.optimizer_step().parameters();
   for (uint32_t index : indices) {
-    ParamGrad pg{index, grads_[index]};
+    ParamGrad pg{index, gradient(index)};
     double square = optimizer_.gradSquaredNorm({pg});
     if (!std::isfinite(square))
       throw makeError("the gradient of ", describe(index), " holds NaN or infinite values",
@@ -250,8 +280,33 @@ void Trainer::optimizerStep(const sl::schedule::Kernel &kernel) {
   optimizer_.stepGroup(group);
   parametersUpdated_ += group.size();
   for (const ParamGrad &pg : group)
-    std::memcpy(targets_[pg.param]->data, optimizer_.weights(pg.param).data(),
-                targets_[pg.param]->bytes);
+    writeWeights(pg.param);
+}
+
+const float *Trainer::gradient(size_t index) {
+  const TensorRef &grad = *grads_[index];
+  if (grad.dtype == sl::schedule::F32)
+    return reinterpret_cast<const float *>(grad.data);
+  std::vector<float> &wide = wideGrads_[index];
+  wide.resize(grad.bytes / dtypeSize(grad.dtype));
+  widenBfloat16(reinterpret_cast<const uint16_t *>(grad.data), wide.data(), wide.size());
+  return wide.data();
+}
+
+void Trainer::writeWeights(size_t index) {
+  const std::vector<float> &weights = optimizer_.weights(index);
+  const TensorRef &target = *targets_[index];
+  if (target.dtype == sl::schedule::BF16)
+    roundToBfloat16(weights.data(), reinterpret_cast<uint16_t *>(target.data), weights.size());
+  else
+    std::memcpy(target.data, weights.data(), weights.size() * sizeof(float));
+}
+
+std::vector<const float *> Trainer::masterWeights() const {
+  std::vector<const float *> weights;
+  for (size_t i = 0; i < optimizer_.parameterCount(); ++i)
+    weights.push_back(optimizer_.weights(i).data());
+  return weights;
 }
 
 std::string Trainer::describe(size_t index) const {
@@ -323,10 +378,8 @@ uint64_t Trainer::dataPosition() const {
 }
 
 void Trainer::writeWeights() {
-  for (size_t i = 0; i < optimizer_.parameterCount(); ++i) {
-    const std::vector<float> &weights = optimizer_.weights(i);
-    std::memcpy(targets_[i]->data, weights.data(), weights.size() * sizeof(float));
-  }
+  for (size_t i = 0; i < optimizer_.parameterCount(); ++i)
+    writeWeights(i);
 }
 
 StepRecord Trainer::step() {
@@ -396,7 +449,7 @@ StepRecord Trainer::step() {
       double squares = 0;
       bool finite = std::isfinite(record.loss);
       for (size_t i = 0; i < optimizer_.parameterCount() && finite; ++i) {
-        ParamGrad pg{i, grads_[i]};
+        ParamGrad pg{i, gradient(i)};
         double square = optimizer_.gradSquaredNorm({pg});
         if (!std::isfinite(square))
           throw makeError("the gradient of ", describe(i),

@@ -601,7 +601,7 @@ void TinyTrain::addOptimizerSteps(const std::vector<std::vector<uint32_t>> &grou
 }
 
 TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t out,
-                           const std::string &name, int64_t poisonToken) {
+                           const std::string &name, int64_t poisonToken, bool bf16Parameters) {
   TinyTrain m;
   m.batch = batch;
   m.seq = seq;
@@ -622,14 +622,16 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   };
   uint32_t ids = host("input_ids", I64, {batch, seq});
   uint32_t labels = host("labels", I64, {batch, seq});
-  uint32_t w = host("w", F32, {kDim, out});
-  uint32_t bias = host("b", F32, {out});
+  DType paramType = bf16Parameters ? BF16 : F32;
+  uint32_t w = host("w", paramType, {kDim, out});
+  uint32_t bias = host("b", paramType, {out});
   uint32_t emb = host("emb", F32, {kVocab, kDim});
   uint32_t target = host("target", F32, {kVocab, out});
   uint32_t scale = host("scale", F32, {});
   uint32_t loss = host("loss", F32, {});
   uint32_t gradW = host("grad:w", F32, {kDim, out});
-  uint32_t gradB = host("grad:b", F32, {out});
+  // With bf16 parameters: grad:w is f32 (accumulated in f32), grad:b bf16 (the trainer widens it).
+  uint32_t gradB = host("grad:b", paramType, {out});
   b.input("input_ids", ids);
   b.input("labels", labels);
   b.output("loss", loss);
@@ -637,6 +639,11 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   b.output("grad:b", gradB);
   b.parameter(w, name + ".params", kParamsHeader);
   b.parameter(bias, name + ".params", kParamsHeader + kDim * out * sizeof(float));
+  if (bf16Parameters)
+    for (Parameter &p : *b.schedule.mutable_parameters()) {
+      p.set_file_dtype(F32); // the file holds f32; the runtime rounds at load
+      p.set_bytes(p.bytes() * 2);
+    }
   b.constant(emb, m.emb);
   b.constant(target, m.target);
   b.constant(scale, std::vector<float>{2.0f / static_cast<float>(batch * seq * out)});
@@ -687,6 +694,15 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   Kernel &embed = b.kernel(GATHER, "embed", {dev[emb], dev[ids]}, x);
   embed.add_wait_events(0);
   embed.mutable_axis()->set_axis(0);
+  if (bf16Parameters) {
+    // The kernels compute with the bf16 parameters widened; the gradients stay f32.
+    for (uint32_t param : {w, bias}) {
+      const Buffer &onDevice = b.schedule.buffers(static_cast<int>(dev[param]));
+      uint32_t wide = device((onDevice.name() + ".f32").c_str(), toShape(onDevice.shape()));
+      b.kernel(CAST, onDevice.name() + ".widen", {dev[param]}, wide);
+      dev[param] = wide;
+    }
+  }
   b.kernel(GATHER, "target", {dev[target], dev[labels]}, t).mutable_axis()->set_axis(0);
   b.kernel(MATMUL, "proj", {x, dev[w]}, y);
   b.kernel(ADD, "bias", {y, dev[bias]}, yb);
@@ -710,7 +726,13 @@ TinyTrain TinyTrain::build(uint32_t seed, int64_t batch, int64_t seq, int64_t ou
   Kernel &sum = b.kernel(REDUCE_SUM, "grad.b", {g}, gradBDev);
   for (int64_t axis : {0, 1})
     sum.mutable_reduce()->add_axes(axis);
-  sum.add_record_events(1);
+  if (bf16Parameters) {
+    uint32_t rounded = b.buffer("grad:b.dev.bf16", DEVICE, BF16, {out});
+    b.kernel(CAST, "grad.b.round", {gradBDev}, rounded).add_record_events(1);
+    gradBDev = rounded;
+  } else {
+    sum.add_record_events(1);
+  }
   b.kernel(COPY, "loss.d2h", {lossDev}, loss).add_wait_events(1);
   b.kernel(COPY, "grad:w.d2h", {gradWDev}, gradW);
   b.kernel(COPY, "grad:b.d2h", {gradBDev}, gradB);

@@ -176,8 +176,12 @@ struct TinyTrain {
   int embedKernel = -1;
 
   // `name` names the schedule and parameter files write() creates.
+  // With `bf16Parameters`, w and b are bf16 buffers read from the f32 file (file_dtype F32) and
+  // widened by CAST kernels on the device; the loss and grad:w stay f32 (mixed precision), grad:b
+  // is rounded to bf16.
   static TinyTrain build(uint32_t seed, int64_t batch = 2, int64_t seq = 3, int64_t out = 3,
-                         const std::string &name = "tiny_train", int64_t poisonToken = -1);
+                         const std::string &name = "tiny_train", int64_t poisonToken = -1,
+                         bool bf16Parameters = false);
   // Appends a HOST_COMPUTE stream and one OPTIMIZER_STEP per group of parameter indices (0: w,
   // 1: b), in the order given, after the copies of the loss and gradients to the host (the first
   // waits for the last of them).

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "slrt/atomic_file.h"
+#include "slrt/bfloat16.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/safetensors.h"
@@ -243,6 +244,82 @@ TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   EXPECT_EQ(report["first_step"], 3);
   EXPECT_EQ(report["steps"], 2);
   EXPECT_EQ(report["resumed_from"], saved);
+}
+
+// Each value rounded to bf16 and back: what a bf16 parameter buffer holds of f32 weights.
+std::vector<float> roundedToBfloat16(const std::vector<float> &values) {
+  std::vector<float> out;
+  for (float v : values)
+    out.push_back(bfloat16ToFloat(floatToBfloat16(v)));
+  return out;
+}
+
+std::vector<float> bufferValues(const TensorRef &ref) {
+  EXPECT_EQ(ref.dtype, sl::schedule::BF16);
+  std::vector<float> values(ref.bytes / sizeof(uint16_t));
+  widenBfloat16(reinterpret_cast<const uint16_t *>(ref.data), values.data(), values.size());
+  return values;
+}
+
+// Mixed precision: bf16 parameters read from an f32 file. The masters start from the file's f32
+// values (not the rounded buffers), the forward sees the masters rounded to bf16, an f32 gradient
+// (w) is read as it is and a bf16 one (b) widened, and after every update the buffers hold
+// exactly the rounded masters; resuming continues bit-identically.
+TEST_F(TrainerTest, Bf16ParametersKeepF32MastersFromTheFile) {
+  TinyTrain half = TinyTrain::build(11, 2, 3, 3, "tiny_bf16", -1, /*bf16Parameters=*/true);
+  ASSERT_EQ(half.w, model.w);
+  LoadedSchedule halfLoaded = loadSchedule(half.write(dir.path()));
+  AdamWConfig config;
+  config.lr = 1e-2;
+  config.weightDecay = 0.1;
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  Trainer trainer(halfLoaded, *backend, data, {config, TinyTrain::kVocab});
+  ASSERT_NE(roundedToBfloat16(half.w), half.w); // the test tells the two starts apart
+  EXPECT_EQ(trainer.optimizer().weights(0), half.w);
+  EXPECT_EQ(trainer.optimizer().weights(1), half.b);
+  EXPECT_EQ(bufferValues(trainer.executor().parameterBuffer(0)), roundedToBfloat16(half.w));
+
+  std::vector<std::vector<double>> params = {toDoubles(half.w), toDoubles(half.b)};
+  NaiveAdamW naive(config);
+  for (uint64_t t = 0; t < 4; ++t) {
+    std::vector<int64_t> ids, labels;
+    window(t, ids, labels);
+    // The run computes with the bf16 weights; the gradient is taken there.
+    TinyTrain::Result expected =
+        half.reference(roundedToBfloat16(toFloatVector(params[0])),
+                       roundedToBfloat16(toFloatVector(params[1])), ids, labels);
+    StepRecord r = trainer.step();
+    EXPECT_NEAR(r.loss, expected.loss, 1e-5 * expected.loss) << "step " << t + 1;
+    // grad:b is a bf16 output: the trainer steps on it widened, the rounded reference.
+    for (double &e : expected.gradB)
+      e = bfloat16ToFloat(floatToBfloat16(static_cast<float>(e)));
+    naive.step(params, {expected.gradW, expected.gradB});
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> &master = trainer.optimizer().weights(i);
+      for (size_t j = 0; j < master.size(); ++j)
+        EXPECT_NEAR(master[j], params[i][j], 2e-5) << "parameter " << i << " element " << j;
+      EXPECT_EQ(bufferValues(trainer.executor().parameterBuffer(static_cast<int>(i))),
+                roundedToBfloat16(master))
+          << "parameter " << i << " after step " << t + 1;
+    }
+  }
+
+  std::string saved = dir.file("bf16.safetensors");
+  {
+    Trainer first(halfLoaded, *backend, data, {config, TinyTrain::kVocab});
+    first.step();
+    first.step();
+    first.save(saved);
+  }
+  Trainer resumed(halfLoaded, *backend, data, {config, TinyTrain::kVocab});
+  resumed.resume(saved);
+  EXPECT_EQ(bufferValues(resumed.executor().parameterBuffer(0)),
+            roundedToBfloat16(resumed.optimizer().weights(0)));
+  for (int i = 0; i < 2; ++i) {
+    StepRecord r = resumed.step();
+    EXPECT_EQ(std::memcmp(&r.loss, &trainer.history()[2 + i].loss, sizeof(float)), 0);
+  }
+  expectSameState(resumed.checkpoint(), trainer.checkpoint());
 }
 
 TEST_F(TrainerTest, NanLossStopsNamingTheStepAndKeepsTheLastGoodState) {
@@ -625,9 +702,24 @@ TEST(TrainContractTest, RefusesWhatBreaksTheContract) {
             "[4, 3]");
   EXPECT_EQ(errorFor([](Schedule &s) { s.mutable_parameters(1)->set_name("w"); }),
             "not a train schedule: parameter 'w' is listed twice");
-  EXPECT_EQ(errorFor([](Schedule &s) { s.mutable_parameters(1)->set_dtype(BF16); }),
-            "parameter 'b' is bf16 [3]: only f32 parameters can be trained (AdamW keeps f32 "
-            "master weights)");
+  EXPECT_EQ(errorFor([](Schedule &s) { s.mutable_parameters(1)->set_dtype(F64); }),
+            "parameter 'b' is f64 [3]: only f32 or bf16 parameters can be trained (AdamW keeps "
+            "f32 master weights)");
+  // A bf16 parameter trains with an f32 gradient (accumulated in f32) or a bf16 one ...
+  EXPECT_EQ(errorFor([](Schedule &s) { s.mutable_parameters(1)->set_dtype(BF16); }), "no error");
+  EXPECT_EQ(errorFor([&](Schedule &s) {
+              s.mutable_parameters(1)->set_dtype(BF16);
+              buffer(s, "grad:b").set_dtype(BF16);
+            }),
+            "no error");
+  // ... but an f32 parameter's gradient is not bf16, nor a bf16 one's f64.
+  EXPECT_EQ(errorFor([&](Schedule &s) { buffer(s, "grad:b").set_dtype(BF16); }),
+            "not a train schedule: output 'grad:b' is bf16 [3], but parameter 'b' is f32 [3]");
+  EXPECT_EQ(errorFor([&](Schedule &s) {
+              s.mutable_parameters(1)->set_dtype(BF16);
+              buffer(s, "grad:b").set_dtype(F64);
+            }),
+            "not a train schedule: output 'grad:b' is f64 [3], but parameter 'b' is bf16 [3]");
   EXPECT_EQ(errorFor([](Schedule &s) { s.clear_parameters(); }),
             "not a train schedule: it has no parameters to train");
 }

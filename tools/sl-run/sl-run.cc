@@ -385,7 +385,8 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
       if (printing)
         slrt::exportTrainedOnnx(loaded, pointers, options.exportOnnxPath);
     } else {
-      slrt::exportTrainedOnnx(loaded, trainer.executor(), options.exportOnnxPath);
+      // The f32 masters: a bf16 parameter's buffer holds them only rounded.
+      slrt::exportMasterWeightsOnnx(loaded, trainer.masterWeights(), options.exportOnnxPath);
     }
   }
   // Every rank's memory and traffic, for rank 0's report.
@@ -443,10 +444,10 @@ int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
   slrt::TrainingCheckpoint whole = slrt::consolidateShardedCheckpoint(
       options.consolidatePath, slrt::modelFingerprint(loaded.schedule), specs);
   if (!options.exportOnnxPath.empty()) {
-    std::vector<const void *> weights;
+    std::vector<const float *> masters;
     for (const slrt::ParameterState &state : whole.parameters)
-      weights.push_back(state.master.data());
-    slrt::exportTrainedOnnx(loaded, weights, options.exportOnnxPath);
+      masters.push_back(state.master.data());
+    slrt::exportMasterWeightsOnnx(loaded, masters, options.exportOnnxPath);
   }
   if (!options.savePath.empty())
     slrt::saveCheckpoint(options.savePath, whole);

@@ -65,6 +65,13 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<bool> planReport{*this, "plan-report",
                           llvm::cl::desc("Print sl-plan's report to standard output"),
                           llvm::cl::init(false)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Storage type of the stages' floating-point tensors: f32, or bf16 (weights, "
+                     "activations and their gradients in bf16, computed in f32 by the kernels; "
+                     "the loss and the parameter gradients accumulated over sub-batches stay "
+                     "f32, and the runtime keeps f32 master weights; one rank only)"),
+      llvm::cl::init("f32")};
 };
 
 struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipelineOptions> {
@@ -117,8 +124,10 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
 
 /// The part of `--sl-train` from a module with its loss appended to stages with backward
 /// functions: bind shapes (batch dimensions to `batch`, or to sl.plan's sub-batch size when 0),
-/// fold, fuse, partition, differentiate. sl-plan measures copies of the module through it.
-void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse);
+/// fold, fuse, convert to `precision` (f32: unchanged), partition, differentiate (so a bf16
+/// backward is derived from the bf16 forward). sl-plan measures copies of the module through it.
+void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
+                        llvm::StringRef precision);
 
 /// `--sl-infer`: an imported model to a static, simplified forward program ready to be written
 /// as an inference schedule.

@@ -24,4 +24,10 @@ void exportTrainedOnnx(const LoadedSchedule &schedule, const Executor &executor,
 void exportTrainedOnnx(const LoadedSchedule &schedule, const std::vector<const void *> &weights,
                        const std::string &path);
 
+// The same with every parameter's f32 master weights given (a trainer's, a consolidated
+// checkpoint's), whatever the parameters' dtypes: written exactly where the file holds f32 (an
+// f32 parameter, or a bf16 one with file_dtype f32), rounded to nearest even where it holds bf16.
+void exportMasterWeightsOnnx(const LoadedSchedule &schedule,
+                             const std::vector<const float *> &masters, const std::string &path);
+
 } // namespace slrt

@@ -4,9 +4,13 @@
 // The contract a train schedule meets (Schedule.kind == "train"):
 //   inputs   "input_ids" and "labels", both i64 [batch, seq], and no others;
 //   outputs  "loss", f32 [], the mean cross-entropy over all batch * seq tokens, and for every
-//            Schedule.parameters entry P an output "grad:" + P.name of P's dtype and shape: the
-//            gradient of the loss with respect to P (other outputs are allowed and ignored);
-//   parameters  at least one, all f32 (the optimizer's master weights are f32), names unique;
+//            Schedule.parameters entry P an output "grad:" + P.name of P's dtype (or f32 for a
+//            bf16 P) and shape: the gradient of the loss with respect to P (other outputs are
+//            allowed and ignored);
+//   parameters  at least one, f32 or bf16, names unique. AdamW's master weights are f32: a bf16
+//            parameter whose file holds f32 (file_dtype F32) starts its master from the file's
+//            exact f32 values, and after every update the master is rounded (to nearest even)
+//            into its bf16 buffer; checkpoints and --export-onnx hold the f32 masters;
 //   world > 1   the outputs "grad_shard:" + S.name per shard S instead of the "grad:" ones (below).
 // One run computes the loss and the gradients from the weights in the parameters' host buffers,
 // which the schedule's own copies read on every run, so writing them between runs is the update.
@@ -163,6 +167,9 @@ public:
   const std::string &fingerprint() const { return fingerprint_; }
   const AdamW &optimizer() const { return optimizer_; }
   const Executor &executor() const { return *executor_; }
+  // AdamW's f32 master weights, one per parameter (world 1: in schedule order): what --save and
+  // --export-onnx write. A bf16 parameter's buffer holds them rounded.
+  std::vector<const float *> masterWeights() const;
   // The steps of this trainer's lifetime, in order.
   const std::vector<StepRecord> &history() const { return history_; }
 
@@ -180,6 +187,10 @@ public:
 
 private:
   void writeWeights();
+  // Parameter `index`'s master weights into its host buffer: copied (f32) or rounded (bf16).
+  void writeWeights(size_t index);
+  // Parameter `index`'s gradient output as f32: the buffer itself, or a bf16 one widened.
+  const float *gradient(size_t index);
   // "parameter 'w'" or "shard 'layers 0'": AdamW's parameter `index`, for messages.
   std::string describe(size_t index) const;
   // The OPTIMIZER_STEP hook: runs on the executor's HOST_COMPUTE thread.
@@ -202,7 +213,9 @@ private:
   // Per AdamW parameter (a schedule parameter, or with world > 1 a shard): the host buffer its
   // weights are written to, and its gradient output buffer.
   std::vector<const TensorRef *> targets_;
-  std::vector<const float *> grads_;
+  std::vector<const TensorRef *> grads_;
+  // Per parameter: its bf16 gradient widened, when the schedule returns a bf16 gradient.
+  std::vector<std::vector<float>> wideGrads_;
   uint32_t world_ = 1;
   bool overlapped_ = false;
   // Within a step whose optimizer runs inside the executor: whether the loss was checked, the
