@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "slrt/backend.h"
+#include "slrt/bfloat16.h"
 #include "slrt/cuda_backend.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
@@ -74,24 +75,6 @@ template <typename T> Value valueOf(DType dtype, Shape shape, const std::vector<
 
 bool isFloat(DType dtype) { return dtype == F32 || dtype == F64 || dtype == BF16; }
 
-// bf16 is the upper half of an f32: widening is exact; rounding is to nearest, ties to even, a
-// finite value past the largest bf16 becomes an infinity, and a NaN stays a (quiet) NaN.
-float widenBf16(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-
-uint16_t roundToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if (std::isnan(value))
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 // The quiet NaN that poisons bf16 results.
 constexpr uint16_t kBf16Nan = 0x7fc0;
 
@@ -100,7 +83,7 @@ void setFloat(Value &v, int64_t i, double x) {
   if (v.dtype == F64)
     v.as<double>()[i] = x;
   else if (v.dtype == BF16)
-    v.as<uint16_t>()[i] = roundToBf16(static_cast<float>(x));
+    v.as<uint16_t>()[i] = floatToBfloat16(static_cast<float>(x));
   else
     v.as<float>()[i] = static_cast<float>(x);
 }
@@ -109,7 +92,7 @@ double getFloat(const Value &v, int64_t i) {
   if (v.dtype == F64)
     return v.as<double>()[i];
   if (v.dtype == BF16)
-    return widenBf16(v.as<uint16_t>()[i]);
+    return bfloat16ToFloat(v.as<uint16_t>()[i]);
   return v.as<float>()[i];
 }
 
@@ -303,15 +286,15 @@ void expectAgreeBf16(const Value &actual, const Value &expected, double toleranc
   for (int64_t i = 0; i < expected.numel(); ++i) {
     uint16_t bits = actual.as<uint16_t>()[i];
     float e = expected.as<float>()[i];
-    double g = widenBf16(bits);
+    double g = bfloat16ToFloat(bits);
     if (std::isnan(e)) {
       ASSERT_TRUE(std::isnan(g)) << what << ": element " << i << " is " << g << ", expected NaN";
       continue;
     }
     if (tolerance == 0) {
-      ASSERT_EQ(bits, roundToBf16(e))
+      ASSERT_EQ(bits, floatToBfloat16(e))
           << what << ": element " << i << " is " << g << ", the CPU backend's " << e
-          << " rounded to bf16 is " << widenBf16(roundToBf16(e));
+          << " rounded to bf16 is " << bfloat16ToFloat(floatToBfloat16(e));
       continue;
     }
     if (std::isinf(e)) {
@@ -319,8 +302,8 @@ void expectAgreeBf16(const Value &actual, const Value &expected, double toleranc
       continue;
     }
     double r = e, d = 1.01 * tolerance * (1 + std::fabs(r));
-    double lo = widenBf16(roundToBf16(static_cast<float>(r - d)));
-    double hi = widenBf16(roundToBf16(static_cast<float>(r + d)));
+    double lo = bfloat16ToFloat(floatToBfloat16(static_cast<float>(r - d)));
+    double hi = bfloat16ToFloat(floatToBfloat16(static_cast<float>(r + d)));
     ASSERT_TRUE(lo <= g && g <= hi)
         << what << ": element " << i << " is " << g << ", the CPU backend's f32 result " << r
         << " rounded to bf16 within " << d << " is in [" << lo << ", " << hi << "]";
@@ -358,7 +341,7 @@ Value widened(const Value &v) {
   Value wide{F32, v.shape, {}};
   wide.bytes.resize(static_cast<size_t>(v.numel()) * sizeof(float));
   for (int64_t i = 0; i < v.numel(); ++i)
-    wide.as<float>()[i] = widenBf16(v.as<uint16_t>()[i]);
+    wide.as<float>()[i] = bfloat16ToFloat(v.as<uint16_t>()[i]);
   return wide;
 }
 
