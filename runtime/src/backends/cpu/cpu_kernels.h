@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/element_bits.h"
 #include "slrt/backend.h"
 #include "slrt/error.h"
 
@@ -30,20 +31,7 @@ struct BoolByte {
   uint8_t value;
 };
 
-// Calls f(T{}) with the unsigned integer type of `size` bytes: for ops that move elements without
-// looking at them (any dtype).
-template <typename F> void withElementBits(uint64_t size, F f) {
-  switch (size) {
-  case 1:
-    return f(uint8_t{});
-  case 2:
-    return f(uint16_t{});
-  case 4:
-    return f(uint32_t{});
-  default:
-    return f(uint64_t{});
-  }
-}
+using slrt::withElementBits;
 
 // "the CPU float kernels compute f32 or f64, not bf16": a dtype that reached a float kernel
 // unconverted (a bug in the dispatch, never a schedule's fault: the verifier admits the dtypes).

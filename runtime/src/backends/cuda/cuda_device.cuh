@@ -15,6 +15,8 @@
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
+#include "backends/element_bits.h"
+
 #include "backends/cuda/cuda_kernels.h"
 #include "slrt/error.h"
 
@@ -271,18 +273,6 @@ template <typename F> void withFloatType(Element element, F f) {
   }
 }
 
-// f(T{}) with the unsigned type of the element size: for kernels that only move elements.
-template <typename F> void withElementBits(unsigned size, F f) {
-  switch (size) {
-  case 1:
-    return f(uint8_t{});
-  case 2:
-    return f(uint16_t{});
-  case 4:
-    return f(uint32_t{});
-  default:
-    return f(uint64_t{});
-  }
-}
+using slrt::withElementBits;
 
 } // namespace slrt::cuda
