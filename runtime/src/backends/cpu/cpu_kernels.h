@@ -83,7 +83,8 @@ void expand(const Operands &operands, const TensorRef *y);
 void trilu(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
 // linear_algebra.cc: MATMUL, GEMM (OpenBLAS).
-// Row-major C = alpha * op(A) op(B) + beta * C through OpenBLAS (which threads it), for the
+// Row-major C = alpha * op(A) op(B) + beta * C through OpenBLAS (single-threaded, in fixed
+// blocks on the OpenMP pool: linear_algebra.cc), for the
 // kernels built on GEMMs: cblas_sgemm for float, cblas_dgemm for double.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
