@@ -308,7 +308,7 @@ def export_weightless(arch: str, config: Any, out: os.PathLike, *, opset: int = 
     # Persistent buffers (GPT-2's causal mask) are graph inputs too without export_params: they
     # are small and real, so they go back inline, as the normal export writes them.
     buffers = {k: v for k, v in model.state_dict().items() if k not in params}
-    m = onnx.load(str(out))
+    m = onnx.load(str(out), load_external_data=False)  # the graph torch wrote: no weights
     g = m.graph
     data = data_file_of(out)
     offset = total = 0
@@ -353,10 +353,13 @@ def _check(path: Path) -> None:
 
 
 def graph_summary(path: os.PathLike) -> Dict[str, Any]:
-    """Op types (in node order), initializer names, and input/output names with their dims."""
+    """Op types (in node order), initializer names, and input/output names with their dims.
+
+    Reads the graph only: external data is never loaded (a --weightless 7B model's data file is
+    27 GB of zeros, which onnx.load would read into memory)."""
     import onnx
 
-    m = onnx.load(str(path))
+    m = onnx.load(str(path), load_external_data=False)
     g = m.graph
 
     def dims(v):

@@ -175,3 +175,26 @@ def test_cli_errors(tmp_path, capsys, args, message):
         export_main(args + ["--out", str(tmp_path / "x.onnx")])
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_weightless_summary_reads_no_weights(tmp_path):
+    """The export's summary reads the graph without its external data (onnx.load of a weightless
+    llama2-7b read all 27 GB of its zeros and was OOM-killed): a one-layer llama2-7b, 1.8 GB of
+    weights, exports in far less memory than that (about 0.75 GB, most of it torch itself)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "m.onnx"
+    code = ("import resource, sys\n"
+            "from speedloader.export import main\n"
+            "rc = main(sys.argv[1:])\n"
+            "print('peak_rss_bytes', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
+            "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", code, "--preset", "llama2-7b", "--layers", "1",
+                           "--max-positions", "64", "--weightless", "--out", str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = data_file_of(out).stat().st_size
+    assert data > 1.8e9
+    peak = int(re.search(r"peak_rss_bytes (\d+)", proc.stdout).group(1))
+    assert peak < 0.75 * data, f"peak RSS {peak / 1e9:.2f} GB for {data / 1e9:.2f} GB of weights"
