@@ -27,6 +27,7 @@
 #include <functional>
 
 #include "schedule/schedule.pb.h"
+#include "slrt/atomic_file.h"
 
 using namespace mlir;
 namespace pb = sl::schedule;
@@ -1117,23 +1118,11 @@ LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
   std::string bytes;
   if (!schedule.SerializeToString(&bytes))
     return module.emitError("cannot serialize the schedule");
-  std::string temp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(temp, ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return module.emitError("cannot write '") << temp << "': " << ec.message();
-    os << bytes;
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(temp);
-      return module.emitError("cannot write '") << temp << "': " << os.error().message();
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    return module.emitError("cannot write '") << path << "': " << ec.message();
-  }
+  // slrt's writer, as sl-run's outputs: a unique temporary beside the output, never a fixed
+  // name, checked to the last close and renamed over it.
+  slrt::AtomicWriter writer;
+  if (!writer.open(path.str()) || !writer.write(bytes) || !writer.commit())
+    return module.emitError() << path << ": " << writer.error();
   return success();
 }
 

@@ -6,9 +6,12 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/SLDialect.h"
 #include "sl/Import/ONNXImporter.h"
 #include "sl/InitAll.h"
 #include "sl/Target/ScheduleEmitter.h"
+#include "slrt/atomic_file.h"
+#include "slrt/distinct_paths.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -22,11 +25,13 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -58,10 +63,38 @@ command line, and writes MLIR or, when the output ends in .slsched, a schedule f
   sl-opt model.onnx --sl-infer="batch=4"                            show the compiled IR
 )";
 
+// The files the parameters of `module` are read from (the model file, its external data).
+std::set<std::string> parameterFiles(mlir::ModuleOp module) {
+  std::set<std::string> files;
+  module.walk([&](sl::ParamOp param) {
+    if (std::optional<llvm::StringRef> file = param.getFile())
+      files.insert(file->str());
+  });
+  return files;
+}
+
+// Refuses an output that is one of the files the run reads: the input, or a file its parameters
+// are in (the schedule would point at the bytes it replaced). True when the output may be written.
+bool outputIsNotAnInput(llvm::StringRef input, llvm::StringRef output,
+                        const std::set<std::string> &files) {
+  if (output == "-")
+    return true;
+  std::vector<slrt::NamedPath> inputs = {{"the input", input.str()}};
+  for (const std::string &file : files)
+    inputs.push_back({"the parameter file", file});
+  std::string conflict = slrt::sameFileConflict(inputs, {{"-o", output.str()}});
+  if (conflict.empty())
+    return true;
+  llvm::errs() << "sl-opt: error: " << conflict << "\n";
+  return false;
+}
+
 // Imports an ONNX model and prints it (with locations, so later errors still name ONNX nodes) as
-// the buffer MlirOptMain parses: the IR holds no weights, so this costs nothing.
+// the buffer MlirOptMain parses: the IR holds no weights, so this costs nothing. `files` receives
+// the files its parameters are in.
 std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
-                                                   mlir::DialectRegistry &registry) {
+                                                   mlir::DialectRegistry &registry,
+                                                   std::set<std::string> &files) {
   mlir::MLIRContext context(registry);
   // Import errors carry the file and node names in their text; a location prefix adds nothing.
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
@@ -72,6 +105,7 @@ std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
   mlir::OwningOpRef<mlir::ModuleOp> module = sl::importOnnxFile(path, &context);
   if (!module)
     return nullptr;
+  files = parameterFiles(*module);
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os, mlir::OpPrintingFlags().enableDebugInfo());
@@ -90,40 +124,65 @@ int main(int argc, char **argv) {
       mlir::registerAndParseCLIOptions(argc, argv, kOverview, registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
 
+  // Nothing is imported or compiled for an output that is the input.
+  if (!outputIsNotAnInput(inputFilename, outputFilename, {}))
+    return EXIT_FAILURE;
   std::unique_ptr<llvm::MemoryBuffer> input;
+  std::set<std::string> files;
   if (sl::isOnnxFileName(inputFilename)) {
-    input = importToBuffer(inputFilename, registry);
+    input = importToBuffer(inputFilename, registry, files);
   } else {
     std::string error;
     input = mlir::openInputFile(inputFilename, &error);
     if (!input)
       llvm::errs() << "sl-opt: " << error << "\n";
   }
-  if (!input)
+  if (!input || !outputIsNotAnInput(inputFilename, outputFilename, files))
     return EXIT_FAILURE;
+
+  // The output's temporary is made before the work, so that an output that cannot be written is
+  // refused before it is done (slrt::AtomicWriter: a unique name, every error checked).
+  slrt::AtomicWriter writer;
+  if (outputFilename != "-" && !writer.open(outputFilename)) {
+    llvm::errs() << "sl-opt: error: " << outputFilename << ": " << writer.error() << "\n";
+    return EXIT_FAILURE;
+  }
 
   bool schedule = emitKind == EmitKind::Schedule ||
                   (emitKind == EmitKind::Auto && llvm::StringRef(outputFilename).ends_with(".slsched"));
   if (!schedule) {
-    // Written to a temporary beside the output and renamed over it only when everything
-    // succeeded: a failing run leaves no partial file and keeps an existing one as it was.
-    std::optional<bool> ran;
-    llvm::Error error = llvm::writeToOutput(outputFilename, [&](llvm::raw_ostream &os) {
+    if (outputFilename == "-")
+      return mlir::succeeded(mlir::MlirOptMain(llvm::outs(), std::move(input), registry, config))
+                 ? EXIT_SUCCESS
+                 : EXIT_FAILURE;
+    // Renamed over the output only when everything succeeded: a failing run leaves no partial
+    // file and keeps an existing one as it was.
+    std::string streamError;
+    bool ran;
+    {
+      llvm::raw_fd_ostream os(writer.fd(), /*shouldClose=*/false);
       ran = mlir::succeeded(mlir::MlirOptMain(os, std::move(input), registry, config));
-      return *ran ? llvm::Error::success()
-                  : llvm::createStringError(llvm::inconvertibleErrorCode(), "the run failed");
-    });
-    if (ran && !*ran) {
-      // Its diagnostics are out already.
-      llvm::consumeError(std::move(error));
+      os.flush();
+      if (os.has_error()) {
+        streamError = os.error().message();
+        os.clear_error();
+      }
+    }
+    if (!ran)
+      return EXIT_FAILURE; // its diagnostics are out already
+    if (!streamError.empty()) {
+      llvm::errs() << "sl-opt: error: " << outputFilename << ": cannot write (" << streamError
+                   << ")\n";
       return EXIT_FAILURE;
     }
-    if (error) {
-      llvm::errs() << "sl-opt: " << llvm::toString(std::move(error)) << "\n";
+    if (!writer.commit()) {
+      llvm::errs() << "sl-opt: error: " << outputFilename << ": " << writer.error() << "\n";
       return EXIT_FAILURE;
     }
     return EXIT_SUCCESS;
   }
+  // The emitter writes the schedule with a writer of its own.
+  writer.discard();
 
   if (outputFilename == "-") {
     llvm::errs() << "sl-opt: a schedule is binary; name an output file with -o\n";
@@ -156,6 +215,10 @@ int main(int argc, char **argv) {
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
   if (!module)
+    return EXIT_FAILURE;
+  // An MLIR input names its parameter files in the IR.
+  if (!sl::isOnnxFileName(inputFilename) &&
+      !outputIsNotAnInput(inputFilename, outputFilename, parameterFiles(*module)))
     return EXIT_FAILURE;
   // Implicit nesting, as MlirOptMain: function passes given on the command line run on every
   // function of the module.
