@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "slrt/bfloat16.h"
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
+#include "slrt/distinct_paths.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/generator.h"
@@ -184,9 +186,35 @@ std::vector<std::vector<float>> gatherWeights(const slrt::Trainer &trainer,
   return weights;
 }
 
-// Refuses, before the run, an output file that could not be written after it: the work of a run
-// must not be lost to a typo in a path.
-void checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs) {
+// The files a run reads (--input files given separately), for refusing an output that would
+// replace one of them.
+std::vector<slrt::NamedPath> runInputs(const Options &options, const slrt::LoadedSchedule &loaded,
+                                       const std::map<std::string, std::string> &inputFiles = {}) {
+  std::vector<slrt::NamedPath> inputs = {{"the schedule", options.schedulePath}};
+  if (!options.randomWeightsSeed)
+    for (const std::string &file :
+         std::set<std::string>(loaded.parameterFiles.begin(), loaded.parameterFiles.end()))
+      inputs.push_back({"the model file", file});
+  for (const auto &[name, file] : inputFiles)
+    inputs.push_back({"--input", file});
+  inputs.push_back({"--data", options.dataPath});
+  // --resume and --save may name one checkpoint: it is read whole before the first step and
+  // replaced atomically after the last.
+  inputs.push_back({"--resume", options.resumePath, "--save"});
+  inputs.push_back({"--prompts", options.promptsPath});
+  inputs.push_back({"--consolidate", options.consolidatePath});
+  return inputs;
+}
+
+// Refuses, before the run, an output that would replace one of the run's inputs or another of
+// its outputs, and an output file that could not be written after the run: the work of a run
+// must not be lost to a typo in a path, nor destroy what it reads.
+void checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs,
+                      const std::vector<slrt::NamedPath> &inputs) {
+  std::vector<slrt::NamedPath> named;
+  for (const auto &[flag, path] : outputs)
+    named.push_back({flag, path});
+  slrt::checkOutputsAreDistinct(inputs, named);
   for (const auto &[flag, path] : outputs)
     if (!path.empty()) {
       try {
@@ -272,7 +300,7 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
                                                                    {"--trace", options.tracePath}};
   for (const auto &[name, file] : outputFiles)
     outputPaths.emplace_back("--output", file);
-  checkOutputPaths(outputPaths);
+  checkOutputPaths(outputPaths, runInputs(options, loaded, inputFiles));
   slrt::RunMemoryOptions memory;
   memory.writeOutputs = !outputFiles.empty();
   checkMemory(loaded, backend, memory);
@@ -329,7 +357,8 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   checkOutputPaths({{"--save", options.savePath},
                     {"--export-onnx", options.exportOnnxPath},
                     {"--report", options.reportPath},
-                    {"--trace", options.tracePath}});
+                    {"--trace", options.tracePath.empty() ? "" : tracePathOf(options)}},
+                   runInputs(options, loaded));
   slrt::RunMemoryOptions memory;
   memory.training = true;
   memory.resume = !options.resumePath.empty();
@@ -377,16 +406,25 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   if (!options.savePath.empty())
     trainer.save(options.savePath);
   if (!options.exportOnnxPath.empty()) {
-    if (options.comm) {
-      std::vector<std::vector<float>> weights = gatherWeights(trainer, *options.comm);
-      std::vector<const void *> pointers;
-      for (const std::vector<float> &w : weights)
-        pointers.push_back(w.data());
-      if (printing)
-        slrt::exportTrainedOnnx(loaded, pointers, options.exportOnnxPath);
-    } else {
-      // The f32 masters: a bf16 parameter's buffer holds them only rounded.
-      slrt::exportMasterWeightsOnnx(loaded, trainer.masterWeights(), options.exportOnnxPath);
+    try {
+      if (options.comm) {
+        std::vector<std::vector<float>> weights = gatherWeights(trainer, *options.comm);
+        std::vector<const void *> pointers;
+        for (const std::vector<float> &w : weights)
+          pointers.push_back(w.data());
+        if (printing)
+          slrt::exportTrainedOnnx(loaded, pointers, options.exportOnnxPath);
+      } else {
+        // The f32 masters: a bf16 parameter's buffer holds them only rounded.
+        slrt::exportMasterWeightsOnnx(loaded, trainer.masterWeights(), options.exportOnnxPath);
+      }
+    } catch (const slrt::Error &e) {
+      // The checkpoint is already replaced: say so, so that nobody trains the steps again.
+      if (options.savePath.empty())
+        throw;
+      throw makeError(e.what(), " (training finished and the checkpoint ", options.savePath,
+                      " was saved before the export failed: resume from it or --consolidate "
+                      "it; --report and --trace were not written)");
     }
   }
   // Every rank's memory and traffic, for rank 0's report.
@@ -438,6 +476,8 @@ int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
   if (options.savePath.empty() && options.exportOnnxPath.empty())
     throw makeError("--consolidate ", options.consolidatePath,
                     ": give --save FILE and/or --export-onnx FILE to say what to write");
+  checkOutputPaths({{"--save", options.savePath}, {"--export-onnx", options.exportOnnxPath}},
+                   runInputs(options, loaded));
   std::vector<slrt::ParameterSpec> specs;
   for (const sl::schedule::Parameter &p : loaded.schedule.parameters())
     specs.push_back({p.name(), slrt::toShape(p.shape())});
@@ -449,8 +489,16 @@ int consolidate(const Options &options, const slrt::LoadedSchedule &loaded) {
       masters.push_back(state.master.data());
     slrt::exportMasterWeightsOnnx(loaded, masters, options.exportOnnxPath);
   }
-  if (!options.savePath.empty())
-    slrt::saveCheckpoint(options.savePath, whole);
+  if (!options.savePath.empty()) {
+    try {
+      slrt::saveCheckpoint(options.savePath, whole);
+    } catch (const slrt::Error &e) {
+      if (options.exportOnnxPath.empty())
+        throw;
+      throw makeError(e.what(), " (--export-onnx ", options.exportOnnxPath,
+                      " was written before the checkpoint failed)");
+    }
+  }
   std::printf("consolidated %s (step %llu, %d parameters)%s%s%s%s\n",
               options.consolidatePath.c_str(), static_cast<unsigned long long>(whole.step),
               static_cast<int>(whole.parameters.size()),
@@ -496,7 +544,8 @@ int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedS
   std::vector<slrt::Prompt> prompts = slrt::readPrompts(options.promptsPath, limits);
   checkOutputPaths({{"--output", options.outputArgs.empty() ? "" : options.outputArgs[0]},
                     {"--report", options.reportPath},
-                    {"--trace", options.tracePath}});
+                    {"--trace", options.tracePath}},
+                   runInputs(options, loaded));
   checkMemory(loaded, backend, slrt::RunMemoryOptions{});
   slrt::Generator generator(loaded, backend, generation);
   std::vector<slrt::GeneratedSequence> sequences = generator.generate(prompts);
