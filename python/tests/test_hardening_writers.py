@@ -291,3 +291,13 @@ def test_stall_hook_that_is_not_a_byte_count_is_an_error(tiny, tmp_path):
                env={"SL_TEST_STALL_WRITES": "soon"})
     refused(proc, f"{tmp_path / 'r.json'}: cannot write (SL_TEST_STALL_WRITES is not a byte count)")
     assert names(tmp_path) == []
+
+
+def test_generation_output_onto_its_prompts_is_refused(tiny, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"tokens": [1, 2]}\n')
+    proc = run(tiny.sl_run, generate_schedule(tiny), "--prompts", prompts, "--output", prompts)
+    refused(proc, f"--output {prompts} is the same file as --prompts {prompts} (an input of this "
+                  "run)")
+    assert "batch 1/" not in proc.stderr
+    assert prompts.read_text() == '{"tokens": [1, 2]}\n' and names(tmp_path) == ["prompts.jsonl"]
