@@ -39,9 +39,11 @@ ARCHS = [
     HFArch("llama-gqa-tied", "LlamaConfig", "LlamaForCausalLM",
            dict(_DECODER, tie_word_embeddings=True), _ROPE_FUSED),
     # Embeddings scaled by sqrt(hidden), RMSNorm with (1 + weight), GeGLU with the tanh GELU,
-    # tied head.
+    # tied head. Gemma's config makes token 0 the embedding's padding_idx, whose row PyTorch
+    # never updates through the lookup; an ONNX Gather has no such exception (the user guide
+    # says so), so the reference here has no padding token.
     HFArch("gemma", "GemmaConfig", "GemmaForCausalLM",
-           dict(_DECODER, head_dim=8, hidden_activation="gelu_pytorch_tanh"),
+           dict(_DECODER, head_dim=8, hidden_activation="gelu_pytorch_tanh", pad_token_id=None),
            {"RMS_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
     HFArch("mistral", "MistralConfig", "MistralForCausalLM", dict(_DECODER), _ROPE_FUSED),
     HFArch("qwen2", "Qwen2Config", "Qwen2ForCausalLM", dict(_DECODER), _ROPE_FUSED),
