@@ -89,6 +89,7 @@ def build_model(arch: HFArch, seed: int = 0):
     import transformers
 
     config = arch.make_config()
+    config.use_cache = False  # the export's only output is the logits
     torch.manual_seed(seed)
     model = getattr(transformers, arch.model)(config)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -103,12 +104,11 @@ def build_model(arch: HFArch, seed: int = 0):
 
 def export(model, path: Path, *, training: bool) -> None:
     ids = torch.zeros((2, 5), dtype=torch.int64)
-    wrapped = LogitsOnly(model)
-    wrapped.train(training)
+    model.train(training)
     kwargs = {}
     if training:
         kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
-    torch.onnx.export(wrapped, (ids,), str(path), input_names=["input_ids"],
+    torch.onnx.export(model, (ids,), str(path), input_names=["input_ids"],
                       output_names=["logits"],
                       dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
                                     "logits": {0: "batch", 1: "seq"}},
