@@ -59,3 +59,23 @@ ARCHS = [
 @pytest.mark.parametrize("arch", ARCHS, ids=[a.name for a in ARCHS])
 def test_architecture(sl_tools, tmp_path, arch):
     check_all(arch, sl_tools, tmp_path)
+
+
+def test_unfused_schedule_fails_the_fusion_check(sl_tools, tmp_path):
+    """The fusion assertion can fail: the same model compiled with fuse=false runs its softmax,
+    norms and activations op by op, and assert_fused refuses that report."""
+    import numpy as np
+
+    from hf_harness import assert_fused, build_model, export, ops_of
+    from sl_helpers import check_ok
+
+    arch = next(a for a in ARCHS if a.name == "llama-gqa-untied")
+    export(build_model(arch), tmp_path / "model.onnx", training=False)
+    np.save(tmp_path / "ids.npy", np.zeros((1, 4), dtype=np.int64))
+    check_ok(sl_tools.compile(tmp_path / "model.onnx", tmp_path / "m.slsched", batch=1, seq=4,
+                              fuse=False))
+    check_ok(sl_tools.run(tmp_path / "m.slsched", tmp_path / "ids.npy", tmp_path / "y.npy",
+                          tmp_path / "report.json", input_name="input_ids",
+                          output_name="logits"))
+    with pytest.raises(AssertionError, match="unfused kernels ran"):
+        assert_fused(arch, ops_of(tmp_path / "report.json"), "inference", exact=True)
