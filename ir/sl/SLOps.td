@@ -102,6 +102,8 @@ def SL_MatmulOp : SL_InferredOp<"matmul", [Pure]> {
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
+  // Constant operands fold (rotary angles: inv_freq @ position_ids once positions are bound).
+  let hasFolder = 1;
 }
 
 def SL_GemmOp : SL_InferredOp<"gemm", [Pure]> {
@@ -246,6 +248,10 @@ def SL_ReciprocalOp : SL_UnaryOp<"reciprocal", "reciprocal", "1 / x">;
 def SL_ExpOp : SL_UnaryOp<"exp", "exponential", "exp(x)">;
 def SL_ErfOp : SL_UnaryOp<"erf", "Gauss error function", "erf(x)">;
 def SL_TanhOp : SL_UnaryOp<"tanh", "hyperbolic tangent", "tanh(x)">;
+// Rotary tables computed at run time (HF LLaMA since transformers 4.38: cos and sin of
+// inv_freq @ position_ids); a constant input folds, as the tables do once positions are bound.
+def SL_CosOp : SL_UnaryOp<"cos", "cosine", "cos(x)"> { let hasFolder = 1; }
+def SL_SinOp : SL_UnaryOp<"sin", "sine", "sin(x)"> { let hasFolder = 1; }
 
 def SL_NegOp : SL_Op<"neg", [Pure, SameOperandsAndResultType]> {
   let summary = "negation, elementwise";

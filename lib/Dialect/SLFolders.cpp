@@ -156,6 +156,18 @@ int64_t wrapAdd(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)
 int64_t wrapSub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
 int64_t wrapMul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
 
+/// Folds an elementwise function of a float constant, computed in double and rounded once.
+template <typename Fn>
+OpFoldResult foldUnaryFloat(Attribute input, RankedTensorType resultType, Fn fn) {
+  auto v = valuesOf(input);
+  if (!v || !v->isFloat || !foldable(resultType))
+    return {};
+  SmallVector<double> out;
+  for (double x : v->floats)
+    out.push_back(fn(x));
+  return toAttr(resultType, out);
+}
+
 /// Gathers `source` elements at `indices` into a constant of `type`.
 OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, RankedTensorType type) {
   SmallVector<double> out;
@@ -174,7 +186,20 @@ OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, Ranke
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
-OpFoldResult TransposeOp::fold(FoldAdaptor) {
+OpFoldResult TransposeOp::fold(FoldAdaptor a) {
+  // A constant transposes at compile time (rotary angles [1, D/2, S] -> [1, S, D/2]).
+  if (auto v = valuesOf(a.getInput()); v && foldable(getType())) {
+    ArrayRef<int64_t> perm = getPerm(), shape = getType().getShape();
+    SmallVector<int64_t> inStrides = stridesOf(v->shape), outStrides = stridesOf(shape);
+    SmallVector<int64_t> indices(getType().getNumElements());
+    for (int64_t i = 0; i < int64_t(indices.size()); ++i) {
+      int64_t index = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        index += (i / outStrides[d]) % shape[d] * inStrides[perm[d]];
+      indices[i] = index;
+    }
+    return gatherValues(*v, indices, getType());
+  }
   // A transpose of a transpose that restores the order (autodiff's transposed weights of
   // transposed weights) is no copy at all.
   auto inner = getInput().getDefiningOp<TransposeOp>();
@@ -237,6 +262,47 @@ OpFoldResult LessOp::fold(FoldAdaptor a) {
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(), [](int64_t x, int64_t y) -> OptInt { return x < y; },
       [](double x, double y) -> OptFloat { return x < y; });
+}
+
+OpFoldResult CosOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(a.getInput(), getType(), [](double x) { return std::cos(x); });
+}
+
+OpFoldResult SinOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(a.getInput(), getType(), [](double x) { return std::sin(x); });
+}
+
+// Operands of rank 2 or more (the rank-1 forms are vector products, which exporters write only
+// for weights); batch dimensions broadcast; each dot product is summed in double.
+OpFoldResult MatmulOp::fold(FoldAdaptor a) {
+  RankedTensorType type = getType();
+  if (!foldable(type) || type.getRank() < 2)
+    return {};
+  auto lhs = valuesOf(a.getLhs()), rhs = valuesOf(a.getRhs());
+  if (!lhs || !rhs || !lhs->isFloat || !rhs->isFloat || lhs->shape.size() < 2 ||
+      rhs->shape.size() < 2)
+    return {};
+  int64_t m = lhs->shape[lhs->shape.size() - 2], k = lhs->shape.back();
+  int64_t n = rhs->shape.back();
+  if (rhs->shape[rhs->shape.size() - 2] != k)
+    return {};
+  ArrayRef<int64_t> batch = type.getShape().drop_back(2);
+  SmallVector<int64_t> li = broadcastIndices(ArrayRef<int64_t>(lhs->shape).drop_back(2), batch);
+  SmallVector<int64_t> ri = broadcastIndices(ArrayRef<int64_t>(rhs->shape).drop_back(2), batch);
+  SmallVector<double> out;
+  out.reserve(type.getNumElements());
+  for (size_t bi = 0; bi < li.size(); ++bi) {
+    const double *l = lhs->floats.data() + li[bi] * m * k;
+    const double *r = rhs->floats.data() + ri[bi] * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t t = 0; t < k; ++t)
+          sum += l[i * k + t] * r[t * n + j];
+        out.push_back(sum);
+      }
+  }
+  return toAttr(type, out);
 }
 
 OpFoldResult NegOp::fold(FoldAdaptor a) {

@@ -108,6 +108,9 @@ private:
   FailureOr<Results> split();
   FailureOr<Results> layerNorm();
   FailureOr<Results> minMax(bool max);
+  FailureOr<Results> compare(llvm::StringRef type);
+  FailureOr<Results> dropout();
+  FailureOr<Results> logical(llvm::StringRef type);
   FailureOr<Results> ifNode();
 
   Importer &im;
@@ -425,6 +428,95 @@ FailureOr<Results> Converter::minMax(bool max) {
   return one(acc);
 }
 
+// Dropout is the identity in an inference export, and in a training export (torch.onnx's
+// TrainingMode.PRESERVE, the form that keeps every parameter its own initializer) when its ratio
+// is 0; that export also names the mask output, which is then all true. Any other training-mode
+// dropout is refused: it would need random numbers the schedule does not have.
+FailureOr<Results> Converter::dropout() {
+  if (failed(expectInputs(1, 3)))
+    return failure();
+  FailureOr<Value> x = in(0), ratio = optIn(1), training = optIn(2);
+  if (failed(x) || failed(ratio) || failed(training))
+    return failure();
+  bool train = false;
+  if (*training) {
+    auto mode = sl::constantInts(*training);
+    if (!mode || mode->size() != 1)
+      return error() << "training_mode must be a constant";
+    train = (*mode)[0] != 0;
+  }
+  if (train) {
+    std::optional<SmallVector<double>> p;
+    if (auto c = *ratio ? ratio->getDefiningOp<ConstantOp>() : ConstantOp())
+      p = sl::constantFloats(c.getValue());
+    if (!p || p->size() != 1 || (*p)[0] != 0.0)
+      return error() << "training-mode Dropout is supported only with a constant ratio of 0 "
+                        "(export with dropout probabilities 0, or in eval mode)";
+  }
+  Results results{*x};
+  if (node.output_size() > 1 && !node.output(1).empty()) {
+    if (!train)
+      return error() << "Dropout's mask output is not supported outside training mode";
+    FailureOr<Value> shape = im.build<ShapeOp>(node, *x, b.getI64IntegerAttr(0), IntegerAttr());
+    if (failed(shape))
+      return failure();
+    auto boolType = RankedTensorType::get({1}, b.getI1Type());
+    FailureOr<Value> mask = im.build<ConstantOfShapeOp>(
+        node, *shape, llvm::cast<ElementsAttr>(DenseElementsAttr::get(boolType, true)));
+    if (failed(mask))
+      return failure();
+    results.push_back(*mask);
+  }
+  return results;
+}
+
+// Greater(a, b) is Less(b, a); GreaterOrEqual and LessOrEqual add Equal with Or, so that a NaN
+// operand gives false as ONNX has it (a negated Less would give true). No kernels of their own:
+// masks use them (transformers >= 4.38 builds the causal mask with arange > cache_position), and
+// with shapes bound they fold.
+FailureOr<Results> Converter::compare(llvm::StringRef type) {
+  if (failed(expectInputs(2, 2)))
+    return failure();
+  FailureOr<Value> lhs = in(0), rhs = in(1);
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  bool greater = type.starts_with("Greater");
+  FailureOr<Value> strict =
+      greater ? im.build<LessOp>(node, *rhs, *lhs) : im.build<LessOp>(node, *lhs, *rhs);
+  if (failed(strict) || type == "Greater")
+    return one(strict);
+  FailureOr<Value> equal = im.build<EqualOp>(node, *lhs, *rhs);
+  if (failed(equal))
+    return failure();
+  // a or b = a ? true : b, with the result's shape broadcast from both.
+  auto boolType = RankedTensorType::get({}, b.getI1Type());
+  Value yes = b.create<ConstantOp>(loc, boolType, DenseElementsAttr::get(boolType, true));
+  return one(im.build<WhereOp>(node, *strict, yes, *equal));
+}
+
+// Not, And and Or of i1 tensors as selections (sl.where, which moves elements of any type):
+// not a = a ? false : true, a and b = a ? b : false, a or b = a ? true : b.
+FailureOr<Results> Converter::logical(llvm::StringRef type) {
+  bool unaryNot = type == "Not";
+  if (failed(expectInputs(unaryNot ? 1 : 2, unaryNot ? 1 : 2)))
+    return failure();
+  FailureOr<Value> lhs = in(0);
+  FailureOr<Value> rhs = unaryNot ? lhs : in(1);
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  for (Value v : {*lhs, *rhs})
+    if (!typeOf(v).getElementType().isInteger(1))
+      return error() << "expected bool inputs, got " << v.getType();
+  auto boolType = RankedTensorType::get({}, b.getI1Type());
+  Value yes = b.create<ConstantOp>(loc, boolType, DenseElementsAttr::get(boolType, true));
+  Value no = b.create<ConstantOp>(loc, boolType, DenseElementsAttr::get(boolType, false));
+  if (unaryNot)
+    return one(im.build<WhereOp>(node, *lhs, no, yes));
+  if (type == "And")
+    return one(im.build<WhereOp>(node, *lhs, *rhs, no));
+  return one(im.build<WhereOp>(node, *lhs, yes, *rhs));
+}
+
 // Exporters write If for a squeeze of a dimension whose size they did not know, and for other
 // tests of shapes. Once the condition is a constant (shapes fold while importing) the taken
 // branch is imported in place; a condition known only at run time is not supported.
@@ -460,6 +552,14 @@ FailureOr<Results> Converter::run() {
     return binary<EqualOp>();
   if (type == "Less")
     return binary<LessOp>();
+  if (type == "Greater" || type == "GreaterOrEqual" || type == "LessOrEqual")
+    return compare(type);
+  if (type == "Not" || type == "And" || type == "Or")
+    return logical(type);
+  if (type == "Cos")
+    return unary<CosOp>();
+  if (type == "Sin")
+    return unary<SinOp>();
   if (type == "Pow")
     return pow();
   if (type == "Relu")
@@ -485,25 +585,10 @@ FailureOr<Results> Converter::run() {
       return failure();
     return Results{op.getResult()};
   }
-  if (type == "Identity" || type == "Dropout") {
-    // Dropout in an inference export is the identity; in training mode it is not.
-    if (type == "Dropout") {
-      if (node.output_size() > 1 && !node.output(1).empty())
-        return error() << "Dropout's mask output is not supported";
-      FailureOr<Value> training = optIn(2);
-      if (failed(training))
-        return failure();
-      if (*training) {
-        auto mode = sl::constantInts(*training);
-        if (!mode || mode->size() != 1)
-          return error() << "training_mode must be a constant";
-        if ((*mode)[0] != 0)
-          return error() << "training-mode Dropout is not supported (export the model in eval "
-                            "mode)";
-      }
-    }
+  if (type == "Identity")
     return one(in(0));
-  }
+  if (type == "Dropout")
+    return dropout();
   if (type == "Constant")
     return constantNode();
   if (type == "Cast")

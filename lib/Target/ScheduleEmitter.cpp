@@ -413,6 +413,8 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       .Case<ExpOp>([&](auto) -> Result { return simple(pb::EXP); })
       .Case<ErfOp>([&](auto) -> Result { return simple(pb::ERF); })
       .Case<TanhOp>([&](auto) -> Result { return simple(pb::TANH); })
+      .Case<CosOp>([&](auto) -> Result { return simple(pb::COS); })
+      .Case<SinOp>([&](auto) -> Result { return simple(pb::SIN); })
       .Case<CastOp>([&](auto) -> Result { return simple(pb::CAST); })
       .Case<SwigluOp>([&](auto) -> Result { return simple(pb::SWIGLU); })
       .Case<TransposeOp>([&](TransposeOp transpose) -> Result {

@@ -199,6 +199,15 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
       })
       .Case<NegOp>([&](NegOp o) { return single(o.getInput(), g.neg(dy)); })
       .Case<ExpOp>([&](ExpOp o) { return single(o.getInput(), g.mul(dy, y)); })
+      .Case<CosOp>([&](CosOp o) {
+        Value x = o.getInput();
+        Value sin = g.b.create<SinOp>(g.loc, x);
+        return single(x, g.neg(g.mul(dy, sin)));
+      })
+      .Case<SinOp>([&](SinOp o) {
+        Value x = o.getInput();
+        return single(x, g.mul(dy, g.b.create<CosOp>(g.loc, x).getResult()));
+      })
       .Case<TanhOp>([&](TanhOp o) {
         Value one = g.scalar(typeOf(y).getElementType(), 1.0);
         return single(o.getInput(), g.mul(dy, g.sub(one, g.mul(y, y))));

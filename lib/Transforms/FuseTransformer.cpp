@@ -211,7 +211,8 @@ struct FuseLayerNorm : OpRewritePattern<MulOp> {
 };
 
 //===--------------------------------------------------------------------------------------------===//
-// GELU: x * 0.5 * (1 + erf(x / sqrt(2))), or with tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+// GELU: x * 0.5 * (1 + erf(x / sqrt(2))), or with tanh(sqrt(2/pi) * (x + 0.044715 x^3)); the
+// factors in any order and grouping (torch.onnx applies the 0.5 last)
 //===--------------------------------------------------------------------------------------------===//
 
 struct FuseGelu : OpRewritePattern<MulOp> {
@@ -245,15 +246,20 @@ struct FuseGelu : OpRewritePattern<MulOp> {
       if (!isScalar(c, std::sqrt(2.0 / M_PI)) || !add)
         continue;
       for (auto [x, cubic] : bothOrders(add)) {
+        // 0.044715 * x^3, the cube as pow(x, 3) or as x * x * x (torch.onnx's export of
+        // gelu(approximate="tanh"), Gemma's activation).
         SmallVector<Value> inner;
         collectFactors(cubic, true, inner);
-        if (inner.size() != 2)
+        auto kappa = llvm::find_if(inner, [](Value v) { return isScalar(v, 0.044715); });
+        if (kappa == inner.end())
           continue;
-        for (auto [k, p] : {std::pair(inner[0], inner[1]), std::pair(inner[1], inner[0])}) {
-          auto pow = defining<PowOp>(p);
-          if (isScalar(k, 0.044715) && pow && pow.getLhs() == x && isScalar(pow.getRhs(), 3.0))
-            return x;
-        }
+        inner.erase(kappa);
+        bool cube = inner.size() == 3 && llvm::all_of(inner, [&](Value v) { return v == x; });
+        if (inner.size() == 1)
+          if (auto pow = defining<PowOp>(inner[0]))
+            cube = pow.getLhs() == x && isScalar(pow.getRhs(), 3.0);
+        if (cube)
+          return x;
       }
     }
     return {};

@@ -371,12 +371,15 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
                    "read one cos/sin table computed at compile time; does the model support "
                    "that many positions?";
 
-  // Rows `position` of a table constant [1.., C, rest..] shaped as `like` [1.., 1, rest..] with
-  // dimension 0 the sub-batch.
+  // Rows `position` of a table constant [1.., C, rest..] for a rotary of `x` whose cos/sin were
+  // `like` [1.., 1, rest..] at one position. Tables with a batch dimension ([1, C, D] gathered or
+  // computed from position_ids, [1, 1, C, D] sliced from a buffer) keep their rank, the sub-batch
+  // in dimension 0; tables without one ([C, D], a cached table sliced by the sequence length)
+  // broadcast against x from the right, so the rows get x's rank with the sub-batch in front.
   auto tableRows = [&](OpBuilder &builder, Location loc, ElementsAttr table,
-                       RankedTensorType like, Value pos) -> FailureOr<Value> {
+                       RankedTensorType like, RankedTensorType x, Value pos) -> FailureOr<Value> {
     auto tableType = llvm::cast<RankedTensorType>(table.getType());
-    if (tableType.getRank() != like.getRank())
+    if (tableType.getRank() != like.getRank() || like.getRank() > x.getRank())
       return failure();
     int64_t axis = -1;
     for (int64_t d = 0; d < like.getRank(); ++d) {
@@ -386,7 +389,8 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
         return failure();
       axis = d;
     }
-    if (axis < 1)
+    int64_t pad = axis < 1 ? x.getRank() - like.getRank() : 0;
+    if (axis < 0 || axis + pad < 1)
       return failure();
     for (int64_t d = 0; d < axis; ++d)
       if (like.getDimSize(d) != 1)
@@ -400,7 +404,8 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
     auto gathered = builder.create<sl::GatherOp>(
         loc, RankedTensorType::get({b, rest}, like.getElementType()), rows, pos,
         builder.getI64IntegerAttr(0));
-    SmallVector<int64_t> shape(like.getShape());
+    SmallVector<int64_t> shape(pad, 1);
+    shape.append(like.getShape().begin(), like.getShape().end());
     shape[0] = b;
     return reshape(builder, loc, gathered, shape);
   };
@@ -426,9 +431,11 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
                                 "bound at every position");
       builder.setInsertionPoint(rotary);
       FailureOr<Value> cos = tableRows(builder, rotary.getLoc(), cosTable,
-                                       tensorType(rotary.getCos()), pos);
+                                       tensorType(rotary.getCos()),
+                                       tensorType(rotary.getInput()), pos);
       FailureOr<Value> sin = tableRows(builder, rotary.getLoc(), sinTable,
-                                       tensorType(rotary.getSin()), pos);
+                                       tensorType(rotary.getSin()),
+                                       tensorType(rotary.getInput()), pos);
       if (failed(cos) || failed(sin))
         return rotary.emitError("sl-split-generation: the rotary cos/sin ")
                << rotary.getCos().getType() << " do not match the table " << cosTable.getType()

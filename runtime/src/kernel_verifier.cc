@@ -57,6 +57,8 @@ std::optional<OpRule> opRule(OpKind op) {
   case EXP:
   case ERF:
   case TANH:
+  case COS:
+  case SIN:
   case CAST:
     return OpRule{1, 1, kNone, false, true, kCompute};
   case WHERE:

@@ -644,3 +644,38 @@ func.func @transpose_round_trip(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, te
   %other = sl.transpose %t [1, 0, 2] : tensor<3x4x2xf32> -> tensor<4x3x2xf32>
   return %back, %other : tensor<2x3x4xf32>, tensor<4x3x2xf32>
 }
+
+// -----
+
+// Rotary tables computed at run time (HF LLaMA since transformers 4.38): inv_freq @ positions,
+// transposed, then cos and sin, all constants once positions are bound.
+// CHECK-LABEL: func.func @rotary_table
+// CHECK-DAG: sl.constant dense<{{\[}}{{\[}}[0.000000e+00, 0.000000e+00], [1.000000e+00, 5.000000e-01], [2.000000e+00, 1.000000e+00]]]> : tensor<1x3x2xf32>
+// CHECK-DAG: sl.constant dense<{{\[}}{{\[}}[1.000000e+00, 1.000000e+00], [0.540302277, 0.87758255], [-0.416146845, 0.540302277]]]> : tensor<1x3x2xf32>
+// CHECK-DAG: sl.constant dense<{{\[}}{{\[}}[0.000000e+00, 0.000000e+00], [0.841470957, 0.47942555], [0.909297406, 0.841470957]]]> : tensor<1x3x2xf32>
+// CHECK-NOT: sl.matmul
+// CHECK-NOT: sl.transpose
+// CHECK-NOT: sl.cos
+// CHECK-NOT: sl.sin
+func.func @rotary_table() -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
+  %inv_freq = sl.constant dense<[[[1.0], [0.5]]]> : tensor<1x2x1xf32>
+  %positions = sl.constant dense<[[[0.0, 1.0, 2.0]]]> : tensor<1x1x3xf32>
+  %angles = sl.matmul %inv_freq, %positions : tensor<1x2x1xf32>, tensor<1x1x3xf32> -> tensor<1x2x3xf32>
+  %t = sl.transpose %angles [0, 2, 1] : tensor<1x2x3xf32> -> tensor<1x3x2xf32>
+  %cos = sl.cos %t : tensor<1x3x2xf32>
+  %sin = sl.sin %t : tensor<1x3x2xf32>
+  return %t, %cos, %sin : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>
+}
+
+// -----
+
+// A contraction over K = 2 with a broadcast batch dimension.
+// CHECK-LABEL: func.func @matmul_batch
+// CHECK-NEXT: %[[C:.+]] = sl.constant dense<{{\[}}{{\[}}[5.000000e+00]], {{\[}}[1.100000e+01]]]> : tensor<2x1x1xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @matmul_batch() -> tensor<2x1x1xf32> {
+  %a = sl.constant dense<[[[1.0, 2.0]], [[3.0, 4.0]]]> : tensor<2x1x2xf32>
+  %b = sl.constant dense<[[1.0], [2.0]]> : tensor<2x1xf32>
+  %c = sl.matmul %a, %b : tensor<2x1x2xf32>, tensor<2x1xf32> -> tensor<2x1x1xf32>
+  return %c : tensor<2x1x1xf32>
+}

@@ -115,6 +115,39 @@ func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// cos: dx = -(dy * sin x)
+// CHECK-LABEL: func.func private @block_backward
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<4xf32>, %[[DY:[a-z0-9]+]]: tensor<4xf32>)
+// CHECK: %[[S:.+]] = sl.sin %[[X]]
+// CHECK: %[[P:.+]] = sl.mul %[[DY]], %[[S]]
+// CHECK: sl.neg %[[P]]
+func.func private @block(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = sl.cos %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = sl.layer @block(%x) params() {index = 0 : i64, stage = "block"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// sin: dx = dy * cos x
+// CHECK-LABEL: func.func private @block_backward
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<4xf32>, %[[DY:[a-z0-9]+]]: tensor<4xf32>)
+// CHECK: %[[C:.+]] = sl.cos %[[X]]
+// CHECK: sl.mul %[[DY]], %[[C]]
+func.func private @block(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = sl.sin %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = sl.layer @block(%x) params() {index = 0 : i64, stage = "block"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // tanh
 // CHECK-LABEL: func.func private @block_backward
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<4xf32>, %[[DY:[a-z0-9]+]]: tensor<4xf32>)

@@ -129,6 +129,55 @@ func.func @gelu_tanh(%x: tensor<2x16xf32>) -> tensor<2x16xf32> {
 
 // -----
 
+// Gemma's GeGLU as torch.onnx exports gelu(gate, approximate="tanh") * up: the cube as
+// x * (x * x), the 0.5 applied last; the gelu fuses and the product with up stays.
+// CHECK-LABEL: func.func @geglu_tanh_cube
+// CHECK-SAME: (%[[G:.+]]: tensor<2x16xf32>, %[[U:.+]]: tensor<2x16xf32>)
+// CHECK-NEXT: %[[A:.+]] = sl.gelu %[[G]] {tanh} : tensor<2x16xf32>
+// CHECK-NEXT: %[[Y:.+]] = sl.mul %[[A]], %[[U]]
+// CHECK-NEXT: return %[[Y]]
+func.func @geglu_tanh_cube(%x: tensor<2x16xf32>, %up: tensor<2x16xf32>) -> tensor<2x16xf32> {
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %k = sl.constant dense<0.044715> : tensor<f32>
+  %c = sl.constant dense<0.797884583> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %xx = sl.mul %x, %x : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %cube = sl.mul %x, %xx : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %kc = sl.mul %k, %cube : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %s = sl.add %x, %kc : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %cs = sl.mul %c, %s : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %t = sl.tanh %cs : tensor<2x16xf32>
+  %a = sl.add %one, %t : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %xa = sl.mul %x, %a : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %g = sl.mul %half, %xa : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %y = sl.mul %g, %up : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
+}
+
+// -----
+
+// Near miss: x * x * x * 0.05 is not GELU's cube term.
+// CHECK-LABEL: func.func @gelu_tanh_wrong_kappa
+// CHECK-NOT: sl.gelu
+func.func @gelu_tanh_wrong_kappa(%x: tensor<2x16xf32>) -> tensor<2x16xf32> {
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %k = sl.constant dense<0.05> : tensor<f32>
+  %c = sl.constant dense<0.797884583> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %xx = sl.mul %x, %x : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %cube = sl.mul %x, %xx : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %kc = sl.mul %k, %cube : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %s = sl.add %x, %kc : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %cs = sl.mul %c, %s : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %t = sl.tanh %cs : tensor<2x16xf32>
+  %a = sl.add %one, %t : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %xa = sl.mul %x, %a : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  %y = sl.mul %half, %xa : tensor<f32>, tensor<2x16xf32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
+}
+
+// -----
+
 // Near miss: 0.4 * x * (1 + erf(x / sqrt(2))) is not GELU.
 // CHECK-LABEL: func.func @gelu_wrong_half
 // CHECK-NOT: sl.gelu

@@ -327,7 +327,7 @@ TEST_F(Bf16KernelTest, Elementwise) {
     expectMatchesF32("broadcast", makeKernel(op), {fl(big), fl({257})}, {fl(big)});
   }
   expectMatchesF32("", makeKernel(POW), {fl(big, 0.1, 3), fl(big)}, {fl(big)});
-  for (OpKind op : {RELU, SIGMOID, SILU, RECIPROCAL, NEG, EXP, ERF, TANH})
+  for (OpKind op : {RELU, SIGMOID, SILU, RECIPROCAL, NEG, EXP, ERF, TANH, COS, SIN})
     expectMatchesF32("", makeKernel(op), {fl(big)}, {fl(big)});
   expectMatchesF32("", makeKernel(SQRT), {fl(big, 0, 4)}, {fl(big)});
   for (bool tanh : {false, true}) {

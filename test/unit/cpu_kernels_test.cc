@@ -444,7 +444,7 @@ TEST_F(CpuKernelsTest, NewUnaryOpsMatchNaive) {
   x.values[0] = 0.0f;
   x.values[1] = -20.0f;
   x.values[2] = 20.0f;
-  for (OpKind op : {SQRT, RECIPROCAL, NEG, EXP, ERF, TANH, GELU}) {
+  for (OpKind op : {SQRT, RECIPROCAL, NEG, EXP, ERF, TANH, COS, SIN, GELU}) {
     for (bool tanhApproximation : {false, true}) {
       if (op != GELU && tanhApproximation)
         continue;
@@ -467,6 +467,8 @@ TEST_F(CpuKernelsTest, NewUnaryOpsMatchNaive) {
                                               : op == EXP        ? std::exp(v)
                                               : op == ERF        ? std::erf(v)
                                               : op == TANH       ? std::tanh(v)
+                                              : op == COS        ? std::cos(v)
+                                              : op == SIN        ? std::sin(v)
                                                                  : gelu));
       }
       expectNear(y.values, expected);

@@ -460,7 +460,7 @@ TEST_F(CudaKernelTest, BinaryI64WrapsAndTruncates) {
 
 TEST_F(CudaKernelTest, UnaryFloat) {
   for (DType dtype : kFloats)
-    for (OpKind op : {RELU, SIGMOID, SILU, SQRT, RECIPROCAL, NEG, EXP, ERF, TANH, GELU})
+    for (OpKind op : {RELU, SIGMOID, SILU, SQRT, RECIPROCAL, NEG, EXP, ERF, TANH, COS, SIN, GELU})
       for (const Shape &shape : {Shape{}, Shape{7, 9}, Shape{70001}}) {
         Value x = op == SQRT         ? uniform(rng, shape, dtype, 0, 4)
                   : op == RECIPROCAL ? awayFromZero(rng, shape, dtype)

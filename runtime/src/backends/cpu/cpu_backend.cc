@@ -175,6 +175,8 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
   case EXP:
   case ERF:
   case TANH:
+  case COS:
+  case SIN:
   case GELU:
     return cpu::unary(kernel, operands, y);
   case EQUAL:

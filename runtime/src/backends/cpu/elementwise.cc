@@ -75,6 +75,10 @@ template <typename T> void unaryFloat(const Kernel &kernel, const TensorRef *x, 
     return map<T>(x, y, [](T v) { return std::erf(v); });
   case TANH:
     return map<T>(x, y, [](T v) { return std::tanh(v); });
+  case COS:
+    return map<T>(x, y, [](T v) { return std::cos(v); });
+  case SIN:
+    return map<T>(x, y, [](T v) { return std::sin(v); });
   case GELU: {
     bool tanhApproximation = kernel.gelu().tanh();
     return map<T>(x, y, [=](T v) { return gelu(v, tanhApproximation); });

@@ -205,6 +205,10 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     return unary(ctx, UnaryOp::kErf, false, in[0], y);
   case TANH:
     return unary(ctx, UnaryOp::kTanh, false, in[0], y);
+  case COS:
+    return unary(ctx, UnaryOp::kCos, false, in[0], y);
+  case SIN:
+    return unary(ctx, UnaryOp::kSin, false, in[0], y);
   case GELU:
     return unary(ctx, UnaryOp::kGelu, kernel.gelu().tanh(), in[0], y);
   case EQUAL:

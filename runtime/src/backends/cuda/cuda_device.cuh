@@ -158,6 +158,10 @@ __device__ __forceinline__ float erfc(float x) { return ::erfcf(x); }
 __device__ __forceinline__ double erfc(double x) { return ::erfc(x); }
 __device__ __forceinline__ float tanh(float x) { return ::tanhf(x); }
 __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+__device__ __forceinline__ float cos(float x) { return ::cosf(x); }
+__device__ __forceinline__ double cos(double x) { return ::cos(x); }
+__device__ __forceinline__ float sin(float x) { return ::sinf(x); }
+__device__ __forceinline__ double sin(double x) { return ::sin(x); }
 __device__ __forceinline__ float pow(float x, float y) { return ::powf(x, y); }
 __device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
 __device__ __forceinline__ bool isnan(float x) { return ::isnan(x); }

@@ -122,7 +122,7 @@ private:
 
 // elementwise.cu
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow };
-enum class UnaryOp { kRelu, kSigmoid, kSilu, kSqrt, kReciprocal, kNeg, kExp, kErf, kTanh, kGelu };
+enum class UnaryOp { kRelu, kSigmoid, kSilu, kSqrt, kReciprocal, kNeg, kExp, kErf, kTanh, kCos, kSin, kGelu };
 void binary(Context &ctx, BinaryOp op, const Tensor &a, const Tensor &b, const Tensor &y);
 void unary(Context &ctx, UnaryOp op, bool geluTanh, const Tensor &x, const Tensor &y);
 void compare(Context &ctx, bool less, const Tensor &a, const Tensor &b, const Tensor &y);

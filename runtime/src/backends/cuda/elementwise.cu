@@ -124,6 +124,10 @@ struct Unary {
       return dm::erf(v);
     case UnaryOp::kTanh:
       return dm::tanh(v);
+    case UnaryOp::kCos:
+      return dm::cos(v);
+    case UnaryOp::kSin:
+      return dm::sin(v);
     case UnaryOp::kGelu:
       return gelu(v, geluTanh);
     }
