@@ -100,6 +100,26 @@ def ConvertPrecisionPass : Pass<"sl-convert-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def CheckSharedParamsPass : Pass<"sl-check-shared-params", "mlir::ModuleOp"> {
+  let summary = "warn about parameters that look like merged equal initializers, not ties";
+  let description = [{
+    A parameter read in several places is trained as one weight: the gradients of every use are
+    summed and it is stepped once. That is what a tied weight needs (an embedding reused as the
+    output head), and wrong where the exporter merged distinct weights that were equal:
+    `torch.onnx.export` in eval mode keeps one initializer per set of equal values, so every
+    all-ones norm weight of a freshly initialised model becomes one parameter read by every
+    layer and the final norm.
+
+    Models do not tie weights across their blocks, so this pass warns (once per parameter, and
+    changes nothing) when a parameter is read by operations of two blocks (`/layers.0/`,
+    `/layers.1/` in their node names), or when its name places it in one block
+    (`model.layers.0.input_layernorm.weight`) and it is read outside it. The warning names the
+    places and says how to export for training: the model in train mode with
+    `training=torch.onnx.TrainingMode.PRESERVE`, which merges only truly shared tensors.
+    `--sl-train` runs it first.
+  }];
+}
+
 def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
   let summary = "outline a model into a prologue, one sl.layer per block, and an epilogue";
   let description = [{
@@ -111,11 +131,15 @@ def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
     `sl.layer` passes its own parameters. The model function keeps the `sl.param` references and
     calls the stages in order; constants are copied into the stages that read them.
 
-    A block is found from its exporter name scope (`/layers.3/`, `/h.3/`, `/blocks.3/`) or, where
-    node names are missing, from the names of the parameters an operation reads
-    (`model.layers.3.mlp.weight`). Operations with neither join the stage of their latest
-    operand, or the prologue or epilogue. A model with no block, or whose blocks read values of
-    later blocks, is an error.
+    A block is found from its exporter name scope (`/layers.3/`, `/h.3/`, `/blocks.3/`) or, for
+    an operation whose node name has no scope path (exporters that drop node names), from the
+    names of the parameters it reads (`model.layers.3.mlp.weight`). A scoped name outside every
+    block (`/model/norm/Mul_1`) wins over the name of the parameter it reads: an eval-mode export
+    merges equal initializers, so a final norm may read `model.layers.0.input_layernorm.weight`.
+    Operations with neither join the stage of their latest operand, or the prologue or epilogue.
+    A parameter read by several stages (a tied embedding, merged norm weights) is a parameter
+    operand of each. A model with no block, or whose blocks read values of later blocks, is an
+    error.
   }];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

@@ -14,7 +14,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -39,6 +41,9 @@ public:
   mlir::FailureOr<mlir::Value> input(const onnx::NodeProto &node, int index);
   /// Like input(), but an absent or empty input is a null Value.
   mlir::FailureOr<mlir::Value> optionalInput(const onnx::NodeProto &node, int index);
+
+  /// Whether a node (in any subgraph) or a graph output reads the value named `name`.
+  bool isRead(llvm::StringRef name);
 
   /// A constant from an ONNX tensor (a Constant node's value, an integer initializer).
   mlir::FailureOr<mlir::Value> constant(const onnx::NodeProto &node,
@@ -77,6 +82,7 @@ private:
                                    llvm::SmallVectorImpl<mlir::Attribute> &argAttrs);
   mlir::LogicalResult importNode(const onnx::NodeProto &node);
   mlir::FailureOr<mlir::Value> param(const onnx::NodeProto &node, const onnx::TensorProto &tensor);
+  mlir::LogicalResult constantsForParamsWithoutGradient(mlir::Block &entry);
   mlir::FailureOr<mlir::RankedTensorType>
   tensorType(const onnx::TypeProto &type, llvm::StringRef what,
              llvm::SmallVectorImpl<mlir::Attribute> *dimNames = nullptr);
@@ -90,7 +96,11 @@ private:
   llvm::StringMap<ByteRange> dataLocations;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<mlir::Value> values;
+  /// The node that first read each parameter (for the location of a parameter made a constant).
+  llvm::DenseMap<mlir::Value, const onnx::NodeProto *> firstReader;
   int nodeIndex = 0;
+  /// Every value name a node or graph output reads (filled by the first isRead).
+  std::optional<llvm::StringSet<>> readNames;
 };
 
 /// The MLIR element type of an ONNX TensorProto data type, if the importer handles it.
