@@ -1,7 +1,6 @@
 #include "slrt/atomic_file.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -71,23 +70,6 @@ void checkWritable(const std::string &path) {
     throw makeError(path, ": cannot write (", errnoText(), ")");
   ::close(fd);
   ::unlink(tmp.c_str());
-}
-
-std::string readFile(const std::string &path) {
-  std::FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    throw makeError(path, ": cannot open (", errnoText(), ")");
-  std::string contents;
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0)
-    contents.append(chunk, n);
-  // fopen opens a directory; its first read fails with EISDIR, which the message then names.
-  std::string why = std::ferror(file) ? errnoText() : "";
-  std::fclose(file);
-  if (!why.empty())
-    throw makeError(path, ": cannot read (", why, ")");
-  return contents;
 }
 
 } // namespace slrt
