@@ -58,6 +58,17 @@ command line, and writes MLIR or, when the output ends in .slsched, a schedule f
   sl-opt model.onnx --sl-infer="batch=4"                            show the compiled IR
 )";
 
+const char *severityName(mlir::DiagnosticSeverity severity) {
+  switch (severity) {
+  case mlir::DiagnosticSeverity::Error:
+    return "error";
+  case mlir::DiagnosticSeverity::Warning:
+    return "warning";
+  default:
+    return "note";
+  }
+}
+
 // Imports an ONNX model and prints it (with locations, so later errors still name ONNX nodes) as
 // the buffer MlirOptMain parses: the IR holds no weights, so this costs nothing.
 std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
@@ -65,8 +76,7 @@ std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
   mlir::MLIRContext context(registry);
   // Import errors carry the file and node names in their text; a location prefix adds nothing.
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
-    llvm::errs() << "sl-opt: " << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note")
-                 << ": " << diag.str() << "\n";
+    llvm::errs() << "sl-opt: " << severityName(diag.getSeverity()) << ": " << diag.str() << "\n";
     return mlir::success();
   });
   mlir::OwningOpRef<mlir::ModuleOp> module = sl::importOnnxFile(path, &context);
@@ -148,9 +158,8 @@ int main(int argc, char **argv) {
       } else if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(diag.getLocation())) {
         where = file.getFilename().str() + ": ";
       }
-      llvm::errs() << "sl-opt: "
-                   << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note")
-                   << ": " << where << diag.str() << "\n";
+      llvm::errs() << "sl-opt: " << severityName(diag.getSeverity()) << ": " << where
+                   << diag.str() << "\n";
       return mlir::success();
     });
   mlir::OwningOpRef<mlir::ModuleOp> module =
