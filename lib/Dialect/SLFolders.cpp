@@ -10,6 +10,7 @@
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
+#include "sl/Support/CheckedArith.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
@@ -40,12 +41,19 @@ struct Values {
 /// model's rotary cos/sin caches ([max_positions, head_dim], 2048 x 128) are such inputs.
 constexpr int64_t kMaxSelectedFromElements = int64_t(1) << 22;
 
+/// Whether `type`'s element count is at most `limit`, counted without wrapping (getNumElements
+/// of [3, 2^62] is negative, which is below any limit).
+bool fitsFoldLimit(RankedTensorType type, int64_t limit) {
+  std::optional<int64_t> count = checkedElementCount(type.getShape());
+  return count && *count <= limit;
+}
+
 std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements()) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
   auto type = llvm::dyn_cast<RankedTensorType>(dense.getType());
-  if (!type || type.getNumElements() > limit)
+  if (!type || !fitsFoldLimit(type, limit))
     return std::nullopt;
   Values v;
   v.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -83,7 +91,7 @@ bool picksOnlyStatic(const Values &values, ArrayRef<int64_t> picks) {
 }
 
 bool foldable(RankedTensorType type) {
-  return type && type.hasStaticShape() && type.getNumElements() <= maxFoldedElements();
+  return type && type.hasStaticShape() && fitsFoldLimit(type, maxFoldedElements());
 }
 
 SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
@@ -578,6 +586,14 @@ OpFoldResult RangeOp::fold(FoldAdaptor a) {
   auto start = valuesOf(a.getStart()), delta = valuesOf(a.getDelta());
   if (!start || !delta)
     return {};
+  if (!start->isFloat && !delta->isFloat) {
+    // Exactly: int64 bounds need more than a double's 53 bits. Every element lies in
+    // [start, limit), so none overflows.
+    SmallVector<int64_t> out;
+    for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i)
+      out.push_back(start->ints[0] + i * delta->ints[0]);
+    return makeDense(getType(), out);
+  }
   SmallVector<double> out;
   for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i)
     out.push_back(start->at(0) + double(i) * delta->at(0));

@@ -10,6 +10,7 @@
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
+#include "sl/Support/CheckedArith.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -451,11 +452,48 @@ LogicalResult CrossEntropyOp::verify() {
 // Type inference
 //===--------------------------------------------------------------------------------------------===//
 
+// Every result type a rule infers is checked to fit in memory at all (fewer than 2^63 bytes):
+// a shape built from a model's numbers ([3, 2^62] for ConstantOfShape) would otherwise wrap
+// every later element count and byte size (getNumElements, the fold limit, the memory plan).
+static LogicalResult checkResultSizes(std::optional<Location> loc, llvm::StringRef op,
+                               ArrayRef<Type> types) {
+  for (Type type : types) {
+    auto ranked = llvm::dyn_cast<RankedTensorType>(type);
+    if (!ranked || !ranked.getElementType().isIntOrFloat())
+      continue;
+    if (!checkedByteSize(ranked.getShape(), ranked.getElementType().getIntOrFloatBitWidth()))
+      return emitOptionalError(loc, op, ": the result shape ", shapeText(ranked.getShape()),
+                               " of ", ranked.getElementType(),
+                               " is too large (2^63 bytes or more)");
+  }
+  return success();
+}
+
+// The rule of Op is written as the body of a static function of a helper struct whose Adaptor is
+// Op's; Op::inferReturnTypes runs it and checks the sizes of what it inferred.
 #define SL_INFER(Op)                                                                               \
+  namespace {                                                                                      \
+  struct Op##Rule {                                                                                \
+    using Adaptor = Op::Adaptor;                                                                   \
+    static LogicalResult infer(MLIRContext *context, std::optional<Location> loc,                 \
+                               ValueRange operands, DictionaryAttr attributes,                     \
+                               OpaqueProperties properties, RegionRange regions,                   \
+                               SmallVectorImpl<Type> &types);                                      \
+  };                                                                                               \
+  }                                                                                                \
   LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,          \
                                      ValueRange operands, DictionaryAttr attributes,              \
                                      OpaqueProperties properties, RegionRange regions,            \
-                                     SmallVectorImpl<Type> &types)
+                                     SmallVectorImpl<Type> &types) {                              \
+    size_t first = types.size();                                                                   \
+    if (failed(Op##Rule::infer(context, loc, operands, attributes, properties, regions, types)))   \
+      return failure();                                                                            \
+    return checkResultSizes(loc, Op::getOperationName(), ArrayRef<Type>(types).drop_front(first)); \
+  }                                                                                                \
+  LogicalResult Op##Rule::infer(MLIRContext *context, std::optional<Location> loc,                \
+                                ValueRange operands, DictionaryAttr attributes,                    \
+                                OpaqueProperties properties, RegionRange regions,                  \
+                                SmallVectorImpl<Type> &types)
 
 SL_INFER(MatmulOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
@@ -584,7 +622,11 @@ SL_INFER(ReshapeOp) {
     for (auto [i, d] : llvm::enumerate(shape))
       if (int64_t(i) != inferred) {
         restStatic &= !ShapedType::isDynamic(d);
-        rest *= ShapedType::isDynamic(d) ? 1 : d;
+        std::optional<int64_t> product = checkedMul(rest, ShapedType::isDynamic(d) ? 1 : d);
+        if (!product)
+          return emitOptionalError(loc, "sl.reshape: the target shape ", shapeText(*target),
+                                   " has more than 2^63 elements");
+        rest = *product;
       }
     int64_t total = input.getNumElements();
     if (restStatic && inferred >= 0) {
@@ -752,6 +794,30 @@ SL_INFER(RangeOp) {
     if (rankedType(v).getNumElements() != 1 || rankedType(v).getElementType() != type.getElementType())
       return emitOptionalError(loc, "sl.range: start, limit and delta must be scalars of one type");
   int64_t count = kDynamic;
+  // Integers exactly: int64 bounds need more than a double's 53 bits, and a count past int64
+  // (a Range over the whole int64 span) is an error, not a count cast into nonsense.
+  if (auto bounds = [&]() -> std::optional<SmallVector<int64_t>> {
+        SmallVector<int64_t> v;
+        for (Value x : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()}) {
+          auto i = constantInts(x);
+          if (!i)
+            return std::nullopt;
+          v.push_back((*i)[0]);
+        }
+        return v;
+      }()) {
+    __int128 start = (*bounds)[0], limit = (*bounds)[1], delta = (*bounds)[2];
+    if (delta == 0)
+      return emitOptionalError(loc, "sl.range: delta is 0");
+    __int128 span = limit - start;
+    // ceil(span / delta) for either sign; C++ division truncates toward zero.
+    __int128 n = span / delta + ((span % delta != 0) && ((span > 0) == (delta > 0)) ? 1 : 0);
+    if (n > std::numeric_limits<int64_t>::max())
+      return emitOptionalError(loc, "sl.range: start ", (*bounds)[0], ", limit ", (*bounds)[1],
+                               " and delta ", (*bounds)[2],
+                               " make more than 2^63 - 1 elements");
+    return pushType(types, {std::max<int64_t>(int64_t(n), 0)}, type.getElementType());
+  }
   if (auto ints = [&]() -> std::optional<SmallVector<double>> {
         SmallVector<double> v;
         for (Value x : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()}) {
@@ -770,7 +836,11 @@ SL_INFER(RangeOp) {
     double start = (*ints)[0], limit = (*ints)[1], delta = (*ints)[2];
     if (delta == 0)
       return emitOptionalError(loc, "sl.range: delta is 0");
-    count = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+    double n = std::ceil((limit - start) / delta);
+    if (!(n < 0x1p63))
+      return emitOptionalError(loc, "sl.range: start ", start, ", limit ", limit, " and delta ",
+                               delta, " make ", n, " elements, more than 2^63 - 1");
+    count = std::max<int64_t>(int64_t(n), 0);
   }
   return pushType(types, {count}, type.getElementType());
 }

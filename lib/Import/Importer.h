@@ -101,7 +101,14 @@ private:
   int nodeIndex = 0;
   /// Every value name a node or graph output reads (filled by the first isRead).
   std::optional<llvm::StringSet<>> readNames;
+  // How many If-branches importSubgraph is inside now.
+  unsigned subgraphDepth = 0;
 };
+
+/// The deepest nesting of If-branches the importer takes. Exporters write a few levels; the limit
+/// keeps a crafted model from exhausting the stack, and is far above protobuf's default (100
+/// messages, 33 levels), which the importer raises to match.
+constexpr unsigned kMaxSubgraphDepth = 100;
 
 /// The MLIR element type of an ONNX TensorProto data type, if the importer handles it.
 mlir::FailureOr<mlir::Type> elementType(mlir::MLIRContext *context, int32_t onnxType);

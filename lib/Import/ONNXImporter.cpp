@@ -12,6 +12,7 @@
 #include "Importer.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
+#include "sl/Support/CheckedArith.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -19,12 +20,14 @@
 #include "mlir/IR/Verifier.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <google/protobuf/io/coded_stream.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 
@@ -44,6 +47,13 @@ bool isOnnxFileName(llvm::StringRef path) {
 
 namespace {
 
+// Whether `path` names something strictly inside directory `dir` (both real paths).
+bool isInside(llvm::StringRef path, llvm::StringRef dir) {
+  if (dir == "/")
+    return path.size() > 1 && path.starts_with("/");
+  return path.size() > dir.size() + 1 && path.starts_with(dir) && path[dir.size()] == '/';
+}
+
 // Parameters record absolute paths, so the IR means the same whatever directory tools run in.
 std::string absolute(llvm::StringRef path) {
   llvm::SmallString<256> full(path);
@@ -56,23 +66,6 @@ std::string absolute(llvm::StringRef path) {
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 21;
 
-// Whether a tensor of `shape` (dynamic dimensions left out) and `elementBytes` bytes an element
-// has a byte size that fits in int64: no larger buffer can exist, and every later size computation
-// (MLIR's getNumElements, the memory plan, the schedule) would wrap around.
-bool fitsInBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes) {
-  int64_t bytes = int64_t(std::max<uint64_t>(elementBytes, 1));
-  for (int64_t dim : shape)
-    if (dim != ShapedType::kDynamic && __builtin_mul_overflow(bytes, dim, &bytes))
-      return false;
-  return true;
-}
-
-std::string shapeText(llvm::ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, dim] : llvm::enumerate(shape))
-    text += (i ? ", " : "") + (dim == ShapedType::kDynamic ? "?" : std::to_string(dim));
-  return text + "]";
-}
 
 } // namespace
 
@@ -201,6 +194,12 @@ std::string onnxTypeName(int32_t onnxType) {
 }
 
 LogicalResult Importer::load() {
+  // A FIFO or a device (/dev/zero) has no size: reading it could wait or never end.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && status.type() != llvm::sys::fs::file_type::regular_file &&
+      status.type() != llvm::sys::fs::file_type::directory_file)
+    return fileError() << "cannot read model: it is not a regular file (a FIFO, a device or a "
+                          "socket)";
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/true);
   if (!buffer)
     return fileError() << "cannot read model: " << buffer.getError().message();
@@ -223,8 +222,16 @@ LogicalResult Importer::load() {
                             "external data files";
     if (bytes.empty())
       return fileError() << "the file is empty, not an ONNX model";
-    if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
-      return fileError() << "not a valid ONNX model (truncated or corrupt protobuf)";
+    // Each If nesting level is three messages deeper (node, attribute, graph); protobuf's
+    // default limit of 100 would refuse 33 levels as "corrupt". Allow a little more than the
+    // importer takes, so that it, not the parser, names the limit.
+    google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                                  int(bytes.size()));
+    stream.SetRecursionLimit(3 * int(kMaxSubgraphDepth) + 16);
+    if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+      return fileError() << "not a valid ONNX model (truncated or corrupt protobuf, or subgraphs "
+                            "nested more than "
+                         << kMaxSubgraphDepth << " deep)";
     std::string error;
     auto locations = import::locateInitializerData(bytes, error);
     if (!locations)
@@ -271,7 +278,7 @@ FailureOr<RankedTensorType> Importer::tensorType(const onnx::TypeProto &type,
     if (dimNames)
       dimNames->push_back(builder.getStringAttr(dim.has_dim_param() ? dim.dim_param() : ""));
   }
-  if (!fitsInBytes(shape, (*element).getIntOrFloatBitWidth() / 8))
+  if (!checkedByteSize(shape, (*element).getIntOrFloatBitWidth()))
     return fileError() << what << " of shape " << shapeText(shape) << " and element type "
                        << onnxTypeName(tensor.elem_type()) << " is too large (2^63 bytes or more)";
   return RankedTensorType::get(shape, *element);
@@ -311,7 +318,7 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
     shape.push_back(dim);
   }
   uint64_t elementBytes = (*element).getIntOrFloatBitWidth() / 8;
-  if (!fitsInBytes(shape, elementBytes))
+  if (!checkedByteSize(shape, (*element).getIntOrFloatBitWidth()))
     return nodeError(node) << "initializer '" << tensor.name() << "' of shape " << shapeText(shape)
                            << " and element type " << onnxTypeName(tensor.data_type())
                            << " is too large (2^63 bytes or more)";
@@ -345,10 +352,22 @@ FailureOr<Value> Importer::param(const onnx::NodeProto &node, const onnx::Tensor
                              << "'";
     llvm::SmallString<256> full(llvm::sys::path::parent_path(path));
     llvm::sys::path::append(full, location);
-    uint64_t fileSize;
-    if (llvm::sys::fs::file_size(full, fileSize))
+    // A symbolic link in the model's directory (the file, or a directory on the way) may lead
+    // anywhere; what counts is where the bytes really are. (ONNX refuses this too: CVE-2022-25882.)
+    llvm::SmallString<256> real, realDir;
+    if (llvm::sys::fs::real_path(full, real) ||
+        llvm::sys::fs::real_path(llvm::sys::path::parent_path(path), realDir))
       return nodeError(node) << "external data file '" << full << "' of initializer '"
                              << tensor.name() << "' cannot be read";
+    if (!isInside(real, realDir))
+      return nodeError(node) << "initializer '" << tensor.name() << "' has external data location '"
+                             << location << "', which resolves to '" << real
+                             << "' (through a symbolic link), outside the model's directory '"
+                             << realDir << "'";
+    uint64_t fileSize;
+    if (!llvm::sys::fs::is_regular_file(real) || llvm::sys::fs::file_size(real, fileSize))
+      return nodeError(node) << "external data file '" << full << "' of initializer '"
+                             << tensor.name() << "' cannot be read (not a regular file)";
     length = externalLength.value_or(bytes);
     if (externalOffset > fileSize || length > fileSize - externalOffset)
       return nodeError(node) << "initializer '" << tensor.name() << "' reads " << length
@@ -523,6 +542,11 @@ FailureOr<Value> Importer::input(const onnx::NodeProto &node, int index) {
 
 FailureOr<SmallVector<Value>> Importer::importSubgraph(const onnx::NodeProto &node,
                                                       const onnx::GraphProto &graph) {
+  if (subgraphDepth >= kMaxSubgraphDepth)
+    return nodeError(node) << "If-branches are nested too deep: more than " << kMaxSubgraphDepth
+                           << " levels, the limit";
+  ++subgraphDepth;
+  auto leave = llvm::make_scope_exit([&] { --subgraphDepth; });
   for (const onnx::TensorProto &tensor : graph.initializer())
     initializers[tensor.name()] = &tensor;
   for (const onnx::NodeProto &inner : graph.node())

@@ -108,19 +108,20 @@ FailureOr<std::string> constantBytes(ConstantOp op) {
   return data;
 }
 
-/// How a schedule at `schedulePath` names a model file: by its name alone when the two are in one
-/// directory (so the pair can be moved together), else by its absolute path.
+/// How a schedule at `schedulePath` names a model file: relative to the schedule's directory when
+/// the file is in it or below it (so the pair can be moved together, and sl-run, which reads
+/// parameter files only inside the schedule's directory, takes it), else by its absolute path
+/// (which sl-run reads only with --allow-external-paths).
 std::string parameterFile(llvm::StringRef schedulePath, llvm::StringRef file) {
   llvm::SmallString<256> scheduleDir(llvm::sys::path::parent_path(schedulePath));
   llvm::sys::fs::make_absolute(scheduleDir);
-  llvm::SmallString<256> fileDir(llvm::sys::path::parent_path(file));
-  llvm::sys::fs::make_absolute(fileDir);
   llvm::sys::path::remove_dots(scheduleDir, /*remove_dot_dot=*/true);
-  llvm::sys::path::remove_dots(fileDir, /*remove_dot_dot=*/true);
-  if (scheduleDir == fileDir)
-    return llvm::sys::path::filename(file).str();
   llvm::SmallString<256> absolute(file);
   llvm::sys::fs::make_absolute(absolute);
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  llvm::StringRef rest = absolute.str();
+  if (rest.consume_front(scheduleDir) && rest.consume_front("/") && !rest.empty())
+    return rest.str();
   return absolute.str().str();
 }
 
@@ -1116,6 +1117,14 @@ LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
                                                : Emitter(func, path).run(schedule);
   if (failed(emitted))
     return failure();
+  for (const pb::Parameter &p : schedule.parameters())
+    if (llvm::sys::path::is_absolute(p.file())) {
+      module.emitWarning("parameter file '")
+          << p.file() << "' is outside the schedule's directory: sl-run reads it only with "
+          << "--allow-external-paths (write the schedule beside the model, or in a directory "
+             "above it, to avoid that)";
+      break;
+    }
 
   std::string bytes;
   if (!schedule.SerializeToString(&bytes))

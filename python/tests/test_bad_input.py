@@ -640,5 +640,5 @@ def test_plan_budget_boundary_is_exact(tiny, tmp_path, options, kind):
 def test_shape_bound_past_any_memory_is_refused_for_training(tiny, tmp_path):
     out = tmp_path / "huge.slsched"
     refused(run(tiny.sl_opt, tiny.root / "lm.onnx", f"--sl-train=batch={2**62} seq=2", "-o", out),
-            "is too large to schedule (2^63 bytes or more)")
+            "is too large (2^63 bytes or more)")
     assert not out.exists()

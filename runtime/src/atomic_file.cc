@@ -272,21 +272,4 @@ void checkWritable(const std::string &path) {
     throw makeError(path, ": cannot write (", writer.reason(), ")");
 }
 
-std::string readFile(const std::string &path) {
-  std::FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    throw makeError(path, ": cannot open (", errnoText(), ")");
-  std::string contents;
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0)
-    contents.append(chunk, n);
-  // fopen opens a directory; its first read fails with EISDIR, which the message then names.
-  std::string why = std::ferror(file) ? errnoText() : "";
-  std::fclose(file);
-  if (!why.empty())
-    throw makeError(path, ": cannot read (", why, ")");
-  return contents;
-}
-
 } // namespace slrt

@@ -13,7 +13,8 @@
 namespace slrt {
 
 MappedFile MappedFile::open(const std::string &path, const std::string &what) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before fstat can refuse it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw makeError(path, ": cannot open ", what, " (", std::strerror(errno), ")");
   struct stat info;
@@ -24,7 +25,12 @@ MappedFile MappedFile::open(const std::string &path, const std::string &what) {
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    throw makeError(path, ": the ", what, " is not a regular file");
+    throw makeError(path, ": the ", what, " is not a regular file (",
+                    S_ISDIR(info.st_mode)    ? "a directory"
+                    : S_ISFIFO(info.st_mode) ? "a FIFO"
+                    : S_ISCHR(info.st_mode)  ? "a character device"
+                                             : "a device or socket",
+                    ")");
   }
   MappedFile file;
   file.path_ = path;

@@ -6,6 +6,7 @@
 
 #include "slrt/atomic_file.h"
 #include "slrt/error.h"
+#include "slrt/read_file.h"
 
 namespace slrt {
 namespace {
@@ -58,7 +59,7 @@ public:
         header.shape = parseShape();
         seenShape = true;
       } else {
-        fail("unexpected or repeated key '" + key + "'");
+        fail("unexpected or repeated key '" + quoteBounded(key) + "'");
       }
       if (!peek('}'))
         expect(',');
@@ -74,7 +75,7 @@ public:
 
 private:
   [[noreturn]] void fail(const std::string &what) const {
-    throw makeError(source_, ": bad .npy header: ", what, " in \"", text_, "\"");
+    throw makeError(source_, ": bad .npy header: ", what, " in \"", quoteBounded(text_), "\"");
   }
 
   void skipSpace() {
@@ -182,8 +183,9 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
       entry = &candidate;
   if (!entry) {
     if (!header.descr.empty() && header.descr[0] == '>')
-      throw makeError(source, ": big-endian data ('", header.descr, "') is not supported");
-    throw makeError(source, ": unsupported dtype '", header.descr,
+      throw makeError(source, ": big-endian data ('", quoteBounded(header.descr),
+                    "') is not supported");
+    throw makeError(source, ": unsupported dtype '", quoteBounded(header.descr),
                     "' (supported: '<f4', '<f8', '<i8', '<i4', '|b1'",
                     header.descr == "<u2" || header.descr == "<i2"
                         ? "; numpy has no bfloat16: give a bf16 input as float32, which is "
@@ -252,7 +254,9 @@ std::string encodeNpy(const HostTensor &tensor) {
   return out;
 }
 
-HostTensor readNpy(const std::string &path) { return decodeNpy(readFile(path), path); }
+HostTensor readNpy(const std::string &path, uint64_t maxBytes, const char *limitReason) {
+  return decodeNpy(readFile(path, maxBytes, limitReason), path);
+}
 
 void writeNpy(const std::string &path, const HostTensor &tensor) {
   std::string bytes;

@@ -8,6 +8,7 @@
 #include "slrt/bfloat16.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
+#include "slrt/read_file.h"
 
 namespace slrt {
 

@@ -1,25 +1,78 @@
 #include "slrt/schedule_loader.h"
 
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
-#include "slrt/atomic_file.h"
+#include "slrt/read_file.h"
 #include "slrt/error.h"
 #include "slrt/schedule_verifier.h"
 
 namespace slrt {
 
+namespace {
+
+// realpath(3) of `path`, or "" when it cannot be resolved (errno says why).
+std::string realPath(const std::string &path) {
+  char *resolved = ::realpath(path.c_str(), nullptr);
+  if (!resolved)
+    return "";
+  std::string result(resolved);
+  std::free(resolved);
+  return result;
+}
+
+bool isInside(const std::string &path, const std::string &dir) {
+  if (dir == "/")
+    return path.size() > 1 && path[0] == '/';
+  return path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0 &&
+         path[dir.size()] == '/';
+}
+
+bool hasDotDot(const std::filesystem::path &file) {
+  for (const std::filesystem::path &part : file)
+    if (part == "..")
+      return true;
+  return false;
+}
+
+} // namespace
+
 std::vector<std::string> resolveParameterFiles(const sl::schedule::Schedule &schedule,
-                                               const std::string &baseDir, bool check) {
+                                               const std::string &baseDir, bool check,
+                                               bool allowExternalPaths) {
   namespace fs = std::filesystem;
   std::vector<std::string> paths;
+  std::string realBase;
+  if (check && !allowExternalPaths) {
+    realBase = realPath(baseDir);
+    if (realBase.empty())
+      throw makeError("cannot resolve the schedule's directory '", baseDir, "' (",
+                      std::strerror(errno), ")");
+  }
   for (const sl::schedule::Parameter &p : schedule.parameters()) {
     fs::path file(p.file());
     std::string path = (file.is_absolute() ? file : fs::path(baseDir) / file).lexically_normal();
     if (!check) {
       paths.push_back(std::move(path));
       continue;
+    }
+    if (!allowExternalPaths) {
+      if (file.is_absolute() || hasDotDot(file))
+        throw makeError("parameter '", p.name(), "': file '", p.file(), "' is ",
+                        file.is_absolute() ? "an absolute path" : "a path with '..'",
+                        ": a schedule reads parameter files only inside its own directory "
+                        "(compile it with -o beside the model, or give --allow-external-paths "
+                        "if you trust it)");
+      std::string real = realPath(path);
+      if (!real.empty() && !isInside(real, realBase))
+        throw makeError("parameter '", p.name(), "': file '", p.file(), "' resolves to '", real,
+                        "' (through a symbolic link), outside the schedule's directory '",
+                        realBase, "'; a schedule reads parameter files only inside it (give "
+                        "--allow-external-paths if you trust it)");
     }
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
@@ -57,15 +110,17 @@ sl::schedule::Schedule parseSchedule(std::string_view bytes) {
   return schedule;
 }
 
-LoadedSchedule loadSchedule(const std::string &path, bool checkParameterFiles) {
+LoadedSchedule loadSchedule(const std::string &path, bool checkParameterFiles,
+                            bool allowExternalPaths) {
   LoadedSchedule loaded;
   loaded.path = path;
-  std::string bytes = readFile(path); // its errors already name the path
+  // Its errors already name the path.
+  std::string bytes = readFile(path, INT_MAX, "protobuf parses at most 2 GiB");
   try {
     loaded.schedule = parseSchedule(bytes);
     std::string dir = std::filesystem::path(path).parent_path().string();
     loaded.parameterFiles = resolveParameterFiles(loaded.schedule, dir.empty() ? "." : dir,
-                                                  checkParameterFiles);
+                                                  checkParameterFiles, allowExternalPaths);
   } catch (const Error &e) {
     throw makeError(path, ": ", e.what());
   }

@@ -15,6 +15,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/distinct_paths.h"
 #include "slrt/error.h"
+#include "slrt/read_file.h"
 #include "test_support.h"
 
 namespace slrt::test {

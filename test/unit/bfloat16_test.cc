@@ -19,6 +19,7 @@
 #include "slrt/executor.h"
 #include "slrt/generator.h"
 #include "slrt/onnx_export.h"
+#include "slrt/read_file.h"
 #include "slrt/schedule_loader.h"
 #include "test_support.h"
 

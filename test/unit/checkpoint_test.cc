@@ -18,6 +18,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/checkpoint.h"
 #include "slrt/error.h"
+#include "slrt/read_file.h"
 #include "slrt/safetensors.h"
 #include "test_support.h"
 

@@ -21,6 +21,7 @@
 #include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/read_file.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/schedule_verifier.h"
 #include "slrt/token_data.h"

@@ -13,6 +13,7 @@
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/read_file.h"
 #include "slrt/report.h"
 #include "test_support.h"
 

@@ -4,6 +4,8 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -56,13 +58,78 @@ TEST_F(ScheduleLoaderTest, LoadsValidSchedule) {
   EXPECT_EQ(loaded.parameterFiles[0], dir.file("tiny_mlp.params"));
 }
 
-TEST_F(ScheduleLoaderTest, ResolvesAbsoluteParameterPaths) {
+TEST_F(ScheduleLoaderTest, ResolvesAbsoluteParameterPathsOnlyWhenAllowed) {
   TempDir other;
   mlp = TinyMlp::build(7, other.file("weights.bin"));
   writeBytes(other.file("weights.bin"), mlp.paramsFileBytes());
   std::string path = dir.file("abs.slsched");
   writeSchedule(mlp.schedule, path);
-  EXPECT_EQ(loadSchedule(path).parameterFiles[3], other.file("weights.bin"));
+  EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
+              HasSubstr("parameter 'w1': file '" + other.file("weights.bin") +
+                        "' is an absolute path: a schedule reads parameter files only inside its "
+                        "own directory"));
+  EXPECT_EQ(loadSchedule(path, true, /*allowExternalPaths=*/true).parameterFiles[3],
+            other.file("weights.bin"));
+  // Random weights never open the files: nothing to refuse.
+  EXPECT_EQ(loadSchedule(path, /*checkParameterFiles=*/false).parameterFiles[3],
+            other.file("weights.bin"));
+}
+
+TEST_F(ScheduleLoaderTest, ParentPathsAreRefusedUnlessAllowed) {
+  std::string sub = dir.file("sub");
+  ASSERT_EQ(::mkdir(sub.c_str(), 0755), 0);
+  writeBytes(dir.file("weights.bin"), mlp.paramsFileBytes());
+  mlp = TinyMlp::build(7, "../weights.bin");
+  std::string path = sub + "/up.slsched";
+  writeSchedule(mlp.schedule, path);
+  EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
+              HasSubstr("parameter 'w1': file '../weights.bin' is a path with '..'"));
+  EXPECT_EQ(loadSchedule(path, true, true).parameterFiles[0], dir.file("weights.bin"));
+}
+
+TEST_F(ScheduleLoaderTest, SymbolicLinksOutOfTheDirectoryAreRefused) {
+  TempDir other;
+  writeBytes(other.file("weights.bin"), mlp.paramsFileBytes());
+  mlp = TinyMlp::build(7, "weights.bin");
+  writeSchedule(mlp.schedule, dir.file("linked.slsched"));
+  ASSERT_EQ(::symlink(other.file("weights.bin").c_str(), dir.file("weights.bin").c_str()), 0);
+  std::string message = errorOf([&] { loadSchedule(dir.file("linked.slsched")); });
+  EXPECT_THAT(message, HasSubstr("parameter 'w1': file 'weights.bin' resolves to '"));
+  EXPECT_THAT(message, HasSubstr("weights.bin' (through a symbolic link), outside the "
+                                 "schedule's directory"));
+  EXPECT_EQ(loadSchedule(dir.file("linked.slsched"), true, true).parameterFiles.size(), 4u);
+
+  // A linked directory on the way, too.
+  mlp = TinyMlp::build(7, "data/weights.bin");
+  writeSchedule(mlp.schedule, dir.file("linked-dir.slsched"));
+  ASSERT_EQ(::symlink(other.path().c_str(), dir.file("data").c_str()), 0);
+  EXPECT_THAT(errorOf([&] { loadSchedule(dir.file("linked-dir.slsched")); }),
+              HasSubstr("parameter 'w1': file 'data/weights.bin' resolves to '"));
+
+  // A link that stays inside the directory is followed.
+  writeBytes(dir.file("real.bin"), mlp.paramsFileBytes());
+  ASSERT_EQ(::symlink("real.bin", dir.file("inner.bin").c_str()), 0);
+  mlp = TinyMlp::build(7, "inner.bin");
+  writeSchedule(mlp.schedule, dir.file("inner.slsched"));
+  EXPECT_EQ(loadSchedule(dir.file("inner.slsched")).parameterFiles[0], dir.file("inner.bin"));
+}
+
+TEST_F(ScheduleLoaderTest, FifoAndDeviceParameterFilesAreNotRegularFiles) {
+  ASSERT_EQ(::mkfifo(dir.file("fifo.bin").c_str(), 0600), 0);
+  mlp = TinyMlp::build(7, "fifo.bin");
+  writeSchedule(mlp.schedule, dir.file("fifo.slsched"));
+  EXPECT_THAT(errorOf([&] { loadSchedule(dir.file("fifo.slsched")); }),
+              HasSubstr("fifo.bin' is not a regular file"));
+}
+
+TEST_F(ScheduleLoaderTest, ScheduleThatIsAFifoOrADeviceIsRefusedAtOnce) {
+  ASSERT_EQ(::mkfifo(dir.file("s.slsched").c_str(), 0600), 0);
+  EXPECT_THAT(errorOf([&] { loadSchedule(dir.file("s.slsched")); }),
+              HasSubstr("s.slsched: cannot read it: it is a FIFO (named pipe), not a regular "
+                        "file"));
+  EXPECT_THAT(errorOf([&] { loadSchedule("/dev/zero"); }),
+              HasSubstr("/dev/zero: cannot read it: it is a character device, not a regular "
+                        "file"));
 }
 
 TEST_F(ScheduleLoaderTest, RejectsMissingFile) {

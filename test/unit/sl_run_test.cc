@@ -18,6 +18,7 @@
 #include "slrt/executor.h"
 #include "slrt/npy.h"
 #include "slrt/prompts.h"
+#include "slrt/read_file.h"
 #include "test_support.h"
 
 namespace slrt::test {

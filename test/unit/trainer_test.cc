@@ -12,6 +12,7 @@
 #include "slrt/bfloat16.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/read_file.h"
 #include "slrt/safetensors.h"
 #include "slrt/trainer.h"
 #include "test_support.h"

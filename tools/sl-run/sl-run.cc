@@ -15,6 +15,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/backend.h"
 #include "slrt/bfloat16.h"
+#include "slrt/checked.h"
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
 #include "slrt/distinct_paths.h"
@@ -114,6 +115,8 @@ struct Options {
   double linkGbps = 0;
   // --random-weights: seeded random parameters instead of the model's files.
   std::optional<uint64_t> randomWeightsSeed;
+  // --allow-external-paths: read parameter files the schedule names outside its directory.
+  bool allowExternalPaths = false;
   // Several ranks: how long a collective may take, and the job's communicator (null for one rank).
   double collectiveTimeout = 300;
   slrt::Communicator *comm = nullptr;
@@ -287,7 +290,16 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
                       schedule.inputs_size() == 1 ? "FILE.npy" : b.name() + "=FILE.npy");
   std::map<std::string, slrt::HostTensor> inputs;
   for (const auto &[name, file] : inputFiles) {
-    slrt::HostTensor tensor = slrt::readNpy(file);
+    // Twice the input's bytes (an f32 file for a bf16 input, or a wider integer type, which
+    // checkInput then names) and room for the header: a file past it cannot be the input, and is
+    // refused before it is read.
+    uint64_t inputBytes = 0;
+    for (const sl::schedule::Binding &b : schedule.inputs())
+      if (b.name() == name)
+        inputBytes = schedule.buffers(static_cast<int>(b.buffer())).bytes();
+    slrt::HostTensor tensor =
+        slrt::readNpy(file, slrt::saturatingMulAdd<uint64_t>(inputBytes, 2, uint64_t{1} << 20),
+                      "twice the input's bytes, and 1 MiB for the header");
     try {
       tensor = bfloat16Input(schedule, name, std::move(tensor));
       slrt::checkInput(schedule, name, tensor);
@@ -571,7 +583,8 @@ int run(const Options &options) {
   std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
   // With --random-weights the model's files are never opened: they need not exist.
   slrt::LoadedSchedule loaded =
-      slrt::loadSchedule(options.schedulePath, !options.randomWeightsSeed);
+      slrt::loadSchedule(options.schedulePath, !options.randomWeightsSeed,
+                         options.allowExternalPaths);
   if (!options.consolidatePath.empty())
     return consolidate(options, loaded);
   if (loaded.schedule.kind() == slrt::kTrainKind)
@@ -657,6 +670,12 @@ int main(int argc, char **argv) {
                  "generation and inference of models whose weights are not at hand; the report "
                  "says so (\"random_weights\"). Train schedules refuse it")
       ->type_name("SEED");
+  app.add_flag("--allow-external-paths", o.allowExternalPaths,
+               "Read parameter files that the schedule names outside its own directory (an "
+               "absolute path, a '..', or a symbolic link that leads out of it). Without it "
+               "such a schedule is refused: a schedule from elsewhere must not make sl-run read "
+               "(and copy into its outputs) any file it can reach. Give it only for schedules "
+               "you compiled or trust");
   app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu, or cuda (an NVIDIA GPU, in a build with the CUDA "
                  "backend)")

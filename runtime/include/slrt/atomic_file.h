@@ -67,7 +67,4 @@ void writeFileAtomically(const std::string &path, const std::string &contents);
 // output path it cannot write before it does the work whose result would be lost.
 void checkWritable(const std::string &path);
 
-// Reads a whole file; throws Error naming the path when it cannot.
-std::string readFile(const std::string &path);
-
 } // namespace slrt

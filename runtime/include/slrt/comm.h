@@ -21,10 +21,13 @@
 
 namespace slrt {
 
+// The longest collective timeout taken: longer ones are refused rather than wrapped.
+constexpr double kMaxCollectiveTimeoutSeconds = 1e9;
+
 struct CommOptions {
   // "cpu" or "cuda": which memory the kernel collectives (allGather, reduceScatter) work on.
   std::string backend = "cpu";
-  // How long a collective may take before it is declared stalled.
+  // How long a collective may take before it is declared stalled: (0, kMaxCollectiveTimeoutSeconds].
   double timeoutSeconds = 300;
 };
 

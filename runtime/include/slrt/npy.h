@@ -5,6 +5,8 @@
 // Anything else is refused with a message that says what was found, never guessed at.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "slrt/host_tensor.h"
@@ -18,7 +20,10 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source);
 // .npy cannot express here.
 std::string encodeNpy(const HostTensor &tensor);
 
-HostTensor readNpy(const std::string &path);
+// Reads and decodes a .npy file: a regular file of at most `maxBytes` bytes (readFile).
+HostTensor readNpy(const std::string &path,
+                   uint64_t maxBytes = std::numeric_limits<uint64_t>::max(),
+                   const char *limitReason = nullptr);
 
 // Writes atomically: readers see the old file or the whole new one, never a partial file.
 void writeNpy(const std::string &path, const HostTensor &tensor);

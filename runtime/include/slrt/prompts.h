@@ -48,11 +48,23 @@ struct PromptLimits {
 // "PATH:LINE: ..." for malformed JSON, a line that is not an object, neither or both of "tokens"
 // and "text", tokens that are not integers, an empty prompt, a prompt longer than
 // limits.maxTokens, a token outside [0, limits.vocab), "text" without a tokenizer, an "id" that is
-// neither a string nor a number; and "PATH: ..." for a file that holds no prompt.
+// neither a string nor a number, a line longer than maxPromptLineBytes(limits); and "PATH: ..."
+// for a file that holds no prompt. Messages quote at most 200 bytes of the line.
 std::vector<Prompt> parsePrompts(std::string_view text, const std::string &path,
                                  const PromptLimits &limits);
 
-// readFile(path), then parsePrompts. Error naming the path when it cannot be read.
+// A line of a prompts file may hold at most kLineBytesBase + kLineBytesPerToken * maxTokens bytes
+// (saturating): room for every token written as a 20-digit id or a 6-byte JSON escape, and for
+// an "id" and other fields. parsePrompts refuses a longer line before parsing it.
+constexpr uint64_t kLineBytesBase = 64 * 1024;
+constexpr uint64_t kLineBytesPerToken = 32;
+uint64_t maxPromptLineBytes(const PromptLimits &limits);
+
+// The largest prompts file readPrompts reads: 1 GiB.
+constexpr uint64_t kMaxPromptsFileBytes = uint64_t{1} << 30;
+
+// readFile(path) (a regular file of at most kMaxPromptsFileBytes), then parsePrompts. Error naming
+// the path when it cannot be read.
 std::vector<Prompt> readPrompts(const std::string &path, const PromptLimits &limits);
 
 // The text of byte tokens, as Python's bytes(tokens).decode("utf-8", errors="replace"): valid

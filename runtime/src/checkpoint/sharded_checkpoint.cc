@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
 #include "slrt/error.h"
+#include "slrt/read_file.h"
 
 namespace slrt {
 namespace {
@@ -167,7 +169,11 @@ TrainingCheckpoint readPart(const Index &index, uint32_t rank) {
 bool isShardedCheckpointIndex(const std::string &path) {
   // Only the start of the file is read: a checkpoint may be gigabytes. A safetensors file starts
   // with its header's length (8 bytes, little-endian) and then the header's '{'; an index is JSON
-  // from its first byte. A file that cannot be read is left to the safetensors reader's message.
+  // from its first byte. A file that cannot be read is left to the safetensors reader's message,
+  // and so is one that is not a regular file: opening a FIFO would wait for a writer.
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+    return false;
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return false;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "slrt/checked.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -140,11 +141,17 @@ int launchedWorldSize() {
 }
 
 std::unique_ptr<Communicator> openCommunicator(const CommOptions &options) {
+  // Checked on one rank too, so that a command line is refused the same wherever it runs. The
+  // plugins turn the timeout into a steady_clock deadline: int64 nanoseconds, which 1e10 s
+  // would overflow into a deadline in the past (an immediate timeout).
+  if (!(options.timeoutSeconds > 0) ||
+      !checkedNanoseconds(options.timeoutSeconds, kMaxCollectiveTimeoutSeconds))
+    throw makeError("the collective timeout must be positive and at most ",
+                    kMaxCollectiveTimeoutSeconds, " s (about 31 years), got ",
+                    options.timeoutSeconds, " s");
   int world = launchedWorldSize();
   if (world == 1)
     return nullptr;
-  if (!(options.timeoutSeconds > 0))
-    throw makeError("the collective timeout must be positive, got ", options.timeoutSeconds, " s");
   const char *plugin = options.backend == "cuda" ? kNcclPlugin : kMpiPlugin;
   std::vector<std::string> tried;
   if (const char *dir = std::getenv("SL_COMM_PLUGIN_DIR")) {

@@ -1,8 +1,10 @@
 #include "slrt/prompts.h"
 
+#include <algorithm>
 #include <limits>
 
-#include "slrt/atomic_file.h"
+#include "slrt/read_file.h"
+#include "slrt/checked.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -10,14 +12,20 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Bytes of input an error message quotes at most.
+constexpr size_t kMaxQuotedBytes = 200;
+
 // nlohmann's messages start with "[json.exception.parse_error.101] "; the rest says what and
 // where.
+// They quote the token they stopped at ("last read: '...'"), which may be the whole line: the
+// quote is cut short.
 std::string jsonMessage(const std::exception &e) {
   std::string message = e.what();
   size_t close = message.find("] ");
-  return message.rfind("[json.exception.", 0) == 0 && close != std::string::npos
-             ? message.substr(close + 2)
-             : message;
+  return quoteBounded(message.rfind("[json.exception.", 0) == 0 && close != std::string::npos
+                          ? message.substr(close + 2)
+                          : message,
+                      kMaxQuotedBytes);
 }
 
 // "an array", "a string", "null".
@@ -145,6 +153,7 @@ std::string tokenizerName(Tokenizer tokenizer) {
 std::vector<Prompt> parsePrompts(std::string_view text, const std::string &path,
                                  const PromptLimits &limits) {
   PromptParser parser(path, limits);
+  uint64_t maxLine = maxPromptLineBytes(limits);
   std::vector<Prompt> prompts;
   uint64_t number = 0;
   for (size_t begin = 0; begin < text.size();) {
@@ -154,6 +163,12 @@ std::vector<Prompt> parsePrompts(std::string_view text, const std::string &path,
     std::string_view line = text.substr(begin, end - begin);
     begin = end + 1;
     ++number;
+    // Before the JSON parser sees it: parsing a 100 MB line costs gigabytes.
+    if (line.size() > maxLine)
+      throw makeError(path, ":", number, ": the line is ", line.size(),
+                      " bytes, more than the limit of ", maxLine, " for prompts of at most ",
+                      limits.maxTokens, " tokens (", kLineBytesPerToken, " bytes a token and ",
+                      kLineBytesBase, " for the rest)");
     if (!blank(line))
       prompts.push_back(parser.parse(line, number));
   }
@@ -163,8 +178,14 @@ std::vector<Prompt> parsePrompts(std::string_view text, const std::string &path,
   return prompts;
 }
 
+uint64_t maxPromptLineBytes(const PromptLimits &limits) {
+  return saturatingMulAdd<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(limits.maxTokens, 0)),
+                                    kLineBytesPerToken, kLineBytesBase);
+}
+
 std::vector<Prompt> readPrompts(const std::string &path, const PromptLimits &limits) {
-  return parsePrompts(readFile(path), path, limits);
+  return parsePrompts(readFile(path, kMaxPromptsFileBytes, "the prompts file limit"), path,
+                      limits);
 }
 
 std::string decodeByteTokens(const std::vector<int64_t> &tokens) {
