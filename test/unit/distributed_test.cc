@@ -23,6 +23,7 @@
 #include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/rank_agreement.h"
 #include "slrt/safetensors.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/schedule_verifier.h"
@@ -749,6 +750,26 @@ TEST(ShardedCheckpoint, MismatchesAreNamed) {
   } catch (const Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("it is of step 3"));
   }
+}
+
+// Every rank gets every rank's record and stops with the same message when one differs.
+TEST(RankAgreementExchange, EveryRankStopsOnADifferenceNamingIt) {
+  std::vector<AgreementField> fields = {textField("schedule", "s"), numberField("--lr", 0.003)};
+  onRanks(3, [&](int, Communicator &comm) { checkRanksAgree(fields, comm); });
+  std::vector<std::string> messages(3);
+  onRanks(3, [&](int rank, Communicator &comm) {
+    std::vector<AgreementField> mine = fields;
+    if (rank == 1)
+      mine[1] = numberField("--lr", 0.001);
+    try {
+      checkRanksAgree(mine, comm);
+    } catch (const Error &e) {
+      messages[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  for (const std::string &message : messages)
+    EXPECT_EQ(message, "the ranks disagree (every rank must run the same schedule, model, data "
+                       "and settings):\n  --lr: rank 1 has 0.001, ranks 0 and 2 have 0.003");
 }
 
 TEST(TokenDataRows, EachRankReadsItsRowsOfTheStep) {
