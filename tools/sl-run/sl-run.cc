@@ -823,10 +823,12 @@ int main(int argc, char **argv) {
       std::cerr << "sl-run: error: " << e.what() << "\n";
       return 1;
     }
-    // One rank's error ends the job: the others would wait for it in their next collective.
-    std::cerr << "sl-run: error: rank " << comm->rank() << " of " << comm->size() << ": "
-              << e.what() << "\n";
-    std::cerr.flush();
+    // One rank's error ends the job: the others would wait for it in their next collective. The
+    // line goes out in one write, so that ranks failing at once (ranks that disagree) do not
+    // interleave their messages.
+    std::cerr << "sl-run: error: rank " + std::to_string(comm->rank()) + " of " +
+                     std::to_string(comm->size()) + ": " + e.what() + "\n"
+              << std::flush;
     comm->abort(1);
   }
 }
