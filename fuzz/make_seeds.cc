@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "slrt/checkpoint.h"
+#include "slrt/rank_agreement.h"
 #include "slrt/safetensors.h"
 #include "test_support.h"
 
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
   }
   namespace fs = std::filesystem;
   fs::path dir(argv[1]);
-  for (const char *target : {"schedule", "safetensors", "token_data", "prompts"})
+  for (const char *target : {"schedule", "safetensors", "token_data", "prompts", "rank_agreement"})
     fs::create_directories(dir / target);
 
   writeBytes(dir / "schedule/tiny_mlp.slsched",
@@ -113,5 +114,14 @@ int main(int argc, char **argv) {
   writeBytes(dir / "prompts/bad.jsonl",
              promptsSeed(false, 2, 10,
                          "{\"tokens\": [1, 2, 3]}\n{\"text\": \"x\"}\n[1]\n{\"tokens\": [1.5]}\n"));
+
+  // What sl-run's ranks exchange before training (a few of its fields), and an empty record.
+  writeBytes(dir / "rank_agreement/training.bin",
+             slrt::encodeAgreement({slrt::textField("schedule", "train.slsched: 4096 bytes"),
+                                    slrt::textField("model parameters", "3 parameters"),
+                                    slrt::numberField("--lr", 0.003),
+                                    slrt::integerField("--steps", 5),
+                                    slrt::textField("--save", "/tmp/" + std::string(120, 'c'))}));
+  writeBytes(dir / "rank_agreement/empty.bin", slrt::encodeAgreement({}));
   return 0;
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs one fuzz target (fuzz/) for a bounded time: scripts/fuzz.sh TARGET SECONDS [BUILD_DIR].
-# TARGET is schedule, safetensors, token_data, prompts, onnx or onnxtxt; the binaries and seeds come
-# from BUILD_DIR (default build/, configured with SL_BUILD_FUZZERS=ON). New inputs accumulate in
-# BUILD_DIR/fuzz-work/TARGET/corpus, crash reproducers in BUILD_DIR/fuzz-work/TARGET/ (crash-*,
-# leak-*, timeout-*, oom-*), and the exit status is libFuzzer's: non-zero when it found one.
-# Extra arguments after BUILD_DIR go to libFuzzer (e.g. -jobs=4 -workers=4).
+# TARGET is schedule, safetensors, token_data, prompts, rank_agreement, onnx or onnxtxt; the
+# binaries and seeds come from BUILD_DIR (default build/, configured with SL_BUILD_FUZZERS=ON).
+# New inputs accumulate in BUILD_DIR/fuzz-work/TARGET/corpus, crash reproducers in
+# BUILD_DIR/fuzz-work/TARGET/ (crash-*, leak-*, timeout-*, oom-*), and the exit status is
+# libFuzzer's: non-zero when it found one. Extra arguments after BUILD_DIR go to libFuzzer (e.g.
+# -jobs=4 -workers=4).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 target="$1"

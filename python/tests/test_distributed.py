@@ -136,6 +136,12 @@ def job(tmp_path_factory):
     return Job(SLTools(sl_opt, sl_run), tmp_path_factory.mktemp("distributed"))
 
 
+def parts_of(index):
+    """The part files a sharded checkpoint's index names."""
+    with open(index) as f:
+        return [Path(index).parent / name for name in json.load(f)["files"]]
+
+
 def assert_same_training(got, want):
     losses, weights, _ = got
     want_losses, want_weights, _ = want
@@ -226,9 +232,8 @@ def test_resume_continues_bit_identically(job):
     check_ok(rest)
     # Each rank's part of the state after step 5 is the straight run's, bit for bit.
     for rank in range(2):
-        part = f"step5.rank{rank}-of-2.safetensors"
-        a = read_safetensors(tmp / f"five.ckpt.{part}")
-        b = read_safetensors(tmp / f"speedloader-w2.ckpt.{part}")
+        a = read_safetensors(parts_of(tmp / "five.ckpt")[rank])
+        b = read_safetensors(parts_of(tmp / "speedloader-w2.ckpt")[rank])
         assert a.keys() == b.keys()
         for name in a:
             assert a[name].tobytes() == b[name].tobytes(), f"rank {rank} {name}"
@@ -291,6 +296,155 @@ def test_world_mismatches_are_refused(job):
                             "--steps", 1])
     assert many.returncode != 0
     assert "the schedule is for one rank, but the job has 2 ranks" in many.stderr, describe(many)
+
+
+def test_checkpoints_of_another_world_are_refused_naming_both(job):
+    """A checkpoint of one rank given to two, and a 2-rank index given to one: a message that says
+    what the file is and both world sizes, not a JSON parse error."""
+    tools, tmp = job.tools, job.tmp
+    job.reference(2)  # ref2.safetensors: a checkpoint of one rank of the same model
+    job.train(2)  # speedloader-w2.ckpt: the index of a 2-rank checkpoint
+    two = run(mpirun(2) + [tools.sl_run, job.schedule(2), "--data", tmp / "tokens.bin",
+                           "--steps", 1, "--resume", tmp / "ref2.safetensors"])
+    assert two.returncode != 0
+    assert (f"{tmp / 'ref2.safetensors'}: this is the checkpoint of a run of one rank (world 1), "
+            "not the index of a sharded checkpoint, and this run has 2 ranks (world 2): resume it "
+            "with a run of one rank") in two.stderr, describe(two)
+    one = run([tools.sl_run, job.reference_schedule(2), "--data", tmp / "tokens.bin", "--steps", 1,
+               "--resume", tmp / "speedloader-w2.ckpt"])
+    assert one.returncode == 1
+    assert (f"{tmp / 'speedloader-w2.ckpt'}: this is the index of a checkpoint sharded over 2 ranks "
+            "(world 2), and this run has one rank (world 1): resume with 2 ranks, or consolidate "
+            "it") in one.stderr, describe(one)
+    part = run([tools.sl_run, job.schedule(2), "--consolidate",
+                parts_of(tmp / "speedloader-w2.ckpt")[1], "--save", tmp / "never.safetensors"])
+    assert part.returncode == 1
+    assert "this is rank 1's part of a checkpoint sharded over 2 ranks, not its index" in \
+        part.stderr, describe(part)
+    assert not (tmp / "never.safetensors").exists()
+
+
+# Ranks that are given different things stop before their first step, each naming the rank that
+# differs and the setting. Launched as one program per rank (mpirun's "A : B"), rank 1 with the
+# change; the bytes of the schedule and the models count, not their paths.
+def disagreeing_rank(job, case):
+    tmp, tools = job.tmp, job.tools
+    base = {"schedule": job.schedule(2), "--data": tmp / "tokens.bin", "--steps": 2, "--lr": LR}
+    changed = dict(base)
+    if case == "schedule":
+        path = tmp / "w2-one-sub-batch.slsched"
+        if not path.exists():
+            check_ok(run([tools.sl_opt, tmp / "model.onnx", f"--sl-train=batch={PER_RANK} "
+                          f"seq={SEQ} num-sub-batches=1 live-blocks=1 world=2", "-o", path]))
+        changed["schedule"] = path
+    elif case == "model":
+        # The same architecture with other weights, compiled beside them: a schedule of the same
+        # bytes whose parameters read another file.
+        other = tmp / "other-model"
+        if not other.exists():
+            other.mkdir()
+            export_model("llama", CONFIG, other / "model.onnx", seed=1, constant_folding=False,
+                         batch=1, seq=SEQ)
+            check_ok(run([tools.sl_opt, other / "model.onnx", f"--sl-train=batch={PER_RANK} "
+                          f"seq={SEQ} num-sub-batches={N} live-blocks=1 mode=speedloader world=2",
+                          "-o", other / "train.slsched"]))
+        changed["schedule"] = other / "train.slsched"
+    elif case == "data":
+        tokens = (tmp / "tokens.bin").read_bytes()
+        other = tmp / "other-tokens.bin"
+        other.write_bytes(tokens[2:] + tokens[:2])  # the same size, shifted by one token
+        changed["--data"] = other
+    elif case == "--lr":
+        changed["--lr"] = 2 * LR
+    elif case == "--steps":
+        changed["--steps"] = 3
+    elif case == "--resume":
+        job.train(2)
+        changed["--resume"] = tmp / "speedloader-w2.ckpt"
+    elif case == "--save":
+        base["--save"], changed["--save"] = tmp / "disagree-a.ckpt", tmp / "disagree-b.ckpt"
+    return base, changed
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("schedule", r"\n  schedule: rank 1 has .*w2-one-sub-batch\.slsched: \d+ bytes, fnv1a64 "
+                 r"[0-9a-f]{16}, rank 0 has .*speedloader-w2\.slsched: \d+ bytes"),
+    ("model", r"\n  model files: rank 1 has .*other-model/model\.onnx: \d+ bytes, sampled fnv1a64 "
+              r"[0-9a-f]{16}, rank 0 has .*/model\.onnx: \d+ bytes"),
+    ("data", r"\n  --data: rank 1 has .*other-tokens\.bin: \d+ bytes, sampled fnv1a64 [0-9a-f]{16}, "
+             r"rank 0 has .*tokens\.bin"),
+    ("--lr", r"\n  --lr: rank 1 has 0\.002, rank 0 has 0\.001"),
+    ("--steps", r"\n  --steps: rank 1 has 3, rank 0 has 2"),
+    ("--resume", r"\n  --resume: rank 1 has .*speedloader-w2\.ckpt: \d+ bytes, sampled fnv1a64 "
+                 r"[0-9a-f]{16}, rank 0 has \(none\)"),
+    ("--save", r"\n  --save: rank 1 has .*disagree-b\.ckpt, rank 0 has .*disagree-a\.ckpt"),
+])
+def test_ranks_that_disagree_stop_naming_the_rank_and_the_setting(job, case, expected):
+    base, changed = disagreeing_rank(job, case)
+
+    def program(options):
+        args = [job.tools.sl_run, options["schedule"]]
+        for flag, value in options.items():
+            if flag != "schedule":
+                args += [flag, value]
+        return args
+
+    start = time.monotonic()
+    proc = run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "1", *program(base), ":",
+                "-np", "1", *program(changed)], timeout=60)
+    assert proc.returncode != 0, describe(proc)
+    assert re.search(r"sl-run: error: rank [01] of 2: the ranks disagree \(every rank must run the "
+                     r"same schedule, model, data and settings\):\n  ", proc.stderr), describe(proc)
+    assert re.search(expected, proc.stderr), describe(proc)
+    # Before any step: nothing trained, nothing saved.
+    assert not re.search(r"^step \d", proc.stdout, re.M), describe(proc)
+    assert not list(job.tmp.glob("disagree-*"))
+    assert time.monotonic() - start < 60
+
+
+def snapshot(directory, prefix):
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.name.startswith(prefix)}
+
+
+def test_a_failed_resave_keeps_the_previous_checkpoint_and_a_good_one_replaces_it(job):
+    """Two jobs save the same sharded path at the same step; in the second, rank 1 cannot write its
+    part (the SL_TEST_FAIL_CHECKPOINT_PART hook). The first checkpoint stays byte for byte, and
+    resumes as before; a third job's save replaces it and leaves no part of it behind."""
+    tmp, tools = job.tmp, job.tools
+    sched = job.schedule(2)
+    index = tmp / "resave.ckpt"
+    train3 = mpirun(2) + [tools.sl_run, sched, "--data", tmp / "tokens.bin", "--steps", 3, "--lr",
+                          LR, "--save", index]
+    check_ok(run(train3))
+    before = snapshot(tmp, "resave.ckpt")
+    assert len(before) == 3  # the index and two parts
+
+    env = dict(os.environ, SL_TEST_FAIL_CHECKPOINT_PART="1")
+    failed = subprocess.run([str(c) for c in train3], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT_S, env=env)
+    assert failed.returncode != 0
+    assert (f"the checkpoint {index} was not written: rank(s) 1 could not write their part"
+            in failed.stderr), describe(failed)
+    assert "and every file it names are as they were" in failed.stderr, describe(failed)
+    assert snapshot(tmp, "resave.ckpt") == before
+
+    # The old checkpoint resumes: the last two of five steps, as the straight run's.
+    rest = run(mpirun(2) + [tools.sl_run, sched, "--data", tmp / "tokens.bin", "--steps", 2,
+                            "--lr", LR, "--resume", index, "--report", tmp / "resave-rest.json"])
+    check_ok(rest)
+    with open(tmp / "resave-rest.json") as f:
+        assert json.load(f)["train"]["losses"] == job.train(2)[0][3:]
+
+    # A save that succeeds replaces it: a new index, new parts, none of the old ones left.
+    old_parts = json.loads(before["resave.ckpt"])["files"]
+    check_ok(run(train3))
+    after = snapshot(tmp, "resave.ckpt")
+    new_parts = [p.name for p in parts_of(index)]
+    assert set(new_parts).isdisjoint(old_parts)
+    assert set(after) == {"resave.ckpt", *new_parts}
+    # The same three steps again: each rank's part holds the same bytes under its new name.
+    for old, new in zip(old_parts, new_parts):
+        assert after[new] == before[old], (old, new)
 
 
 def rank_pid(sched, rank, deadline):

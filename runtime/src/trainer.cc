@@ -344,10 +344,13 @@ uint64_t Trainer::resume(const std::string &path) {
     checkpoint = loadShardedCheckpoint(path, fingerprint_, shardedLayout(),
                                        static_cast<uint32_t>(rank()));
   } else {
-    if (isShardedCheckpointIndex(path))
-      throw makeError(path, ": this is the index of a sharded checkpoint (a run of several "
-                            "ranks): resume with as many ranks, or consolidate it for a run of "
-                            "one rank (sl-run SCHEDULE --consolidate INDEX --save FILE)");
+    if (isShardedCheckpointIndex(path)) {
+      uint32_t saved = shardedCheckpointWorld(path);
+      throw makeError(path, ": this is the index of a checkpoint sharded over ", saved,
+                      " ranks (world ", saved, "), and this run has one rank (world 1): resume "
+                      "with ", saved, " ranks, or consolidate it for a run of one rank (sl-run "
+                      "SCHEDULE --consolidate INDEX --save FILE)");
+    }
     std::vector<ParameterSpec> specs;
     for (const sl::schedule::Parameter &p : s.parameters())
       specs.push_back({p.name(), toShape(p.shape())});

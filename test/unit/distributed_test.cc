@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 
@@ -22,6 +24,8 @@
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/read_file.h"
+#include "slrt/rank_agreement.h"
+#include "slrt/safetensors.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/schedule_verifier.h"
 #include "slrt/token_data.h"
@@ -368,6 +372,29 @@ TEST(ShardedScheduleVerifier, OneRankHasNoCollectives) {
                             "no collectives");
 }
 
+// Sets an environment variable for one scope.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
 // Two ranks' parts of shards "a" (8 elements) and "b" (4), parameters p [2, 3] in a and q [2] in b.
 ShardedLayout checkpointLayout() {
   return {2, {{"a", 8}, {"b", 4}}, {{"p", {2, 3}, 0, 0}, {"q", {2}, 1, 0}}};
@@ -390,6 +417,32 @@ TrainingCheckpoint partOf(int rank, uint64_t step) {
   part.parameters.push_back({"a", {4}, values(4, 0), values(4, 10), values(4, 20)});
   part.parameters.push_back({"b", {2}, values(2, 30), values(2, 40), values(2, 50)});
   return part;
+}
+
+// The part files the index at `index` names, as paths.
+std::vector<std::string> partsOf(const std::string &index) {
+  std::string dir = std::filesystem::path(index).parent_path().string() + "/";
+  std::vector<std::string> parts;
+  nlohmann::json json = nlohmann::json::parse(readFile(index));
+  for (const nlohmann::json &file : json["files"])
+    parts.push_back(dir + file.get<std::string>());
+  return parts;
+}
+
+// Every file of `dir` and its bytes.
+std::map<std::string, std::string> snapshot(const std::string &dir) {
+  std::map<std::string, std::string> files;
+  for (const auto &entry : std::filesystem::directory_iterator(dir))
+    files[entry.path().filename().string()] =
+        entry.is_regular_file() ? readFile(entry.path().string()) : "(not a file)";
+  return files;
+}
+
+std::vector<std::string> namesOf(const std::map<std::string, std::string> &files) {
+  std::vector<std::string> names;
+  for (const auto &[name, bytes] : files)
+    names.push_back(name);
+  return names;
 }
 
 // An index is JSON from its first byte; a safetensors file starts with its header's length, whose
@@ -416,12 +469,17 @@ TEST(ShardedCheckpoint, EveryRanksPartThenTheIndex) {
     saveShardedCheckpoint(index, partOf(rank, 7), layout, comm);
   });
   EXPECT_TRUE(isShardedCheckpointIndex(index));
-  EXPECT_TRUE(std::filesystem::exists(index + ".step7.rank0-of-2.safetensors"));
-  EXPECT_TRUE(std::filesystem::exists(index + ".step7.rank1-of-2.safetensors"));
   nlohmann::json json = nlohmann::json::parse(readFile(index));
   EXPECT_EQ(json["format"], "speedloader.sharded_checkpoint");
   EXPECT_EQ(json["step"], 7);
   EXPECT_EQ(json["world"], 2);
+  // The parts carry the step and the save id in their names.
+  std::string id = json["save_id"];
+  EXPECT_EQ(id.size(), 16u);
+  EXPECT_EQ(json["files"], nlohmann::json({"ckpt.step7." + id + ".rank0-of-2.safetensors",
+                                           "ckpt.step7." + id + ".rank1-of-2.safetensors"}));
+  EXPECT_THAT(namesOf(snapshot(dir.path())),
+              ::testing::UnorderedElementsAre("ckpt", json["files"][0], json["files"][1]));
 
   for (uint32_t rank = 0; rank < 2; ++rank) {
     TrainingCheckpoint loaded = loadShardedCheckpoint(index, "fp", layout, rank);
@@ -451,29 +509,202 @@ TEST(ShardedCheckpoint, EveryRanksPartThenTheIndex) {
   EXPECT_EQ(reread.parameters[1].master, whole.parameters[1].master);
 }
 
-TEST(ShardedCheckpoint, AFailedSaveLeavesThePreviousIndex) {
+// A re-save at the same step whose rank 1 fails (here its part does not match its shape; in
+// test_distributed.py the SL_TEST_FAIL_CHECKPOINT_PART hook) leaves the previous index and its
+// parts byte for byte, and removes the parts this save wrote.
+TEST(ShardedCheckpoint, AFailedSaveLeavesThePreviousCheckpointAsItWas) {
   TempDir dir;
   std::string index = dir.path() + "/ckpt";
   ShardedLayout layout = checkpointLayout();
   onRanks(2, [&](int rank, Communicator &comm) {
     saveShardedCheckpoint(index, partOf(rank, 7), layout, comm);
   });
-  // Rank 1 cannot write its part of step 8: a directory is in the way.
-  std::filesystem::create_directory(index + ".step8.rank1-of-2.safetensors");
+  std::map<std::string, std::string> before = snapshot(dir.path());
+  std::vector<std::string> messages(2);
+  onRanks(2, [&](int rank, Communicator &comm) {
+    TrainingCheckpoint part = partOf(rank, 7);
+    part.parameters[0].master[0] = 1e6f; // what the old index's parts must not be given
+    if (rank == 1)
+      part.parameters[1].adamV.pop_back();
+    try {
+      saveShardedCheckpoint(index, part, layout, comm);
+    } catch (const Error &e) {
+      messages[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  for (const std::string &message : messages) {
+    EXPECT_THAT(message, HasSubstr("was not written: rank(s) 1 could not write their part"));
+    EXPECT_THAT(message, HasSubstr("this save's parts were removed, so the previous checkpoint "
+                                   "at " + index + " (if any) and every file it names are as "
+                                   "they were"));
+  }
+  EXPECT_EQ(snapshot(dir.path()), before);
+  EXPECT_EQ(loadShardedCheckpoint(index, "fp", layout, 0).parameters[0].master,
+            partOf(0, 7).parameters[0].master);
+
+  // The testing hook fails rank 0 the same way.
+  {
+    ScopedEnv fail("SL_TEST_FAIL_CHECKPOINT_PART", "0");
+    onRanks(2, [&](int rank, Communicator &comm) {
+      try {
+        saveShardedCheckpoint(index, partOf(rank, 8), layout, comm);
+        ADD_FAILURE() << "rank " << rank << " saved";
+      } catch (const Error &e) {
+        EXPECT_THAT(e.what(), HasSubstr("rank(s) 0 could not write their part"));
+        if (rank == 0) {
+          EXPECT_THAT(e.what(), HasSubstr("SL_TEST_FAIL_CHECKPOINT_PART fails rank 0's part"));
+        }
+      }
+    });
+    EXPECT_EQ(snapshot(dir.path()), before);
+  }
+  {
+    ScopedEnv fail("SL_TEST_FAIL_CHECKPOINT_PART", "one");
+    onRanks(2, [&](int rank, Communicator &comm) {
+      try {
+        saveShardedCheckpoint(index, partOf(rank, 8), layout, comm);
+        ADD_FAILURE() << "rank " << rank << " saved";
+      } catch (const Error &e) {
+        EXPECT_THAT(e.what(), HasSubstr("rank(s) 0, 1 could not write their part "
+                                        "(SL_TEST_FAIL_CHECKPOINT_PART='one' is not a rank)"));
+      }
+    });
+    EXPECT_EQ(snapshot(dir.path()), before);
+  }
+}
+
+// An index that cannot be written (a directory is in its way) leaves none of this save's parts.
+TEST(ShardedCheckpoint, AnIndexThatCannotBeWrittenTakesItsPartsAlong) {
+  TempDir dir;
+  std::string index = dir.path() + "/ckpt";
+  std::filesystem::create_directory(index);
   std::vector<std::string> messages(2);
   onRanks(2, [&](int rank, Communicator &comm) {
     try {
-      saveShardedCheckpoint(index, partOf(rank, 8), layout, comm);
+      saveShardedCheckpoint(index, partOf(rank, 7), checkpointLayout(), comm);
     } catch (const Error &e) {
       messages[static_cast<size_t>(rank)] = e.what();
     }
   });
   for (const std::string &message : messages)
-    EXPECT_THAT(message, HasSubstr("was not written: rank(s) 1 could not write their part"));
-  // The index still names step 7's files, which are whole.
-  EXPECT_EQ(nlohmann::json::parse(readFile(index))["step"], 7);
-  EXPECT_EQ(loadShardedCheckpoint(index, "fp", layout, 1).parameters[0].master,
-            partOf(1, 7).parameters[0].master);
+    EXPECT_THAT(message, HasSubstr("the checkpoint index " + index + " was not written"));
+  EXPECT_THAT(messages[0], HasSubstr("cannot write"));
+  EXPECT_THAT(namesOf(snapshot(dir.path())), ::testing::ElementsAre("ckpt"));
+}
+
+// A re-save, at the same step or another, replaces the checkpoint: the new index names new parts,
+// and the old parts go once it is in place. Parts named before save ids go too; files that are
+// not named like this index's parts stay, whatever the old index lists.
+TEST(ShardedCheckpoint, AReSaveRemovesThePartsOfTheIndexItReplaced) {
+  TempDir dir;
+  std::string index = dir.path() + "/ckpt";
+  ShardedLayout layout = checkpointLayout();
+  auto save = [&](uint64_t step) {
+    onRanks(2, [&](int rank, Communicator &comm) {
+      saveShardedCheckpoint(index, partOf(rank, step), layout, comm);
+    });
+  };
+  save(7);
+  std::vector<std::string> first = partsOf(index);
+  save(7);
+  std::vector<std::string> second = partsOf(index);
+  EXPECT_NE(first, second);
+  EXPECT_THAT(namesOf(snapshot(dir.path())),
+              ::testing::UnorderedElementsAre(
+                  "ckpt", std::filesystem::path(second[0]).filename().string(),
+                  std::filesystem::path(second[1]).filename().string()));
+  EXPECT_EQ(loadShardedCheckpoint(index, "fp", layout, 1).parameters[1].adamM,
+            partOf(1, 7).parameters[1].adamM);
+
+  // An index as written before save ids, its parts named without one: read as before, and its
+  // parts removed by the next save.
+  nlohmann::json old = nlohmann::json::parse(readFile(index));
+  old.erase("save_id");
+  old["files"] = {"ckpt.step7.rank0-of-2.safetensors", "ckpt.step7.rank1-of-2.safetensors"};
+  std::filesystem::rename(second[0], dir.path() + "/ckpt.step7.rank0-of-2.safetensors");
+  std::filesystem::rename(second[1], dir.path() + "/ckpt.step7.rank1-of-2.safetensors");
+  writeFileAtomically(index, old.dump());
+  EXPECT_EQ(loadShardedCheckpoint(index, "fp", layout, 0).parameters[0].master,
+            partOf(0, 7).parameters[0].master);
+  save(9);
+  std::vector<std::string> third = partsOf(index);
+  auto name = [](const std::string &path) { return std::filesystem::path(path).filename().string(); };
+  EXPECT_THAT(namesOf(snapshot(dir.path())),
+              ::testing::UnorderedElementsAre("ckpt", name(third[0]), name(third[1])));
+
+  // An index that lists a file not named like a part (edited by hand): that file stays.
+  nlohmann::json edited = nlohmann::json::parse(readFile(index));
+  edited["files"][1] = "precious.txt";
+  writeFileAtomically(index, edited.dump());
+  writeBytes(dir.path() + "/precious.txt", "keep me");
+  save(10);
+  std::vector<std::string> fourth = partsOf(index);
+  EXPECT_THAT(namesOf(snapshot(dir.path())),
+              ::testing::UnorderedElementsAre("ckpt", "precious.txt", name(third[1]),
+                                              name(fourth[0]), name(fourth[1])));
+  EXPECT_EQ(readFile(dir.path() + "/precious.txt"), "keep me");
+}
+
+// A checkpoint of one rank, or a rank's part, given where an index belongs: the message says what
+// the file is and the world sizes, not how JSON failed to parse it.
+TEST(ShardedCheckpoint, AFileThatIsNoIndexIsNamedForWhatItIs) {
+  TempDir dir;
+  TrainingCheckpoint whole;
+  whole.modelFingerprint = "fp";
+  whole.parameters.push_back({"p", {2}, {1, 2}, {0, 0}, {0, 0}});
+  std::string one = dir.path() + "/one.safetensors";
+  saveCheckpoint(one, whole);
+  try {
+    loadShardedCheckpoint(one, "fp", checkpointLayout(), 0);
+    FAIL() << "a checkpoint of one rank was resumed on two";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              one + ": this is the checkpoint of a run of one rank (world 1), not the index of a "
+                    "sharded checkpoint, and this run has 2 ranks (world 2): resume it with a run "
+                    "of one rank; a checkpoint is not re-sharded for another number of ranks");
+  }
+  try {
+    consolidateShardedCheckpoint(one, "fp", {{"p", {2}}});
+    FAIL() << "a checkpoint of one rank was consolidated";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("this is the checkpoint of a run of one rank, not the index of "
+                                    "a sharded checkpoint: there is nothing to consolidate"));
+  }
+  std::string index = dir.path() + "/ckpt";
+  onRanks(2, [&](int rank, Communicator &comm) {
+    saveShardedCheckpoint(index, partOf(rank, 3), checkpointLayout(), comm);
+  });
+  EXPECT_EQ(shardedCheckpointWorld(index), 2u);
+  try {
+    loadShardedCheckpoint(partsOf(index)[1], "fp", checkpointLayout(), 1);
+    FAIL() << "a part was read as an index";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("this is rank 1's part of a checkpoint sharded over 2 ranks, "
+                                    "not its index: give the index (the file --save named)"));
+  }
+  std::vector<float> values = {1, 2};
+  writeSafetensors(dir.path() + "/plain.safetensors", {{"w", sl::schedule::F32, {2}, values.data()}});
+  try {
+    consolidateShardedCheckpoint(dir.path() + "/plain.safetensors", "fp", {{"w", {2}}});
+    FAIL() << "plain weights were read as an index";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("not a sharded checkpoint index (a safetensors file, but not a "
+                                    "SpeedLoader checkpoint)"));
+  }
+  writeBytes(dir.path() + "/text", "hello");
+  try {
+    loadShardedCheckpoint(dir.path() + "/text", "fp", checkpointLayout(), 0);
+    FAIL() << "text was read as an index";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("not a sharded checkpoint index (neither JSON nor a "
+                                    "safetensors file)"));
+  }
+  try {
+    loadShardedCheckpoint(dir.path() + "/absent", "fp", checkpointLayout(), 0);
+    FAIL() << "a missing file was read as an index";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot open"));
+  }
 }
 
 TEST(ShardedCheckpoint, MismatchesAreNamed) {
@@ -500,18 +731,19 @@ TEST(ShardedCheckpoint, MismatchesAreNamed) {
   EXPECT_THROW(loadShardedCheckpoint(index, "fp", moved, 0), Error);
   EXPECT_THROW(loadShardedCheckpoint(index, "another model", layout, 0), Error);
   // A rank's file is not a checkpoint a run of one rank resumes.
+  std::vector<std::string> step3 = partsOf(index);
   try {
-    loadCheckpoint(index + ".step3.rank1-of-2.safetensors", "fp", {{"a", {4}}, {"b", {2}}});
+    loadCheckpoint(step3[1], "fp", {{"a", {4}}, {"b", {2}}});
     FAIL() << "a rank's part was resumed as a whole checkpoint";
   } catch (const Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("this is rank 1's part of a checkpoint sharded over 2 ranks"));
   }
   // A part file that does not match its index (another step) is refused.
-  std::filesystem::copy_file(index + ".step3.rank0-of-2.safetensors", dir.path() + "/saved");
+  std::filesystem::copy_file(step3[0], dir.path() + "/saved");
   onRanks(2, [&](int rank, Communicator &comm) {
     saveShardedCheckpoint(index, partOf(rank, 4), layout, comm);
   });
-  std::filesystem::copy_file(dir.path() + "/saved", index + ".step4.rank0-of-2.safetensors",
+  std::filesystem::copy_file(dir.path() + "/saved", partsOf(index)[0],
                              std::filesystem::copy_options::overwrite_existing);
   try {
     loadShardedCheckpoint(index, "fp", layout, 0);
@@ -519,6 +751,26 @@ TEST(ShardedCheckpoint, MismatchesAreNamed) {
   } catch (const Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("it is of step 3"));
   }
+}
+
+// Every rank gets every rank's record and stops with the same message when one differs.
+TEST(RankAgreementExchange, EveryRankStopsOnADifferenceNamingIt) {
+  std::vector<AgreementField> fields = {textField("schedule", "s"), numberField("--lr", 0.003)};
+  onRanks(3, [&](int, Communicator &comm) { checkRanksAgree(fields, comm); });
+  std::vector<std::string> messages(3);
+  onRanks(3, [&](int rank, Communicator &comm) {
+    std::vector<AgreementField> mine = fields;
+    if (rank == 1)
+      mine[1] = numberField("--lr", 0.001);
+    try {
+      checkRanksAgree(mine, comm);
+    } catch (const Error &e) {
+      messages[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  for (const std::string &message : messages)
+    EXPECT_EQ(message, "the ranks disagree (every rank must run the same schedule, model, data "
+                       "and settings):\n  --lr: rank 1 has 0.001, ranks 0 and 2 have 0.003");
 }
 
 TEST(TokenDataRows, EachRankReadsItsRowsOfTheStep) {
@@ -542,29 +794,6 @@ TEST(TokenDataRows, EachRankReadsItsRowsOfTheStep) {
   }
   EXPECT_THROW(data.batchRows(0, 4, 3, 11, 3, 2), Error);
 }
-
-// Sets an environment variable for one scope.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (const char *old = std::getenv(name))
-      old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
 
 TEST(LaunchedWorldSize, ComesFromTheLaunchersEnvironment) {
   ScopedEnv ompi("OMPI_COMM_WORLD_SIZE", nullptr), pmi("PMI_SIZE", nullptr),

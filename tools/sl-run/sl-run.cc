@@ -26,6 +26,7 @@
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
 #include "slrt/random_weights.h"
+#include "slrt/rank_agreement.h"
 #include "slrt/report.h"
 #include "slrt/schedule_loader.h"
 #include "slrt/schedule_verifier.h"
@@ -187,6 +188,46 @@ std::vector<std::vector<float>> gatherWeights(const slrt::Trainer &trainer,
     weights.emplace_back(begin, begin + static_cast<std::ptrdiff_t>(*slrt::numel(p.shape)));
   }
   return weights;
+}
+
+// What every rank of a training job must have alike, compared before the parameters are read
+// (slrt/rank_agreement.h). Inputs count by their contents, so they may lie at other paths on other
+// nodes; outputs by the path given, since rank 0 writes the index, the report and the ONNX model
+// for every rank and each rank writes its part beside the index. --trace is left out: each rank
+// writes its own file, and no collective depends on it.
+std::vector<slrt::AgreementField> agreementFields(const Options &o,
+                                                  const slrt::LoadedSchedule &loaded) {
+  auto path = [](const std::string &flag, const std::string &value) {
+    slrt::AgreementField field = slrt::textField(flag, value);
+    if (value.empty())
+      field.value = "(none)";
+    return field;
+  };
+  const slrt::AdamWConfig &a = o.adamw;
+  return {slrt::scheduleField(loaded),
+          slrt::textField("model parameters", slrt::modelFingerprint(loaded.schedule)),
+          slrt::modelFilesField(loaded),
+          slrt::fileField("--data", o.dataPath, "token file"),
+          slrt::textField("--data-dtype", o.dataDType),
+          o.resumePath.empty() ? path("--resume", "")
+                               : slrt::fileField("--resume", o.resumePath, "checkpoint"),
+          slrt::integerField("--steps", o.steps),
+          slrt::integerField("--vocab", o.vocab),
+          slrt::numberField("--lr", a.lr),
+          slrt::numberField("--beta1", a.beta1),
+          slrt::numberField("--beta2", a.beta2),
+          slrt::numberField("--eps", a.eps),
+          slrt::numberField("--weight-decay", a.weightDecay),
+          slrt::numberField("--max-grad-norm", a.maxGradNorm),
+          slrt::integerField("--warmup-steps", a.warmupSteps),
+          slrt::integerField("--decay-steps", a.decaySteps),
+          slrt::numberField("--min-lr", a.minLr),
+          path("--save", o.savePath),
+          path("--export-onnx", o.exportOnnxPath),
+          path("--report", o.reportPath),
+          slrt::textField("--backend", o.backendName),
+          slrt::numberField("--collective-timeout", o.collectiveTimeout),
+          slrt::numberField("--link-gbps", o.linkGbps)};
 }
 
 // The files a run reads (--input files given separately), for refusing an output that would
@@ -376,6 +417,9 @@ int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
   memory.resume = !options.resumePath.empty();
   memory.save = !options.savePath.empty();
   checkMemory(loaded, backend, memory);
+  // Ranks that would train differently stop here, before any collective of the schedule.
+  if (options.comm)
+    slrt::checkRanksAgree(agreementFields(options, loaded), *options.comm);
   slrt::TrainerOptions trainerOptions;
   trainerOptions.adamw = options.adamw;
   trainerOptions.vocabSize = options.vocab;
@@ -729,7 +773,10 @@ int main(int argc, char **argv) {
                   ->capture_default_str());
   trainOption(app.add_option("--save", o.savePath,
                              "Write a checkpoint (safetensors: master weights under their ONNX "
-                             "names, AdamW moments, the step) atomically after the last step")
+                             "names, AdamW moments, the step) atomically after the last step. "
+                             "With several ranks, FILE is the index of a sharded checkpoint: "
+                             "each rank's part is written beside it, the index last; a save that "
+                             "fails leaves the previous checkpoint as it was")
                   ->type_name("FILE"));
   trainOption(app.add_option("--export-onnx", o.exportOnnxPath,
                              "After the last step, write the model with its trained weights as "
@@ -844,10 +891,12 @@ int main(int argc, char **argv) {
       std::cerr << "sl-run: error: " << e.what() << "\n";
       return 1;
     }
-    // One rank's error ends the job: the others would wait for it in their next collective.
-    std::cerr << "sl-run: error: rank " << comm->rank() << " of " << comm->size() << ": "
-              << e.what() << "\n";
-    std::cerr.flush();
+    // One rank's error ends the job: the others would wait for it in their next collective. The
+    // line goes out in one write, so that ranks failing at once (ranks that disagree) do not
+    // interleave their messages.
+    std::cerr << "sl-run: error: rank " + std::to_string(comm->rank()) + " of " +
+                     std::to_string(comm->size()) + ": " + e.what() + "\n"
+              << std::flush;
     comm->abort(1);
   }
 }

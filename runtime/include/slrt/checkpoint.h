@@ -19,17 +19,21 @@
 // Sharded checkpoints (a run of W > 1 ranks, whose parameters and AdamW state are sharded): every
 // rank writes its part, its shards' master weights and moments, as a file of the layout above (the
 // tensors named after the shards, f32 [elements / W] each), atomically; once every rank has
-// written its file, rank 0 writes the index, atomically, last. The index is what --save names and
-// --resume and --consolidate read; a save that fails anywhere leaves no index (or the previous one,
-// whose files have other names: they carry the step), so no half-written checkpoint is ever read.
-// The index is JSON:
-//   {"format": "speedloader.sharded_checkpoint", "version": 1, "step": S, "world": W,
-//    "model_fingerprint": "...", "data_position": D,
+// confirmed its file, rank 0 writes the index, atomically, last. The index is what --save names
+// and --resume and --consolidate read. Every save draws a random save id that the part files'
+// names carry, so a save never writes over a file an existing index names, even at the same step.
+// A save that fails anywhere removes this save's parts and leaves the previous index and its files
+// as they were, so no half-written checkpoint is ever read; once a new index is in place, the
+// part files of the index it replaced are removed. The index is JSON:
+//   {"format": "speedloader.sharded_checkpoint", "version": 1, "save_id": "<16 hex digits>",
+//    "step": S, "world": W, "model_fingerprint": "...", "data_position": D,
 //    "shards": [{"name": "layers 0", "elements": E}, ...],
 //    "parameters": [{"name": "...", "shape": [...], "shard": i, "offset": o}, ...],
-//    "files": ["<index file name>.step<S>.rank<R>-of-<W>.safetensors", ...]}
+//    "files": ["<index file name>.step<S>.<save id>.rank<R>-of-<W>.safetensors", ...]}
 // with the files relative to the index's directory, one per rank in rank order, and the
 // parameters where they are in the flattened shards (Schedule.parameters, slrt/trainer.h).
+// (Indexes written before save ids have no "save_id" and files named without it; they read the
+// same.)
 #pragma once
 
 #include <cstdint>
@@ -110,13 +114,23 @@ bool isShardedCheckpointIndex(const std::string &path);
 
 // Called by every rank with its part (`part.parameters`: one state per shard, in layout order,
 // named after the shard; part.rank and part.world set): writes the rank's file, then, once every
-// rank has, the index at `indexPath` (rank 0). Error on every rank, naming the ranks that failed,
-// when any could not write its file; the index is then not written.
+// rank has, the index at `indexPath` (rank 0), then removes the part files of the index it
+// replaced (rank 0; only files named like this index's parts; best effort). Error on every rank,
+// naming the ranks that failed, when any could not write its file or the index could not be
+// written; every rank has then removed its file of this save, and a previous index at `indexPath`
+// and its files are untouched. Testing hook: SL_TEST_FAIL_CHECKPOINT_PART=R makes rank R's write
+// fail (docs/hardening.md).
 void saveShardedCheckpoint(const std::string &indexPath, const TrainingCheckpoint &part,
                            const ShardedLayout &layout, Communicator &comm);
 
+// How many ranks saved the sharded checkpoint whose index is `indexPath`. Error when it is not
+// an index that reads.
+uint32_t shardedCheckpointWorld(const std::string &indexPath);
+
 // Rank `rank`'s part of the sharded checkpoint whose index is `indexPath`, for a run with
-// `layout` (same world, shards and parameters) and `modelFingerprint`. Error naming the mismatch.
+// `layout` (same world, shards and parameters) and `modelFingerprint`. Error naming the mismatch;
+// for a file that is no index (a checkpoint of one rank, a rank's part) it says what the file is,
+// and the world sizes of both.
 TrainingCheckpoint loadShardedCheckpoint(const std::string &indexPath,
                                          const std::string &modelFingerprint,
                                          const ShardedLayout &layout, uint32_t rank);

@@ -59,7 +59,8 @@ public:
                               const std::string &what) = 0;
   virtual void barrier(const std::string &what) = 0;
 
-  // Ends every rank of the job with exit code `code` (MPI_Abort). Call it after printing why.
+  // Ends every rank of the job with exit code `code` (MPI_Abort). Call it after printing why;
+  // from then on a SIGTERM ends this rank without openCommunicator's report (it said why).
   [[noreturn]] virtual void abort(int code) = 0;
 };
 

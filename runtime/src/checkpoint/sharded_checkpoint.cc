@@ -1,13 +1,20 @@
 // Sharded checkpoints: one file per rank, an index written last (slrt/checkpoint.h).
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <random>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_part.h"
+#include "parse_unsigned.h"
 #include "slrt/atomic_file.h"
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
@@ -19,6 +26,8 @@ namespace {
 
 constexpr const char *kFormat = "speedloader.sharded_checkpoint";
 constexpr int kVersion = 1;
+constexpr size_t kSaveIdDigits = 16;
+constexpr const char *kFailPartHook = "SL_TEST_FAIL_CHECKPOINT_PART";
 
 std::string directoryOf(const std::string &path) {
   size_t slash = path.rfind('/');
@@ -30,12 +39,76 @@ std::string baseName(const std::string &path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Rank `rank`'s file, named after the index and the step so that a new save never overwrites the
-// files the previous index names.
-std::string partFileName(const std::string &indexPath, uint64_t step, uint32_t rank,
-                         uint32_t world) {
-  return baseName(indexPath) + ".step" + std::to_string(step) + ".rank" + std::to_string(rank) +
-         "-of-" + std::to_string(world) + ".safetensors";
+// Rank `rank`'s file of the save `saveId`. The step makes the name readable; the save id, drawn
+// afresh for every save, makes it unique, so that a save never writes over a file that an
+// existing index names (not even a re-save at the same step).
+std::string partFileName(const std::string &indexPath, uint64_t step, const std::string &saveId,
+                         uint32_t rank, uint32_t world) {
+  return baseName(indexPath) + ".step" + std::to_string(step) + "." + saveId + ".rank" +
+         std::to_string(rank) + "-of-" + std::to_string(world) + ".safetensors";
+}
+
+// Whether `name` is named like a part file of the index `indexPath`:
+// <index>.step<S>[.<save id>].rank<R>-of-<W>.safetensors (without the save id: written before
+// parts had one). Only such files are removed when a new index replaces an old one, whatever the
+// old index lists.
+bool isPartFileName(const std::string &indexPath, const std::string &name) {
+  std::string prefix = baseName(indexPath) + ".step", suffix = ".safetensors";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  size_t i = 0;
+  auto digits = [&] {
+    size_t start = i;
+    while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])))
+      ++i;
+    return i > start;
+  };
+  auto literal = [&](const char *text) {
+    size_t n = std::strlen(text);
+    if (rest.compare(i, n, text) != 0)
+      return false;
+    i += n;
+    return true;
+  };
+  if (!digits())
+    return false;
+  if (i + kSaveIdDigits + 1 <= rest.size() && rest[i] == '.' &&
+      std::all_of(rest.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                  rest.begin() + static_cast<std::ptrdiff_t>(i + 1 + kSaveIdDigits),
+                  [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+    i += kSaveIdDigits + 1;
+  return literal(".rank") && digits() && literal("-of-") && digits() && i == rest.size();
+}
+
+uint64_t randomSaveId() {
+  try {
+    std::random_device random;
+    return (static_cast<uint64_t>(random()) << 32) ^ random();
+  } catch (const std::exception &e) {
+    throw makeError("cannot draw a random save id for the checkpoint (", e.what(), ")");
+  }
+}
+
+std::string hexSaveId(uint64_t id) {
+  char hex[kSaveIdDigits + 1];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
+  return hex;
+}
+
+// The testing hook SL_TEST_FAIL_CHECKPOINT_PART=R: rank R's part is not written, as when its
+// write fails (docs/hardening.md). There is no other way to fail one rank's write alone: the ranks
+// write into one directory, and root (the tests' user) writes despite permissions.
+void failIfTheTestAsks(uint32_t rank, const std::string &path) {
+  const char *value = std::getenv(kFailPartHook);
+  if (!value)
+    return;
+  std::optional<uint64_t> failing = parseUnsigned(value);
+  if (!failing)
+    throw makeError(kFailPartHook, "='", value, "' is not a rank");
+  if (*failing == rank)
+    throw makeError(path, ": cannot write (", kFailPartHook, " fails rank ", rank, "'s part)");
 }
 
 // The rank's part of each shard, as loadCheckpoint expects it.
@@ -61,10 +134,74 @@ struct Index {
   uint64_t step = 0, dataPosition = 0;
   std::string fingerprint;
   ShardedLayout layout;
+  std::vector<std::string> names; // the files as the index lists them, beside it
   std::vector<std::string> files; // resolved against the index's directory
 };
 
-Index readIndex(const std::string &path) {
+// The "__metadata__" of a safetensors file, reading its header only (a checkpoint may be
+// gigabytes); nullopt when it is not a safetensors file with string metadata.
+std::optional<std::map<std::string, std::string>> safetensorsMetadata(const std::string &path) {
+  constexpr uint64_t kMaxHeader = 100'000'000; // the safetensors reader's limit
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8];
+  if (!in.read(reinterpret_cast<char *>(length), sizeof length))
+    return std::nullopt;
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = (headerBytes << 8) | length[i];
+  in.seekg(0, std::ios::end);
+  uint64_t size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  if (headerBytes > kMaxHeader || headerBytes > size - 8)
+    return std::nullopt;
+  std::string header(headerBytes, '\0');
+  in.seekg(8);
+  if (!in.read(header.data(), static_cast<std::streamsize>(headerBytes)))
+    return std::nullopt;
+  nlohmann::json json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object())
+    return std::nullopt;
+  std::map<std::string, std::string> metadata;
+  auto it = json.find("__metadata__");
+  if (it != json.end() && it->is_object())
+    for (const auto &[key, value] : it->items())
+      if (value.is_string())
+        metadata[key] = value.get<std::string>();
+  return metadata;
+}
+
+// The error for a file given as a sharded checkpoint's index that is not one: what it is instead
+// (a checkpoint of one rank, a rank's part, something else) and what to do. `runWorld`: the ranks
+// of the run that resumes it; 0 for --consolidate.
+Error notAnIndex(const std::string &path, uint32_t runWorld) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+    (void)readFile(path); // throws the reason: missing, a directory, unreadable
+  std::optional<std::map<std::string, std::string>> metadata = safetensorsMetadata(path);
+  if (!metadata)
+    return makeError(path, ": not a sharded checkpoint index (neither JSON nor a safetensors "
+                           "file)");
+  auto world = metadata->find("speedloader.world"), rank = metadata->find("speedloader.rank");
+  if (world != metadata->end() && rank != metadata->end())
+    return makeError(path, ": this is rank ", rank->second, "'s part of a checkpoint sharded over ",
+                     world->second, " ranks, not its index: give the index (the file --save "
+                     "named)");
+  if (!metadata->count("speedloader.checkpoint"))
+    return makeError(path, ": not a sharded checkpoint index (a safetensors file, but not a "
+                           "SpeedLoader checkpoint)");
+  if (runWorld == 0)
+    return makeError(path, ": this is the checkpoint of a run of one rank, not the index of a "
+                           "sharded checkpoint: there is nothing to consolidate (a run of one "
+                           "rank resumes it as it is)");
+  return makeError(path, ": this is the checkpoint of a run of one rank (world 1), not the index "
+                         "of a sharded checkpoint, and this run has ",
+                   runWorld, " ranks (world ", runWorld,
+                   "): resume it with a run of one rank; a checkpoint is not re-sharded for "
+                   "another number of ranks");
+}
+
+Index readIndex(const std::string &path, uint32_t runWorld) {
+  if (!isShardedCheckpointIndex(path))
+    throw notAnIndex(path, runWorld);
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(readFile(path));
@@ -96,6 +233,7 @@ Index readIndex(const std::string &path) {
       std::string name = file.get<std::string>();
       if (name.empty() || name.find('/') != std::string::npos)
         throw makeError(path, ": file '", name, "' is not a file name beside the index");
+      index.names.push_back(name);
       index.files.push_back(directoryOf(path) + name);
     }
   } catch (const nlohmann::json::exception &e) {
@@ -118,6 +256,35 @@ Index readIndex(const std::string &path) {
       throw makeError(path, ": shard '", shard.name, "' has ", shard.elements,
                       " elements, not a multiple of the ", index.layout.world, " ranks");
   return index;
+}
+
+// The part files the index at `indexPath` names, when there is one there: what a new index that
+// replaces it leaves behind. Only names of this index's part files count (isPartFileName): an
+// index that lists any other file (edited by hand, say) must not make a save remove that file.
+// Nothing when there is no index (or something else) at `indexPath`.
+std::vector<std::string> partsOfPreviousIndex(const std::string &indexPath) {
+  std::vector<std::string> parts;
+  try {
+    if (!isShardedCheckpointIndex(indexPath))
+      return parts;
+    for (const std::string &name : readIndex(indexPath, 0).names)
+      if (isPartFileName(indexPath, name))
+        parts.push_back(name);
+  } catch (const Error &) {
+    // Not an index that reads: nothing of it is removed.
+  }
+  return parts;
+}
+
+// Whether the index at `indexPath` is that of the save `saveId`.
+bool indexHasSaveId(const std::string &indexPath, const std::string &saveId) {
+  try {
+    nlohmann::json json =
+        nlohmann::json::parse(readFile(indexPath), nullptr, /*allow_exceptions=*/false);
+    return json.is_object() && json.value("save_id", "") == saveId;
+  } catch (const std::exception &) {
+    return false;
+  }
 }
 
 // The index's layout must be the run's, field by field.
@@ -197,35 +364,63 @@ bool isShardedCheckpointIndex(const std::string &path) {
 void saveShardedCheckpoint(const std::string &indexPath, const TrainingCheckpoint &part,
                            const ShardedLayout &layout, Communicator &comm) {
   uint32_t world = layout.world;
-  std::string name = partFileName(indexPath, part.step, part.rank, world);
+  std::string what = "saving " + indexPath;
+  // Every rank names its part with rank 0's save id.
+  std::vector<uint64_t> ids(world);
+  uint64_t mine = randomSaveId();
+  comm.allGatherBytes(&mine, ids.data(), sizeof mine, what + ": the save id");
+  std::string saveId = hexSaveId(ids[0]);
+  std::string myPart =
+      directoryOf(indexPath) + partFileName(indexPath, part.step, saveId, part.rank, world);
+
   std::string error;
+  bool written = false;
   try {
-    saveCheckpoint(directoryOf(indexPath) + name, part);
+    failIfTheTestAsks(part.rank, myPart);
+    saveCheckpoint(myPart, part);
+    written = true;
   } catch (const std::exception &e) {
     error = e.what();
   }
+  // This save's own part goes when the save fails; a barrier then makes sure every rank has
+  // removed its part before any rank reports the failure (which ends the job).
+  auto removeMyPart = [&] {
+    if (written)
+      ::unlink(myPart.c_str());
+    comm.barrier(what + ": removing this save's parts");
+  };
   // Every rank learns which ranks failed; the index is written only when none did.
   std::vector<double> failed(world, 0.0);
   failed[part.rank] = error.empty() ? 0.0 : 1.0;
-  comm.allReduceSum(failed.data(), failed.size(), "saving " + indexPath + ": the ranks' files");
+  comm.allReduceSum(failed.data(), failed.size(), what + ": the ranks' files");
   std::string failures;
   for (uint32_t r = 0; r < world; ++r)
     if (failed[r] != 0)
       failures += (failures.empty() ? "" : ", ") + std::to_string(r);
-  if (!failures.empty())
+  if (!failures.empty()) {
+    removeMyPart();
     throw makeError("the checkpoint ", indexPath, " was not written: rank(s) ", failures,
                     " could not write their part",
                     error.empty() ? std::string(" (see their messages)") : " (" + error + ")",
-                    "; no index was written, so no partial checkpoint can be resumed");
+                    "; no index was written and this save's parts were removed, so the previous "
+                    "checkpoint at ",
+                    indexPath, " (if any) and every file it names are as they were");
+  }
 
+  // Rank 0 writes the index, then removes the parts of the checkpoint it replaced. The index
+  // state: 0 written, 1 not written, 2 in place although the write reported an error.
   std::string indexError;
+  double indexState = 0;
+  std::vector<std::string> previous;
+  std::vector<std::string> files;
+  for (uint32_t r = 0; r < world; ++r)
+    files.push_back(partFileName(indexPath, part.step, saveId, r, world));
   if (comm.rank() == 0) {
-    nlohmann::json files = nlohmann::json::array();
-    for (uint32_t r = 0; r < world; ++r)
-      files.push_back(partFileName(indexPath, part.step, r, world));
+    previous = partsOfPreviousIndex(indexPath);
     nlohmann::json json = layoutJson(layout);
     json["format"] = kFormat;
     json["version"] = kVersion;
+    json["save_id"] = saveId;
     json["step"] = part.step;
     json["world"] = world;
     json["model_fingerprint"] = part.modelFingerprint;
@@ -235,21 +430,38 @@ void saveShardedCheckpoint(const std::string &indexPath, const TrainingCheckpoin
       writeFileAtomically(indexPath, json.dump(1) + "\n");
     } catch (const std::exception &e) {
       indexError = e.what();
+      indexState = indexHasSaveId(indexPath, saveId) ? 2 : 1;
     }
   }
   // No rank reports success before the index exists.
-  double indexFailed = indexError.empty() ? 0.0 : 1.0;
-  comm.allReduceSum(&indexFailed, 1, "saving " + indexPath + ": the index");
-  if (indexFailed != 0)
+  comm.allReduceSum(&indexState, 1, what + ": the index");
+  if (indexState == 1) {
+    removeMyPart();
     throw makeError("the checkpoint index ", indexPath, " was not written",
                     indexError.empty() ? std::string(" (see rank 0's message)")
-                                       : " (" + indexError + ")");
+                                       : " (" + indexError + ")",
+                    "; this save's parts were removed, so the previous checkpoint at ", indexPath,
+                    " (if any) and every file it names are as they were");
+  }
+  if (indexState != 0)
+    throw makeError("the checkpoint index ", indexPath, " is in place, but writing it reported ",
+                    indexError.empty() ? std::string("an error (see rank 0's message)")
+                                       : "an error (" + indexError + ")",
+                    "; the previous checkpoint's parts were kept");
+  if (comm.rank() == 0)
+    for (const std::string &name : previous)
+      if (std::find(files.begin(), files.end(), name) == files.end())
+        ::unlink((directoryOf(indexPath) + name).c_str()); // best effort: at worst an orphan
+}
+
+uint32_t shardedCheckpointWorld(const std::string &indexPath) {
+  return readIndex(indexPath, 0).layout.world;
 }
 
 TrainingCheckpoint loadShardedCheckpoint(const std::string &indexPath,
                                          const std::string &modelFingerprint,
                                          const ShardedLayout &layout, uint32_t rank) {
-  Index index = readIndex(indexPath);
+  Index index = readIndex(indexPath, layout.world);
   if (index.fingerprint != modelFingerprint)
     throw makeError(indexPath, ": the checkpoint is for another model: its fingerprint is '",
                     index.fingerprint, "', this model's is '", modelFingerprint, "'");
@@ -260,7 +472,7 @@ TrainingCheckpoint loadShardedCheckpoint(const std::string &indexPath,
 TrainingCheckpoint consolidateShardedCheckpoint(const std::string &indexPath,
                                                 const std::string &modelFingerprint,
                                                 const std::vector<ParameterSpec> &parameters) {
-  Index index = readIndex(indexPath);
+  Index index = readIndex(indexPath, 0);
   if (index.fingerprint != modelFingerprint)
     throw makeError(indexPath, ": the checkpoint is for another model: its fingerprint is '",
                     index.fingerprint, "', this schedule's model's is '", modelFingerprint, "'");

@@ -91,6 +91,9 @@ public:
     inner_->barrier(what);
   }
   [[noreturn]] void abort(int code) override {
+    // This rank has said why it ends the job; the SIGTERM mpirun may send it meanwhile (when
+    // another rank aborted at once, as ranks that disagree do) is no news worth a second line.
+    ::signal(SIGTERM, SIG_DFL);
     inner_->abort(code);
     std::_Exit(code); // not reached: the plugin ends the job
   }
