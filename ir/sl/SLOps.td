@@ -469,6 +469,27 @@ def SL_TriluOp : SL_InferredOp<"trilu", [Pure]> {
   let hasFolder = 1;
 }
 
+def SL_CumSumOp : SL_InferredOp<"cumsum", [Pure]> {
+  let summary = "running sum along one axis (ONNX CumSum)";
+  let description = [{
+    `result[..., i, ...] = sum of input[..., j, ...]` over `j <= i` along `axis` (a 0-D or
+    1-element integer operand); with `exclusive`, over `j < i`; with `reverse`, from the end.
+    OPT and BLOOM compute position ids as the running sum of the all-ones attention mask. Folds
+    when its operands are constant; it has no kernel, so one that does not fold is refused.
+
+    Example:
+
+    ```mlir
+    %pos = sl.cumsum %mask, %one : (tensor<2x16xi64>, tensor<i64>) -> tensor<2x16xi64>
+    ```
+  }];
+  let arguments = (ins SL_NumericTensor:$input, SL_IndexTensor:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs SL_NumericTensor:$result);
+  let assemblyFormat = "$input `,` $axis attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
 def SL_ConstantOfShapeOp : SL_InferredOp<"constant_of_shape", [Pure]> {
   let summary = "a tensor of one repeated value, of a computed shape (ONNX ConstantOfShape)";
   let description = [{

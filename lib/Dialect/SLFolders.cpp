@@ -499,6 +499,48 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor) {
   return foldNoopReduction(getInput(), getAxes(), getNoopWithEmptyAxes(), getType());
 }
 
+OpFoldResult CumSumOp::fold(FoldAdaptor a) {
+  auto v = valuesOf(a.getInput());
+  auto axisValues = constantInts(a.getAxis());
+  if (!v || !axisValues || axisValues->size() != 1 || !foldable(getType()))
+    return {};
+  int64_t rank = int64_t(v->shape.size());
+  int64_t axis = (*axisValues)[0] < 0 ? (*axisValues)[0] + rank : (*axisValues)[0];
+  if (axis < 0 || axis >= rank)
+    return {};
+  int64_t stride = stridesOf(v->shape)[axis], length = v->shape[axis];
+  SmallVector<double> floats(v->floats);
+  SmallVector<int64_t> ints(v->ints);
+  // Each line along `axis` starts where the axis coordinate is 0; sum along it in order.
+  for (int64_t start = 0; start < v->size(); ++start) {
+    if ((start / stride) % length != 0)
+      continue;
+    double floatSum = 0;
+    int64_t intSum = 0;
+    for (int64_t step = 0; step < length; ++step) {
+      int64_t j = getReverse() ? length - 1 - step : step;
+      int64_t i = start + j * stride;
+      double floatValue = v->isFloat ? v->floats[i] : 0;
+      int64_t intValue = v->isFloat ? 0 : v->ints[i];
+      if (!getExclusive()) {
+        floatSum += floatValue;
+        intSum = wrapAdd(intSum, intValue);
+      }
+      if (v->isFloat)
+        floats[i] = floatSum;
+      else
+        ints[i] = intSum;
+      if (getExclusive()) {
+        floatSum += floatValue;
+        intSum = wrapAdd(intSum, intValue);
+      }
+    }
+  }
+  if (v->isFloat)
+    return toAttr(getType(), floats);
+  return makeDense(getType(), ArrayRef<int64_t>(ints));
+}
+
 OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
   if (!getType().hasStaticShape())
     return {};

@@ -726,6 +726,23 @@ SL_INFER(TriluOp) {
   return success();
 }
 
+SL_INFER(CumSumOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto input = rankedType(adaptor.getInput());
+  if (rankedType(adaptor.getAxis()).getNumElements() > 1)
+    return emitOptionalError(loc, "sl.cumsum: axis must be a single value");
+  if (input.getRank() < 1)
+    return emitOptionalError(loc, "sl.cumsum: input must have rank >= 1, got ", quoted(input));
+  if (std::optional<SmallVector<int64_t>> axis = constantInts(adaptor.getAxis())) {
+    int64_t a = (*axis)[0];
+    if (a < -input.getRank() || a >= input.getRank())
+      return emitOptionalError(loc, "sl.cumsum: axis ", a, " is out of range for ",
+                               quoted(input));
+  }
+  types.push_back(input);
+  return success();
+}
+
 SL_INFER(ConstantOfShapeOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
   auto value = llvm::cast<ElementsAttr>(adaptor.getValue());

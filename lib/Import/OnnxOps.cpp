@@ -584,6 +584,13 @@ FailureOr<Results> Converter::run() {
       return failure();
     return one(im.build<TriluOp>(node, *x, *k, intAttr(node, "upper", 1) != 0));
   }
+  if (type == "CumSum") {
+    FailureOr<Value> x = in(0), axis = in(1);
+    if (failed(x) || failed(axis))
+      return failure();
+    return one(im.build<CumSumOp>(node, *x, *axis, intAttr(node, "exclusive", 0) != 0,
+                                  intAttr(node, "reverse", 0) != 0));
+  }
   if (type == "Shape") {
     FailureOr<Value> x = in(0);
     if (failed(x))

@@ -509,6 +509,16 @@ func.func @expand_incompatible(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
 
 // -----
 
+func.func @cumsum_axis(%x: tensor<2x4xi64>) -> tensor<2x4xi64> {
+  %axis = sl.constant dense<2> : tensor<i64>
+  // expected-error @+2 {{sl.cumsum: axis 2 is out of range for 'tensor<2x4xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.cumsum %x, %axis : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+  return %y : tensor<2x4xi64>
+}
+
+// -----
+
 func.func @trilu_rank(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+2 {{sl.trilu: input must have rank >= 2, got 'tensor<4xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
