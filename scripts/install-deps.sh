@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything SpeedLoader needs on Debian bookworm. Idempotent: packages that are already
 # installed are skipped, so this is cheap to run before every build.
+#
+# Last, it makes the venv the Hugging Face architecture tests run in ($SL_HF_VENV, by default
+# .venv/ in the repository, git-ignored): Debian's python3 with its site packages (so it sees
+# python3-torch) plus transformers 4.41.2 and its small dependencies from PyPI, pinned and
+# installed with --no-deps, so that pip never brings PyPI's torch.
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PACKAGES=(
   # build
@@ -15,6 +21,8 @@ PACKAGES=(
   googletest libgtest-dev libonnx-testdata clang libclang-rt-dev
   # python: model builders, ONNX export, reference implementations
   python3 python3-torch python3-onnx python3-numpy python3-pytest
+  # the venv for transformers (below) and the Debian packages transformers imports
+  python3-venv python3-yaml python3-requests python3-packaging python3-typing-extensions
   # trace timelines (python/speedloader/plot_trace.py, docs/images)
   python3-matplotlib
 )
@@ -28,11 +36,32 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+HF_VENV="${SL_HF_VENV:-$root/.venv}"
+HF_PACKAGES=(
+  transformers==4.41.2 tokenizers==0.19.1 huggingface-hub==0.23.5 safetensors==0.8.0
+  regex==2026.11.19 tqdm==4.70.1 filelock==4.3.1 fsspec==2026.9.0
+)
+# The venv is ready when its interpreter imports every pinned package at its pinned version.
+hf_venv_ready() {
+  "$HF_VENV/bin/python" - "${HF_PACKAGES[@]}" <<'PY' 2> /dev/null
+import sys
+from importlib.metadata import version
+sys.exit(any(version(name) != want for name, want in (p.split("==") for p in sys.argv[1:])))
+PY
+}
+if hf_venv_ready; then
+  echo "install-deps: $HF_VENV has transformers 4.41.2"
+else
+  echo "install-deps: making $HF_VENV (transformers 4.41.2 over Debian's python3-torch)"
+  /usr/bin/python3 -m venv --system-site-packages "$HF_VENV"
+  "$HF_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${HF_PACKAGES[@]}"
+  hf_venv_ready || { echo "install-deps: $HF_VENV is incomplete after pip install" >&2; exit 1; }
+fi

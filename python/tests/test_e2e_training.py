@@ -44,15 +44,16 @@ def read_safetensors(path):
     return out
 
 
-def torch_training(model, tokens, vocab):
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
+def torch_training(model, tokens, vocab, *, batch=BATCH, seq=SEQ, steps=STEPS, lr=LR, wd=WD):
+    """torch.optim.AdamW on the batches sl-run --data reads: step t's B*S+1 tokens from t*B*S."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
     losses = []
     n = len(tokens)
-    for t in range(STEPS):
-        start = t * BATCH * SEQ
-        window = np.array([tokens[(start + i) % n] for i in range(BATCH * SEQ + 1)], dtype=np.int64)
-        inputs = torch.from_numpy(window[:-1].reshape(BATCH, SEQ))
-        labels = torch.from_numpy(window[1:].reshape(BATCH, SEQ))
+    for t in range(steps):
+        start = t * batch * seq
+        window = np.array([tokens[(start + i) % n] for i in range(batch * seq + 1)], dtype=np.int64)
+        inputs = torch.from_numpy(window[:-1].reshape(batch, seq))
+        labels = torch.from_numpy(window[1:].reshape(batch, seq))
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(inputs).reshape(-1, vocab), labels.reshape(-1))
         loss.backward()

@@ -1,0 +1,59 @@
+"""Hugging Face decoder architectures (transformers 4.41.2) through sl-opt and sl-run.
+
+For each architecture, a tiny random model built from its transformers config class (see
+hf_harness.py for how it is built and exported) must give PyTorch's logits under --sl-infer
+(max |diff| / max |logit| <= 1e-4), train three AdamW steps with two sub-batches under --sl-train
+with PyTorch's losses and step-1 gradients, and generate under --sl-generate, for prompts of
+different lengths in one batch, the tokens HF `generate` gives for each prompt alone, with every
+block fused in all three.
+
+ctest runs this file with the interpreter of the venv scripts/install-deps.sh makes (transformers
+4.41.2 over Debian's torch) and sets SL_REQUIRE_TRANSFORMERS=1, so that a missing transformers
+fails there; elsewhere (the main suite's /usr/bin/python3) the file skips.
+"""
+
+import os
+
+import pytest
+import torch
+
+if os.environ.get("SL_REQUIRE_TRANSFORMERS") == "1":
+    import transformers  # noqa: F401
+else:
+    pytest.importorskip("transformers")
+
+from hf_harness import HFArch, check_all  # noqa: E402
+
+# Tracing HF code warns about every Python branch on a shape; the checks here are what count.
+pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+
+L = 2  # layers
+_DECODER = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=L, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=64, max_position_embeddings=32,
+                attention_dropout=0.0, use_cache=False)
+_ROPE_FUSED = {"RMS_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "SWIGLU": L}
+
+ARCHS = [
+    HFArch("llama-gqa-untied", "LlamaConfig", "LlamaForCausalLM",
+           dict(_DECODER, tie_word_embeddings=False), _ROPE_FUSED),
+    HFArch("llama-gqa-tied", "LlamaConfig", "LlamaForCausalLM",
+           dict(_DECODER, tie_word_embeddings=True), _ROPE_FUSED),
+    # Embeddings scaled by sqrt(hidden), RMSNorm with (1 + weight), GeGLU with the tanh GELU,
+    # tied head.
+    HFArch("gemma", "GemmaConfig", "GemmaForCausalLM",
+           dict(_DECODER, head_dim=8, hidden_activation="gelu_pytorch_tanh"),
+           {"RMS_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
+    HFArch("mistral", "MistralConfig", "MistralForCausalLM", dict(_DECODER), _ROPE_FUSED),
+    HFArch("qwen2", "Qwen2Config", "Qwen2ForCausalLM", dict(_DECODER), _ROPE_FUSED),
+    HFArch("gpt2", "GPT2Config", "GPT2LMHeadModel",
+           dict(n_embd=32, n_layer=L, n_head=4, vocab_size=64, n_positions=32, resid_pdrop=0.0,
+                embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L},
+           # The key bias shifts every score of a query alike, which softmax ignores.
+           zero_grad_slices={f"transformer.h.{i}.attn.c_attn.bias": (32, 64) for i in range(L)}),
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS, ids=[a.name for a in ARCHS])
+def test_architecture(sl_tools, tmp_path, arch):
+    check_all(arch, sl_tools, tmp_path)
