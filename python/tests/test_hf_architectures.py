@@ -51,6 +51,20 @@ ARCHS = [
            {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L},
            # The key bias shifts every score of a query alike, which softmax ignores.
            zero_grad_slices={f"transformer.h.{i}.attn.c_attn.bias": (32, 64) for i in range(L)}),
+    # baddbmm scales 3-D scores and adds beta * zeros before the reshape to 4-D; rotary on the
+    # first half of each head only (rotary_pct=0.5); parallel attention and MLP.
+    HFArch("gpt-neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
+           dict(hidden_size=32, intermediate_size=48, num_hidden_layers=L, num_attention_heads=4,
+                vocab_size=64, max_position_embeddings=32, rotary_pct=0.5, attention_dropout=0.0,
+                hidden_dropout=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
+    # Positions from the cumsum of the all-ones mask, learned with an offset of 2; q scaled before
+    # the 3-D matmul; ReLU MLP.
+    HFArch("opt", "OPTConfig", "OPTForCausalLM",
+           dict(hidden_size=32, ffn_dim=48, num_hidden_layers=L, num_attention_heads=4,
+                vocab_size=64, max_position_embeddings=32, word_embed_proj_dim=32, dropout=0.0,
+                attention_dropout=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ATTENTION": L}),
 ]
 
 
