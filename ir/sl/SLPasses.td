@@ -100,6 +100,26 @@ def ConvertPrecisionPass : Pass<"sl-convert-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def CheckSharedParamsPass : Pass<"sl-check-shared-params", "mlir::ModuleOp"> {
+  let summary = "warn about parameters that look like merged equal initializers, not ties";
+  let description = [{
+    A parameter read in several places is trained as one weight: the gradients of every use are
+    summed and it is stepped once. That is what a tied weight needs (an embedding reused as the
+    output head), and wrong where the exporter merged distinct weights that were equal:
+    `torch.onnx.export` in eval mode keeps one initializer per set of equal values, so every
+    all-ones norm weight of a freshly initialised model becomes one parameter read by every
+    layer and the final norm.
+
+    Models do not tie weights across their blocks, so this pass warns (once per parameter, and
+    changes nothing) when a parameter is read by operations of two blocks (`/layers.0/`,
+    `/layers.1/` in their node names), or when its name places it in one block
+    (`model.layers.0.input_layernorm.weight`) and it is read outside it. The warning names the
+    places and says how to export for training: the model in train mode with
+    `training=torch.onnx.TrainingMode.PRESERVE`, which merges only truly shared tensors.
+    `--sl-train` runs it first.
+  }];
+}
+
 def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
   let summary = "outline a model into a prologue, one sl.layer per block, and an epilogue";
   let description = [{

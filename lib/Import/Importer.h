@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <onnx/onnx_pb.h>
@@ -77,6 +78,7 @@ private:
                                    llvm::SmallVectorImpl<mlir::Attribute> &argAttrs);
   mlir::LogicalResult importNode(const onnx::NodeProto &node);
   mlir::FailureOr<mlir::Value> param(const onnx::NodeProto &node, const onnx::TensorProto &tensor);
+  mlir::LogicalResult constantsForParamsWithoutGradient(mlir::Block &entry);
   mlir::FailureOr<mlir::RankedTensorType>
   tensorType(const onnx::TypeProto &type, llvm::StringRef what,
              llvm::SmallVectorImpl<mlir::Attribute> *dimNames = nullptr);
@@ -90,6 +92,8 @@ private:
   llvm::StringMap<ByteRange> dataLocations;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<mlir::Value> values;
+  /// The node that first read each parameter (for the location of a parameter made a constant).
+  llvm::DenseMap<mlir::Value, const onnx::NodeProto *> firstReader;
   int nodeIndex = 0;
 };
 

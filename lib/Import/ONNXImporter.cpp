@@ -17,6 +17,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
@@ -503,6 +504,8 @@ FailureOr<Value> Importer::optionalInput(const onnx::NodeProto &node, int index)
     FailureOr<Value> value = parameter ? param(node, tensor) : constant(node, tensor);
     if (succeeded(value))
       values[name] = *value;
+    if (succeeded(value) && parameter)
+      firstReader[*value] = &node;
     return value;
   }
   return nodeError(node) << "input '" << name << "' is not produced by any earlier node, graph "
@@ -603,9 +606,52 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     return nullptr;
   }
   builder.create<func::ReturnOp>(fileLoc(), results);
+  if (failed(constantsForParamsWithoutGradient(*entry)))
+    return nullptr;
   func.setFunctionType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   func.setAllResultAttrs(resultAttrs);
   return module;
+}
+
+// A floating-point initializer from which no chain of floating-point values reaches an output (a
+// causal-mask buffer read only through Equal, a table read only through Shape) can have no
+// gradient: it is a constant of the model, like an integer initializer, not a parameter that
+// training would step, decay and save. One whose bytes are in an external data file (only models
+// past 2 GB) stays a parameter: the IR never holds that much.
+LogicalResult Importer::constantsForParamsWithoutGradient(Block &entry) {
+  auto isFloat = [](Value v) { return llvm::isa<FloatType>(getElementTypeOrSelf(v.getType())); };
+  llvm::DenseSet<Value> reaches;
+  for (Value v : entry.getTerminator()->getOperands())
+    reaches.insert(v);
+  // Users come after what they read, so in reverse order every user is decided first.
+  for (Operation &op : llvm::reverse(entry.without_terminator()))
+    for (Value result : op.getResults()) {
+      if (!isFloat(result) || reaches.contains(result))
+        continue;
+      for (Operation *user : result.getUsers()) {
+        Operation *top = entry.findAncestorOpInBlock(*user);
+        if (top && llvm::any_of(top->getResults(),
+                                [&](Value r) { return isFloat(r) && reaches.contains(r); })) {
+          reaches.insert(result);
+          break;
+        }
+      }
+    }
+  for (ParamOp param : llvm::make_early_inc_range(entry.getOps<ParamOp>())) {
+    if (reaches.contains(param.getResult()))
+      continue;
+    const onnx::TensorProto &tensor = *initializers.lookup(param.getName());
+    if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+      continue;
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(param);
+    FailureOr<Value> constant = this->constant(*firstReader.lookup(param.getResult()), tensor);
+    if (failed(constant))
+      return failure();
+    param.getResult().replaceAllUsesWith(*constant);
+    param.erase();
+  }
+  return success();
 }
 
 } // namespace import

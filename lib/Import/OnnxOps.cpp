@@ -497,9 +497,20 @@ FailureOr<Results> Converter::run() {
         auto mode = sl::constantInts(*training);
         if (!mode || mode->size() != 1)
           return error() << "training_mode must be a constant";
-        if ((*mode)[0] != 0)
-          return error() << "training-mode Dropout is not supported (export the model in eval "
-                            "mode)";
+        // A train-mode export (what training needs: see sl-check-shared-params) writes every
+        // dropout with training_mode set; at ratio 0 it is still the identity.
+        std::optional<SmallVector<double>> ratio;
+        if ((*mode)[0] != 0) {
+          FailureOr<Value> ratioIn = optIn(1);
+          if (failed(ratioIn))
+            return failure();
+          if (auto constant = *ratioIn ? (*ratioIn).getDefiningOp<ConstantOp>() : nullptr)
+            ratio = constantFloats(constant.getValue());
+          if (!ratio || ratio->size() != 1 || (*ratio)[0] != 0.0)
+            return error() << "training-mode Dropout with a ratio other than 0 is not supported "
+                              "(export in eval mode, or set the model's dropout probabilities "
+                              "to 0 before a train-mode export)";
+        }
       }
     }
     return one(in(0));

@@ -35,6 +35,7 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
+  pm.addPass(createCheckSharedParamsPass());
   pm.addPass(createAppendLossPass());
   // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
   PlanPassOptions plan;

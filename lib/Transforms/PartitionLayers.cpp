@@ -8,7 +8,11 @@
 // Which block an operation belongs to comes, in order of preference, from:
 //   1. its exporter name scope: `/layers.3/`, `/h.3/`, `/blocks.3/`, `/layer.3/`, `/block.3/`;
 //   2. the parameters it reads, when their names carry such an index (`model.layers.3.mlp.w`):
-//      exporters that drop node names keep initializer names;
+//      exporters that drop node names keep initializer names. Only for an operation whose name
+//      has no scope path: a scoped name outside every block (`/model/norm/Mul_1`) is where the
+//      operation is, whatever its parameter is called (torch.onnx.export in eval mode merges
+//      initializers of equal values, so a fresh model's final norm reads
+//      `model.layers.0.input_layernorm.weight`);
 // An operation with neither belongs to the stage of its latest operand, or to the prologue (if
 // nothing it reads comes from a block) or the epilogue (if nothing a block reads comes from it);
 // one that reads only parameters and constants goes with its first user.
@@ -16,6 +20,7 @@
 //===--------------------------------------------------------------------------------------------===//
 
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Transforms/BlockNames.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,7 +29,6 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/Regex.h"
 
 namespace sl {
 #define GEN_PASS_DEF_PARTITIONLAYERSPASS
@@ -32,33 +36,14 @@ namespace sl {
 } // namespace sl
 
 using namespace mlir;
+using sl::blockIndexIn;
+using sl::blockOfLocation;
+using sl::hasScopePath;
 
 namespace {
 
 constexpr int kPrologue = -1;
 constexpr int kUnassigned = -2;
-
-/// The block index in a name: "/model/layers.3/mlp/MatMul" or "model.layers.3.mlp.weight".
-std::optional<int> blockIndexIn(llvm::StringRef name) {
-  static const llvm::Regex pattern("(^|[/.])(layers|layer|h|blocks|block)[.]([0-9]+)([/.]|$)");
-  SmallVector<llvm::StringRef> groups;
-  if (!pattern.match(name, &groups))
-    return std::nullopt;
-  int index;
-  if (groups[3].getAsInteger(10, index))
-    return std::nullopt;
-  return index;
-}
-
-std::optional<int> blockOfLocation(Location loc) {
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return blockIndexIn(name.getName().getValue());
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto index = blockOfLocation(inner))
-        return index;
-  return std::nullopt;
-}
 
 bool isHoisted(Operation *op) { return llvm::isa<sl::ParamOp, sl::ConstantOp>(op); }
 
@@ -85,14 +70,14 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
       return func.emitError("sl-partition-layers: the model function must have one block");
     Block &body = func.getBody().front();
 
-    // 1. Block indices from name scopes, then from parameter names.
+    // 1. Block indices from name scopes, then, for operations without one, from parameter names.
     llvm::DenseMap<Operation *, int> stageOf;
     int blocks = 0;
     for (Operation &op : body.without_terminator()) {
       if (isHoisted(&op))
         continue;
       std::optional<int> index = blockOfLocation(op.getLoc());
-      if (!index)
+      if (!index && !hasScopePath(op.getLoc()))
         for (Value operand : op.getOperands())
           if (auto param = operand.getDefiningOp<sl::ParamOp>())
             if ((index = blockIndexIn(param.getName())))

@@ -114,3 +114,32 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %a1 = sl.mul %m1, %mask : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32> loc("/model/layers.1/Mul")
   return %a1 : tensor<2x8xf32>
 }
+
+// -----
+
+// One parameter read by every block and by the final norm (torch.onnx.export in eval mode merges
+// a fresh model's all-ones norm weights into the first): a node's scope, not the name of the
+// parameter it reads, says where it is, and every stage that reads the parameter gets it.
+// CHECK-LABEL: func.func private @block
+// CHECK-SAME: (%[[H:.+]]: tensor<2x8xf32>, %[[G:.+]]: tensor<8xf32> {sl.param}, %[[W:.+]]: tensor<8x8xf32> {sl.param})
+// CHECK-LABEL: func.func private @epilogue
+// CHECK-SAME: (%[[H:.+]]: tensor<2x8xf32>, %[[G:.+]]: tensor<8xf32> {sl.param}) -> tensor<2x8xf32>
+// CHECK-NEXT: sl.mul %[[H]], %[[G]]
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[G:.+]] = sl.param "model.layers.0.norm.weight"
+// CHECK: %[[W0:.+]] = sl.param "model.layers.0.w"
+// CHECK: %[[W1:.+]] = sl.param "model.layers.1.w"
+// CHECK: %[[B0:.+]] = sl.layer @block(%arg0) params(%[[G]], %[[W0]]) {index = 0 : i64, stage = "block"}
+// CHECK-NEXT: %[[B1:.+]] = sl.layer @block(%[[B0]]) params(%[[G]], %[[W1]]) {index = 1 : i64, stage = "block"}
+// CHECK-NEXT: sl.layer @epilogue(%[[B1]]) params(%[[G]]) {index = 0 : i64, stage = "epilogue"}
+func.func @forward(%h: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %g = sl.param "model.layers.0.norm.weight" : tensor<8xf32>
+  %w0 = sl.param "model.layers.0.w" : tensor<8x8xf32>
+  %w1 = sl.param "model.layers.1.w" : tensor<8x8xf32>
+  %a0 = sl.mul %h, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32> loc("/model/layers.0/norm/Mul")
+  %m0 = sl.matmul %a0, %w0 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32> loc("/model/layers.0/MatMul")
+  %a1 = sl.mul %m0, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32> loc("/model/layers.1/norm/Mul")
+  %m1 = sl.matmul %a1, %w1 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32> loc("/model/layers.1/MatMul")
+  %y = sl.mul %m1, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32> loc("/model/norm/Mul")
+  return %y : tensor<2x8xf32>
+}

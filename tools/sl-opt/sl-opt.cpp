@@ -58,6 +58,20 @@ command line, and writes MLIR or, when the output ends in .slsched, a schedule f
   sl-opt model.onnx --sl-infer="batch=4"                            show the compiled IR
 )";
 
+const char *severityName(const mlir::Diagnostic &diag) {
+  switch (diag.getSeverity()) {
+  case mlir::DiagnosticSeverity::Error:
+    return "error";
+  case mlir::DiagnosticSeverity::Warning:
+    return "warning";
+  case mlir::DiagnosticSeverity::Remark:
+    return "remark";
+  case mlir::DiagnosticSeverity::Note:
+    return "note";
+  }
+  return "note";
+}
+
 // Imports an ONNX model and prints it (with locations, so later errors still name ONNX nodes) as
 // the buffer MlirOptMain parses: the IR holds no weights, so this costs nothing.
 std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
@@ -65,8 +79,7 @@ std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
   mlir::MLIRContext context(registry);
   // Import errors carry the file and node names in their text; a location prefix adds nothing.
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
-    llvm::errs() << "sl-opt: " << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note")
-                 << ": " << diag.str() << "\n";
+    llvm::errs() << "sl-opt: " << severityName(diag) << ": " << diag.str() << "\n";
     return mlir::success();
   });
   mlir::OwningOpRef<mlir::ModuleOp> module = sl::importOnnxFile(path, &context);
@@ -148,9 +161,7 @@ int main(int argc, char **argv) {
       } else if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(diag.getLocation())) {
         where = file.getFilename().str() + ": ";
       }
-      llvm::errs() << "sl-opt: "
-                   << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note")
-                   << ": " << where << diag.str() << "\n";
+      llvm::errs() << "sl-opt: " << severityName(diag) << ": " << where << diag.str() << "\n";
       return mlir::success();
     });
   mlir::OwningOpRef<mlir::ModuleOp> module =
