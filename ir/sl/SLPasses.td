@@ -131,11 +131,15 @@ def PartitionLayersPass : Pass<"sl-partition-layers", "mlir::ModuleOp"> {
     `sl.layer` passes its own parameters. The model function keeps the `sl.param` references and
     calls the stages in order; constants are copied into the stages that read them.
 
-    A block is found from its exporter name scope (`/layers.3/`, `/h.3/`, `/blocks.3/`) or, where
-    node names are missing, from the names of the parameters an operation reads
-    (`model.layers.3.mlp.weight`). Operations with neither join the stage of their latest
-    operand, or the prologue or epilogue. A model with no block, or whose blocks read values of
-    later blocks, is an error.
+    A block is found from its exporter name scope (`/layers.3/`, `/h.3/`, `/blocks.3/`) or, for
+    an operation whose node name has no scope path (exporters that drop node names), from the
+    names of the parameters it reads (`model.layers.3.mlp.weight`). A scoped name outside every
+    block (`/model/norm/Mul_1`) wins over the name of the parameter it reads: an eval-mode export
+    merges equal initializers, so a final norm may read `model.layers.0.input_layernorm.weight`.
+    Operations with neither join the stage of their latest operand, or the prologue or epilogue.
+    A parameter read by several stages (a tied embedding, merged norm weights) is a parameter
+    operand of each. A model with no block, or whose blocks read values of later blocks, is an
+    error.
   }];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

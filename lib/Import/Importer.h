@@ -16,6 +16,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -40,6 +41,9 @@ public:
   mlir::FailureOr<mlir::Value> input(const onnx::NodeProto &node, int index);
   /// Like input(), but an absent or empty input is a null Value.
   mlir::FailureOr<mlir::Value> optionalInput(const onnx::NodeProto &node, int index);
+
+  /// Whether a node (in any subgraph) or a graph output reads the value named `name`.
+  bool isRead(llvm::StringRef name);
 
   /// A constant from an ONNX tensor (a Constant node's value, an integer initializer).
   mlir::FailureOr<mlir::Value> constant(const onnx::NodeProto &node,
@@ -95,6 +99,8 @@ private:
   /// The node that first read each parameter (for the location of a parameter made a constant).
   llvm::DenseMap<mlir::Value, const onnx::NodeProto *> firstReader;
   int nodeIndex = 0;
+  /// Every value name a node or graph output reads (filled by the first isRead).
+  std::optional<llvm::StringSet<>> readNames;
 };
 
 /// The MLIR element type of an ONNX TensorProto data type, if the importer handles it.

@@ -2,7 +2,8 @@
 //
 // Reads a binary (.onnx) or text (.onnxtxt) ONNX model and builds one `func.func` of `sl` ops.
 // Initializers become `sl.param` references to where their bytes are (the model file, or its
-// external-data file); the weights are never copied into the IR.
+// external-data file); the weights are never copied into the IR. Integer initializers, scalars
+// and floating-point ones that no gradient can reach (a mask read through Equal) are constants.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -30,6 +31,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -545,6 +547,9 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   for (auto [index, name] : llvm::enumerate(node.output())) {
     if (name.empty())
       continue;
+    // An output the conversion does not compute is an error only if something reads it.
+    if ((index >= results->size() || !(*results)[index]) && !isRead(name))
+      continue;
     if (index >= results->size() || !(*results)[index])
       return nodeError(node) << "output " << index << " ('" << name << "') is not supported";
     values[name] = (*results)[index];
@@ -611,6 +616,28 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   func.setFunctionType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   func.setAllResultAttrs(resultAttrs);
   return module;
+}
+
+bool Importer::isRead(llvm::StringRef name) {
+  if (!readNames) {
+    readNames.emplace();
+    std::function<void(const onnx::GraphProto &)> collect = [&](const onnx::GraphProto &graph) {
+      for (const onnx::NodeProto &node : graph.node()) {
+        for (const std::string &input : node.input())
+          readNames->insert(input);
+        for (const onnx::AttributeProto &attr : node.attribute()) {
+          if (attr.has_g())
+            collect(attr.g());
+          for (const onnx::GraphProto &g : attr.graphs())
+            collect(g);
+        }
+      }
+      for (const onnx::ValueInfoProto &output : graph.output())
+        readNames->insert(output.name());
+    };
+    collect(model.graph());
+  }
+  return !name.empty() && readNames->contains(name);
 }
 
 // A floating-point initializer from which no chain of floating-point values reaches an output (a

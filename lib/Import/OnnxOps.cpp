@@ -488,7 +488,8 @@ FailureOr<Results> Converter::run() {
   if (type == "Identity" || type == "Dropout") {
     // Dropout in an inference export is the identity; in training mode it is not.
     if (type == "Dropout") {
-      if (node.output_size() > 1 && !node.output(1).empty())
+      // torch.onnx.export in train mode names the mask output, which nothing reads.
+      if (node.output_size() > 1 && im.isRead(node.output(1)))
         return error() << "Dropout's mask output is not supported";
       FailureOr<Value> training = optIn(2);
       if (failed(training))

@@ -114,7 +114,9 @@ void registerPipelines() {
 
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "sl-train",
-      "Compile an imported language model for training: append the loss, plan sub-batch size, "
+      "Compile an imported language model for training: warn about parameters that look like "
+      "the exporter's merging of equal initializers rather than tied weights "
+      "(sl-check-shared-params), append the loss, plan sub-batch size, "
       "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
       "num-sub-batches=, live-blocks=, or chosen for device-memory= and host-memory=), bind "
       "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "

@@ -15,7 +15,9 @@
 //      `model.layers.0.input_layernorm.weight`);
 // An operation with neither belongs to the stage of its latest operand, or to the prologue (if
 // nothing it reads comes from a block) or the epilogue (if nothing a block reads comes from it);
-// one that reads only parameters and constants goes with its first user.
+// one that reads only parameters and constants goes with its first user. Where a placement by a
+// parameter's name is only a guess (the parameter is read elsewhere too, and may be merged equal
+// initializers) and data flow contradicts it, data flow wins.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -28,6 +30,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace sl {
@@ -72,6 +75,10 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
 
     // 1. Block indices from name scopes, then, for operations without one, from parameter names.
     llvm::DenseMap<Operation *, int> stageOf;
+    // Operations whose stage is a guess that data flow may overrule (step 3): those placed by the
+    // name of a parameter that other operations read too (without node names, merged equal
+    // initializers cannot be told from a block's own weight), and those placed in step 2.
+    llvm::DenseSet<Operation *> movable;
     int blocks = 0;
     for (Operation &op : body.without_terminator()) {
       if (isHoisted(&op))
@@ -80,8 +87,11 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
       if (!index && !hasScopePath(op.getLoc()))
         for (Value operand : op.getOperands())
           if (auto param = operand.getDefiningOp<sl::ParamOp>())
-            if ((index = blockIndexIn(param.getName())))
+            if ((index = blockIndexIn(param.getName()))) {
+              if (!param->hasOneUse())
+                movable.insert(&op);
               break;
+            }
       stageOf[&op] = index ? *index : kUnassigned;
       if (index)
         blocks = std::max(blocks, *index + 1);
@@ -103,7 +113,8 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
     for (Operation &op : llvm::reverse(body.without_terminator())) {
       bool feeds = false;
       for (Operation *user : op.getUsers())
-        feeds |= (stageOf.count(user) && stageOf[user] >= 0 && stageOf[user] < epilogue) ||
+        feeds |= (stageOf.count(user) && !movable.count(user) && stageOf[user] >= 0 &&
+                  stageOf[user] < epilogue) ||
                  feedsBlock.lookup(user);
       feedsBlock[&op] = feeds;
     }
@@ -142,15 +153,25 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
       stageOf[&op] = first;
     }
 
-    // 3. Stages must read only from themselves and earlier stages.
+    // 3. Stages must read only from themselves and earlier stages. A guessed stage that reads a
+    //    later one moves there (to the epilogue if no block reads it), in order, so what reads it
+    //    is decided after it moved; a stage from a node scope or an unshared parameter is an
+    //    error.
     for (Operation &op : body.without_terminator()) {
       if (isHoisted(&op))
         continue;
+      int latest = kPrologue;
       for (Value operand : op.getOperands())
-        if (producerStage(operand) > stageOf[&op])
-          return op.emitError("sl-partition-layers: this operation of stage ")
-                 << stageOf[&op] << " reads a value of the later stage "
-                 << producerStage(operand) << "; the layers are not in data-flow order";
+        latest = std::max(latest, producerStage(operand));
+      if (latest <= stageOf[&op])
+        continue;
+      if (movable.count(&op) || unassigned.count(&op)) {
+        stageOf[&op] = feedsBlock[&op] ? latest : epilogue;
+        continue;
+      }
+      return op.emitError("sl-partition-layers: this operation of stage ")
+             << stageOf[&op] << " reads a value of the later stage " << latest
+             << "; the layers are not in data-flow order";
     }
 
     // 4. Collect each stage's operations, inputs, parameters and outputs.

@@ -3,7 +3,7 @@
 * A fresh LLaMA (every norm weight all ones) exported in eval mode: torch.onnx.export merges the
   equal norm weights into one initializer, read by every layer and by the final norm. sl-opt
   warns that this looks like the exporter's merging, and trains the model as exported: equal to
-  PyTorch training those norms tied. Exported in train mode with TrainingMode.PRESERVE nothing is
+  PyTorch training those norms tied, in both schedule modes and sharded over two ranks. Exported in train mode with TrainingMode.PRESERVE nothing is
   merged, there is no warning, and training equals PyTorch's on the untied model.
 * A GPT-2 whose head is functional, ``ln_f(h) @ wte.weight.t()`` with no lm_head module: the
   embedding is read by the first stage and the last. It trains equal to PyTorch and generates
@@ -30,6 +30,7 @@ from speedloader.models import build_model
 from speedloader.models import transformer as tf
 from speedloader.models.gpt2 import GPT2Config, GPT2Model
 from speedloader.models.llama import LlamaConfig
+from test_distributed import MPIRUN, _mpi_plugin, mpirun
 from test_e2e_training import read_safetensors
 from test_generation import read_outputs, torch_greedy, write_prompts
 
@@ -162,6 +163,30 @@ def test_eval_export_merges_norms_warns_and_trains_them_tied(sl_tools, tmp_path,
     losses, grads = torch_losses(model, tokens)
     np.testing.assert_allclose(report["losses"], losses, rtol=1e-4)
     assert_weights_equal(checkpoint, model, grads)
+
+
+@pytest.mark.skipif(MPIRUN is None or _mpi_plugin() is None,
+                    reason="needs mpirun and sl-run's MPI plugin (lib/libslrt_mpi.so)")
+def test_merged_norms_train_sharded_over_two_ranks(sl_tools, tmp_path):
+    """world=2: the merged weight lives in one shard that every stage reading it all-gathers, and
+    the reduce-scatter sums its gradients from every stage and both ranks' halves of the batch."""
+    export(fresh_llama(), tmp_path / "model.onnx", train_mode=False)
+    tokens, data = token_file(tmp_path)
+    sched, index = tmp_path / "w2.slsched", tmp_path / "w2.ckpt"
+    check_ok(sl_tools._run([sl_tools.sl_opt, tmp_path / "model.onnx",
+                            f"--sl-train=batch={BATCH // 2} seq={SEQ} num-sub-batches=2 world=2",
+                            "-o", sched]))
+    check_ok(sl_tools._run(mpirun(2) + [sl_tools.sl_run, sched, "--data", data, "--steps", STEPS,
+                                        "--lr", LR, "--weight-decay", WD, "--report",
+                                        tmp_path / "w2.json", "--save", index]))
+    check_ok(sl_tools._run([sl_tools.sl_run, sched, "--consolidate", index, "--save",
+                            tmp_path / "whole.safetensors"]))
+    with open(tmp_path / "w2.json") as f:
+        report = json.load(f)["train"]
+    model = tie_like_the_exporter(fresh_llama())
+    losses, grads = torch_losses(model, tokens)
+    np.testing.assert_allclose(report["losses"], losses, rtol=1e-4)
+    assert_weights_equal(read_safetensors(tmp_path / "whole.safetensors"), model, grads)
 
 
 def test_train_mode_export_keeps_norms_apart(sl_tools, tmp_path):

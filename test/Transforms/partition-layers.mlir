@@ -143,3 +143,32 @@ func.func @forward(%h: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = sl.mul %m1, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32> loc("/model/norm/Mul")
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// The same without node names: the shared parameter's name would place the final norm's product
+// in block 0, reading block 1; data flow overrules a name that merged initializers may carry, and
+// what only the output reads joins the epilogue. (Without names, which of the two products after
+// block 1's matmul is the final norm cannot be known: both go to the epilogue.)
+// CHECK-LABEL: func.func private @epilogue
+// CHECK-SAME: (%[[H:.+]]: tensor<2x8xf32>, %[[G:.+]]: tensor<8xf32> {sl.param}) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[A:.+]] = sl.mul %[[H]], %[[G]]
+// CHECK-NEXT: %[[R:.+]] = sl.relu %[[A]]
+// CHECK-NEXT: sl.mul %[[R]], %[[G]]
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[G:.+]] = sl.param "model.layers.0.norm.weight"
+// CHECK: %[[B0:.+]] = sl.layer @block(%arg0) params(%{{.+}}, %[[G]]) {index = 0 : i64, stage = "block"}
+// CHECK-NEXT: %[[B1:.+]] = sl.layer @block_1(%[[B0]]) params(%{{.+}}) {index = 1 : i64, stage = "block"}
+// CHECK-NEXT: sl.layer @epilogue(%[[B1]]) params(%[[G]]) {index = 0 : i64, stage = "epilogue"}
+func.func @forward(%h: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %g = sl.param "model.layers.0.norm.weight" : tensor<8xf32>
+  %w0 = sl.param "model.layers.0.w" : tensor<8x8xf32>
+  %w1 = sl.param "model.layers.1.w" : tensor<8x8xf32>
+  %m0 = sl.matmul %h, %w0 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %a0 = sl.mul %m0, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  %m1 = sl.matmul %a0, %w1 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %a1 = sl.mul %m1, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  %r = sl.relu %a1 : tensor<2x8xf32>
+  %y = sl.mul %r, %g : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
