@@ -7,6 +7,7 @@
 //   RMSNorm      x * 1/sqrt(mean(x^2) + eps) * w                        -> sl.rms_norm
 //   LayerNorm    (x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b     -> sl.layer_norm
 //   GELU         0.5 * x * (1 + erf(x / sqrt(2)))  and the tanh form     -> sl.gelu
+//                (x^3 as a power, or BLOOM's x * (1 + 0.044715 * x * x))
 //   SwiGLU       silu(g) * u                                              -> sl.swiglu
 //   Rotary       x * cos + rotate(x) * sin, rotate-half or interleaved    -> sl.rotary
 //   Attention    softmax(q k^T / c + causal mask) v, with repeat_kv        -> sl.attention
@@ -240,6 +241,25 @@ struct FuseGelu : OpRewritePattern<MulOp> {
       return {};
     SmallVector<Value> outer;
     collectFactors(tanh.getInput(), true, outer);
+    // BLOOM's factored form: tanh(sqrt(2/pi) * x * (1 + 0.044715 * x * x)).
+    if (outer.size() == 3)
+      for (int ci = 0; ci < 3; ++ci)
+        for (int xi = 0; xi < 3; ++xi) {
+          auto add = xi == ci ? AddOp() : defining<AddOp>(outer[3 - ci - xi]);
+          if (!add || !isScalar(outer[ci], std::sqrt(2.0 / M_PI)))
+            continue;
+          Value x = outer[xi];
+          for (auto [one, cubic] : bothOrders(add)) {
+            SmallVector<Value> inner;
+            collectFactors(cubic, true, inner);
+            if (!isScalar(one, 1.0) || inner.size() != 3)
+              continue;
+            for (int ki = 0; ki < 3; ++ki)
+              if (isScalar(inner[ki], 0.044715) && inner[(ki + 1) % 3] == x &&
+                  inner[(ki + 2) % 3] == x)
+                return x;
+          }
+        }
     if (outer.size() != 2)
       return {};
     for (auto [c, sum] : {std::pair(outer[0], outer[1]), std::pair(outer[1], outer[0])}) {
@@ -681,8 +701,16 @@ std::optional<AttentionMatch> matchScores(Value scores, std::string &why) {
     why = "the scores are never [batch, heads, queries, keys]";
     return std::nullopt;
   }
-  match.kt = defining<TransposeOp>(match.qk.getRhs());
-  if (!match.kt || match.kt.getPerm().size() != size_t(qkType.getRank())) {
+  // k^T, or (BLOOM) a reshape of a 4-D k^T to [B * H, D, T].
+  Value kt = match.qk.getRhs();
+  if (auto merge = defining<ReshapeOp>(kt)) {
+    auto in = typeOf(merge.getInput()), out = typeOf(kt);
+    if (in.getRank() == 4 && out.getRank() == 3 && in.getShape().take_back(2) ==
+                                                       out.getShape().take_back(2))
+      kt = merge.getInput();
+  }
+  match.kt = defining<TransposeOp>(kt);
+  if (!match.kt || (match.kt.getPerm().size() != 3 && match.kt.getPerm().size() != 4)) {
     why = "the right operand of q @ k^T is not a transpose of k";
     return std::nullopt;
   }
@@ -721,14 +749,15 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
     int64_t s = match->scores.getDimSize(2), t = match->scores.getDimSize(3);
     Value q = match->qk.getLhs(), k = match->kt.getInput(), v = op.getRhs();
     int64_t qkRank = typeOf(q).getRank(), pvRank = typeOf(v).getRank();
+    int64_t kRank = typeOf(k).getRank();
     if ((qkRank != 3 && qkRank != 4) || (pvRank != 3 && pvRank != 4) ||
-        typeOf(k).getRank() != qkRank) {
+        int64_t(match->kt.getPerm().size()) != kRank) {
       why = "q, k and v are not 3-D or 4-D";
       return failure();
     }
     // k^T[i] = src[perm[i]]; k swaps k^T's last two dimensions back.
     SmallVector<int64_t> kPerm(match->kt.getPerm());
-    std::swap(kPerm[qkRank - 1], kPerm[qkRank - 2]);
+    std::swap(kPerm[kRank - 1], kPerm[kRank - 2]);
     auto kType = inferTransposeType(std::nullopt, k.getType(), kPerm);
     if (failed(kType)) {
       why = "k^T is not a transpose of a k";
@@ -736,19 +765,19 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
     }
     // Back to [B, H, ...]; a 3-D operand's first dimension is B * H.
     int64_t rows = batch * heads;
-    if ((qkRank == 3 && (typeOf(q).getDimSize(0) != rows ||
-                         llvm::cast<RankedTensorType>(*kType).getDimSize(0) != rows)) ||
+    if ((qkRank == 3 && typeOf(q).getDimSize(0) != rows) ||
+        (kRank == 3 && llvm::cast<RankedTensorType>(*kType).getDimSize(0) != rows) ||
         (pvRank == 3 && typeOf(v).getDimSize(0) != rows)) {
       why = "3-D q, k or v do not have batch * heads rows";
       return failure();
     }
     rewriter.setInsertionPoint(op);
-    if (kPerm != llvm::to_vector(llvm::seq<int64_t>(0, qkRank)))
+    if (kPerm != llvm::to_vector(llvm::seq<int64_t>(0, kRank)))
       k = rewriter.create<TransposeOp>(match->kt.getLoc(), *kType, k, kPerm);
-    if (qkRank == 3) {
+    if (qkRank == 3)
       q = reshaped(rewriter, op.getLoc(), q, {batch, heads, s, typeOf(q).getDimSize(2)});
+    if (kRank == 3)
       k = reshaped(rewriter, op.getLoc(), k, {batch, heads, t, typeOf(k).getDimSize(2)});
-    }
     if (pvRank == 3)
       v = reshaped(rewriter, op.getLoc(), v, {batch, heads, t, typeOf(v).getDimSize(2)});
     k = unrepeatKv(k);

@@ -462,12 +462,14 @@ func.func @attention_negative_scale(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2x
 // -----
 
 // BLOOM's form: baddbmm adds the ALiBi bias [B * H, 1, T] to the scaled 3-D scores, the causal
-// mask is inverted (masked_fill where it is true). The bias becomes the fused op's mask, as
-// [B, H, 1, T], scaled by what came after it (here 2: bias 1.0 per key step becomes 2.0).
+// mask is inverted (masked_fill where it is true), k^T is a 4-D transpose merged to [B * H, D, T].
+// The bias becomes the fused op's mask, as [B, H, 1, T], scaled by what came after it (here 2:
+// bias 1.0 per key step becomes 2.0).
 // CHECK-LABEL: func.func @attention_alibi
 // CHECK: %[[BIAS:.+]] = sl.constant dense<{{\[\[\[\[}}0.000000e+00, 2.000000e+00, 4.000000e+00]], {{\[\[}}0.000000e+00, 1.000000e+00, 2.000000e+00]]]]> : tensor<1x2x1x3xf32>
-// CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}}, mask %[[BIAS]] {causal, scale = 1.000000e+00 : f32}
-func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<2x3x2xf32>, %v: tensor<2x3x2xf32>) -> tensor<2x3x2xf32> {
+// CHECK: %[[K:.+]] = sl.transpose %{{.+}} [0, 2, 1, 3] : tensor<1x3x2x2xf32> -> tensor<1x2x3x2xf32>
+// CHECK: sl.attention %{{.+}}, %[[K]], %{{.+}}, mask %[[BIAS]] {causal, scale = 1.000000e+00 : f32}
+func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<1x3x2x2xf32>, %v: tensor<2x3x2xf32>) -> tensor<2x3x2xf32> {
   %bhst = sl.constant dense<[1, 2, 3, 3]> : tensor<4xi64>
   %flat = sl.constant dense<[2, 3, 3]> : tensor<3xi64>
   %alibi = sl.constant dense<[[[0.0, 1.0, 2.0]], [[0.0, 0.5, 1.0]]]> : tensor<2x1x3xf32>
@@ -475,7 +477,9 @@ func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<2x3x2xf32>, %v: ten
   %two = sl.constant dense<2.0> : tensor<f32>
   %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
   %triu = sl.constant dense<[[[[false, true, true], [false, false, true], [false, false, false]]]]> : tensor<1x1x3x3xi1>
-  %kt = sl.transpose %k [0, 2, 1] : tensor<2x3x2xf32> -> tensor<2x2x3xf32>
+  %bhdt = sl.constant dense<[2, 2, 3]> : tensor<3xi64>
+  %kt4 = sl.transpose %k [0, 2, 3, 1] : tensor<1x3x2x2xf32> -> tensor<1x2x2x3xf32>
+  %kt = sl.reshape %kt4, %bhdt : tensor<1x2x2x3xf32>, tensor<3xi64> -> tensor<2x2x3xf32>
   %qk = sl.matmul %q, %kt : tensor<2x3x2xf32>, tensor<2x2x3xf32> -> tensor<2x3x3xf32>
   %scaled = sl.mul %qk, %half : tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
   %biased = sl.add %scaled, %alibi : tensor<2x3x3xf32>, tensor<2x1x3xf32> -> tensor<2x3x3xf32>
@@ -486,4 +490,28 @@ func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<2x3x2xf32>, %v: ten
   %p3 = sl.reshape %p, %flat : tensor<1x2x3x3xf32>, tensor<3xi64> -> tensor<2x3x3xf32>
   %o = sl.matmul %p3, %v : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
   return %o : tensor<2x3x2xf32>
+}
+
+// -----
+
+// BLOOM's GELU: x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x))).
+// CHECK-LABEL: func.func @gelu_bloom
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.gelu %[[X]] {tanh} : tensor<2x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_bloom(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %c = sl.constant dense<0.79788456> : tensor<f32>
+  %k = sl.constant dense<0.044715> : tensor<f32>
+  %kx = sl.mul %k, %x : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %kxx = sl.mul %kx, %x : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %p = sl.add %one, %kxx : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %cx = sl.mul %c, %x : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %a = sl.mul %cx, %p : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %t = sl.tanh %a : tensor<2x8xf32>
+  %u = sl.add %one, %t : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %xh = sl.mul %x, %half : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32>
+  %y = sl.mul %xh, %u : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
 }
