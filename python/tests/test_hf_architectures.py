@@ -22,7 +22,8 @@ if os.environ.get("SL_REQUIRE_TRANSFORMERS") == "1":
 else:
     pytest.importorskip("transformers")
 
-from hf_harness import HFArch, check_all  # noqa: E402
+from hf_harness import (HFArch, build_model, check_all, check_inference,  # noqa: E402
+                        check_training, export)
 
 # Tracing HF code warns about every Python branch on a shape; the checks here are what count.
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
@@ -75,3 +76,26 @@ ARCHS = [
 @pytest.mark.parametrize("arch", ARCHS, ids=[a.name for a in ARCHS])
 def test_architecture(sl_tools, tmp_path, arch):
     check_all(arch, sl_tools, tmp_path)
+
+
+# BLOOM: ALiBi bias added to the 3-D scores by baddbmm, an inverted causal mask, k^T a 4-D
+# transpose merged to [B * H, D, T], GELU written as x * (1 + 0.044715 * x * x). The bias becomes
+# sl.attention's additive mask, so inference and training run fused; generation does not support
+# a position bias yet (the decode kernel has no bias operand) and must say so.
+BLOOM = HFArch("bloom", "BloomConfig", "BloomForCausalLM",
+               dict(hidden_size=32, n_layer=L, n_head=4, vocab_size=64, hidden_dropout=0.0,
+                    attention_dropout=0.0, use_cache=False),
+               {"LAYER_NORM": 2 * L + 2, "ATTENTION": L, "GELU": L})
+
+
+def test_bloom_infers_and_trains_and_refuses_generation(sl_tools, tmp_path):
+    model = build_model(BLOOM)
+    infer_onnx, train_onnx = tmp_path / "model.onnx", tmp_path / "train.onnx"
+    export(model, infer_onnx, training=False)
+    export(model, train_onnx, training=True)
+    check_inference(BLOOM, model, infer_onnx, sl_tools, tmp_path)
+    check_training(BLOOM, train_onnx, sl_tools, tmp_path)
+    proc = sl_tools._run([sl_tools.sl_opt, infer_onnx, "--sl-generate=batch=2 max-prompt-len=4 "
+                          "max-new-tokens=2", "-o", tmp_path / "gen.slsched"])
+    assert proc.returncode != 0
+    assert "only causal attention without a mask can use a KV cache" in proc.stderr, proc.stderr
