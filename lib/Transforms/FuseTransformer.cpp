@@ -502,7 +502,8 @@ MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
   if (!type.hasStaticShape())
     return MaskKind::Unknown;
   int64_t rank = type.getRank();
-  int64_t rows = rank >= 2 ? type.getShape()[rank - 2] : 1, cols = rank >= 1 ? type.getShape().back() : 1;
+  int64_t rows = rank >= 2 ? type.getShape()[rank - 2] : 1;
+  int64_t cols = rank >= 1 ? type.getShape().back() : 1;
   if ((rows != s && rows != 1) || (cols != t && cols != 1))
     return MaskKind::Unknown;
   // Causal masks of long sequences are millions of elements; allow that much, here only.

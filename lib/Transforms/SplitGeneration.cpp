@@ -444,8 +444,9 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
       // positions were computed per row (OPT's cumsum of the attention mask, offset by 2).
       std::optional<SmallVector<int64_t>> index = sl::constantInts(gather.getIndices());
       auto indexShape = tensorType(gather.getIndices()).getShape();
-      bool onePosition = index && !index->empty() && gather.getAxis() == 0 &&
-                         (indexShape.empty() || (indexShape.size() <= 2 && indexShape.back() == 1)) &&
+      bool oneColumn =
+          indexShape.empty() || (indexShape.size() <= 2 && indexShape.back() == 1);
+      bool onePosition = index && !index->empty() && gather.getAxis() == 0 && oneColumn &&
                          llvm::all_equal(*index);
       if (!onePosition)
         return gather.emitError("sl-split-generation: a gather of parameter rows at a constant "
