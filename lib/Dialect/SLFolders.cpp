@@ -499,6 +499,51 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor) {
   return foldNoopReduction(getInput(), getAxes(), getNoopWithEmptyAxes(), getType());
 }
 
+OpFoldResult TileOp::fold(FoldAdaptor a) {
+  auto v = valuesOf(a.getInput(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
+  if (!v || !foldable(getType()) || !constantInts(a.getRepeats()))
+    return {};
+  // Each result element reads the input element at its coordinates modulo the input's shape.
+  ArrayRef<int64_t> out = getType().getShape();
+  SmallVector<int64_t> outStrides = stridesOf(out), inStrides = stridesOf(v->shape);
+  SmallVector<int64_t> indices;
+  for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i) {
+    int64_t index = 0;
+    for (size_t d = 0; d < out.size(); ++d)
+      index += ((i / outStrides[d]) % out[d] % v->shape[d]) * inStrides[d];
+    indices.push_back(index);
+  }
+  return gatherValues(*v, indices, getType());
+}
+
+OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
+  auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
+  auto picks = valuesOf(a.getIndices());
+  if (!data || !picks || picks->isFloat || !foldable(getType()))
+    return {};
+  int64_t rank = int64_t(data->shape.size());
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  ArrayRef<int64_t> out = getType().getShape();
+  SmallVector<int64_t> outStrides = stridesOf(out), dataStrides = stridesOf(data->shape);
+  SmallVector<int64_t> indices;
+  for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i) {
+    int64_t index = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t coord = (i / outStrides[d]) % out[d];
+      if (d == axis) {
+        coord = picks->ints[i] < 0 ? picks->ints[i] + data->shape[d] : picks->ints[i];
+        if (coord < 0 || coord >= data->shape[d])
+          return {}; // out of range: not folded, and refused where it is scheduled
+      } else if (coord >= data->shape[d]) {
+        return {};
+      }
+      index += coord * dataStrides[d];
+    }
+    indices.push_back(index);
+  }
+  return gatherValues(*data, indices, getType());
+}
+
 OpFoldResult CumSumOp::fold(FoldAdaptor a) {
   auto v = valuesOf(a.getInput());
   auto axisValues = constantInts(a.getAxis());

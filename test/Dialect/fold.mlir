@@ -520,6 +520,26 @@ func.func @cumsum() -> (tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tenso
 
 // -----
 
+// Tile repeats along each dimension; GatherElements picks along one axis with a same-rank
+// index (GPT-J's position table: repeated per sequence, rows gathered by position).
+// CHECK-LABEL: func.func @tile_gather_elements
+// CHECK-DAG: %[[T:.+]] = sl.constant dense<{{\[}}[1, 2, 1, 2], [3, 4, 3, 4], [1, 2, 1, 2], [3, 4, 3, 4]]> : tensor<4x4xi64>
+// CHECK-DAG: %[[G:.+]] = sl.constant dense<{{\[}}[3, 2], [1, 4]]> : tensor<2x2xi64>
+// CHECK-DAG: %[[G1:.+]] = sl.constant dense<{{\[}}[2, 2], [3, 3]]> : tensor<2x2xi64>
+// CHECK: return %[[T]], %[[G]], %[[G1]]
+func.func @tile_gather_elements() -> (tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>) {
+  %m = sl.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>
+  %reps = sl.constant dense<[2, 2]> : tensor<2xi64>
+  %t = sl.tile %m, %reps : (tensor<2x2xi64>, tensor<2xi64>) -> tensor<4x4xi64>
+  %rows = sl.constant dense<[[1, 0], [0, -1]]> : tensor<2x2xi64>
+  %g = sl.gather_elements %m, %rows {axis = 0} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+  %cols = sl.constant dense<[[1, 1], [0, 0]]> : tensor<2x2xi64>
+  %g1 = sl.gather_elements %m, %cols {axis = 1} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+  return %t, %g, %g1 : tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @constant_of_shape
 // CHECK-DAG: %[[F:.+]] = sl.constant dense<0.000000e+00> : tensor<2x3xf32>
 // CHECK-DAG: %[[I:.+]] = sl.constant dense<1> : tensor<4xi64>
