@@ -475,6 +475,68 @@ def SL_TriluOp : SL_InferredOp<"trilu", [Pure]> {
   let hasFolder = 1;
 }
 
+def SL_TileOp : SL_InferredOp<"tile", [Pure]> {
+  let summary = "repeat a tensor along each dimension (ONNX Tile)";
+  let description = [{
+    Dimension `d` of the result is `repeats[d]` copies of dimension `d` of `input` (`repeats` is
+    a 1-D i64 of the input's rank). GPT-J repeats its sinusoidal position table per sequence with
+    it. Folds when its operands are constant; it has no kernel, so one that does not fold is
+    refused.
+
+    Example:
+
+    ```mlir
+    %t = sl.tile %table, %reps : (tensor<1x32x8xf32>, tensor<3xi64>) -> tensor<2x32x8xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$input, SL_IndexVector:$repeats);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = "$input `,` $repeats attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def SL_GatherElementsOp : SL_InferredOp<"gather_elements", [Pure]> {
+  let summary = "select elements along an axis by a same-rank index tensor (ONNX GatherElements)";
+  let description = [{
+    `result[i][j][k] = data[indices[i][j][k]][j][k]` for `axis` 0, and likewise for other axes:
+    the result has the shape of `indices`; negative indices count from the end. GPT-J gathers its
+    rotary table rows by position with it (torch.gather). Folds when its operands are constant;
+    it has no kernel, so one that does not fold is refused.
+
+    Example:
+
+    ```mlir
+    %g = sl.gather_elements %data, %idx {axis = 1} : (tensor<2x32x8xf32>, tensor<2x5x8xi64>) -> tensor<2x5x8xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$data, SL_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def SL_CumSumOp : SL_InferredOp<"cumsum", [Pure]> {
+  let summary = "running sum along one axis (ONNX CumSum)";
+  let description = [{
+    `result[..., i, ...] = sum of input[..., j, ...]` over `j <= i` along `axis` (a 0-D or
+    1-element integer operand); with `exclusive`, over `j < i`; with `reverse`, from the end.
+    OPT and BLOOM compute position ids as the running sum of the all-ones attention mask. Folds
+    when its operands are constant; it has no kernel, so one that does not fold is refused.
+
+    Example:
+
+    ```mlir
+    %pos = sl.cumsum %mask, %one : (tensor<2x16xi64>, tensor<i64>) -> tensor<2x16xi64>
+    ```
+  }];
+  let arguments = (ins SL_NumericTensor:$input, SL_IndexTensor:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs SL_NumericTensor:$result);
+  let assemblyFormat = "$input `,` $axis attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
 def SL_ConstantOfShapeOp : SL_InferredOp<"constant_of_shape", [Pure]> {
   let summary = "a tensor of one repeated value, of a computed shape (ONNX ConstantOfShape)";
   let description = [{

@@ -41,9 +41,17 @@ def FuseTransformerPass : Pass<"sl-fuse-transformer", "mlir::func::FuncOp"> {
     exporter's mask construction and HF's repeat_kv and clamp), and rewrites each into one fused
     op: `sl.rms_norm`, `sl.layer_norm`, `sl.gelu`, `sl.swiglu`, `sl.rotary`, `sl.attention`.
 
+    Attention is matched by meaning rather than by one exporter's spelling: positive scales,
+    the causal mask (added, or selected with where in either polarity), additions of zero and
+    HF's clamp are peeled off the softmax's input in any order, on 3-D [B * H, S, T] or 4-D
+    scores, down to q @ k^T; any other constant added to the scores (ALiBi) becomes the fused
+    op's additive mask.
+
     Every match checks the constants it depends on (the exponent 2, the 1/2 of GELU, the
     epsilon, each value of the causal mask), so a graph that only looks similar is left as it is
-    and runs op by op. Canonicalisation and CSE clean up what the rewrites leave dead.
+    and runs op by op. A softmax whose probabilities still multiply values afterwards gets a
+    remark (`sl-fuse-transformer: attention not fused: ...`) naming the check that failed.
+    Canonicalisation and CSE clean up what the rewrites leave dead.
 
     Example: `sl.mul %w, (sl.mul %x, (sl.div 1, (sl.sqrt (sl.add (sl.reduce_mean (sl.pow %x, 2)),
     1e-6))))` becomes `sl.rms_norm %x, %w {epsilon = 1.0e-06}`.

@@ -573,6 +573,93 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor) {
   return foldNoopReduction(getInput(), getAxes(), getNoopWithEmptyAxes(), getType());
 }
 
+OpFoldResult TileOp::fold(FoldAdaptor a) {
+  auto v = valuesOf(a.getInput(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
+  if (!v || !foldable(getType()) || !constantInts(a.getRepeats()))
+    return {};
+  // Each result element reads the input element at its coordinates modulo the input's shape.
+  ArrayRef<int64_t> out = getType().getShape();
+  SmallVector<int64_t> outStrides = stridesOf(out), inStrides = stridesOf(v->shape);
+  SmallVector<int64_t> indices;
+  for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i) {
+    int64_t index = 0;
+    for (size_t d = 0; d < out.size(); ++d)
+      index += ((i / outStrides[d]) % out[d] % v->shape[d]) * inStrides[d];
+    indices.push_back(index);
+  }
+  return gatherValues(*v, indices, getType());
+}
+
+OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
+  auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
+  auto picks = valuesOf(a.getIndices());
+  if (!data || !picks || picks->isFloat || !foldable(getType()))
+    return {};
+  int64_t rank = int64_t(data->shape.size());
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  ArrayRef<int64_t> out = getType().getShape();
+  SmallVector<int64_t> outStrides = stridesOf(out), dataStrides = stridesOf(data->shape);
+  SmallVector<int64_t> indices;
+  for (int64_t i = 0, n = getType().getNumElements(); i < n; ++i) {
+    int64_t index = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t coord = (i / outStrides[d]) % out[d];
+      if (d == axis) {
+        coord = picks->ints[i] < 0 ? picks->ints[i] + data->shape[d] : picks->ints[i];
+        if (coord < 0 || coord >= data->shape[d])
+          return {}; // out of range: not folded, and refused where it is scheduled
+      } else if (coord >= data->shape[d]) {
+        return {};
+      }
+      index += coord * dataStrides[d];
+    }
+    indices.push_back(index);
+  }
+  return gatherValues(*data, indices, getType());
+}
+
+OpFoldResult CumSumOp::fold(FoldAdaptor a) {
+  auto v = valuesOf(a.getInput());
+  auto axisValues = constantInts(a.getAxis());
+  if (!v || !axisValues || axisValues->size() != 1 || !foldable(getType()))
+    return {};
+  int64_t rank = int64_t(v->shape.size());
+  int64_t axis = (*axisValues)[0] < 0 ? (*axisValues)[0] + rank : (*axisValues)[0];
+  if (axis < 0 || axis >= rank)
+    return {};
+  int64_t stride = stridesOf(v->shape)[axis], length = v->shape[axis];
+  SmallVector<double> floats(v->floats);
+  SmallVector<int64_t> ints(v->ints);
+  // Each line along `axis` starts where the axis coordinate is 0; sum along it in order.
+  for (int64_t start = 0; start < v->size(); ++start) {
+    if ((start / stride) % length != 0)
+      continue;
+    double floatSum = 0;
+    int64_t intSum = 0;
+    for (int64_t step = 0; step < length; ++step) {
+      int64_t j = getReverse() ? length - 1 - step : step;
+      int64_t i = start + j * stride;
+      double floatValue = v->isFloat ? v->floats[i] : 0;
+      int64_t intValue = v->isFloat ? 0 : v->ints[i];
+      if (!getExclusive()) {
+        floatSum += floatValue;
+        intSum = wrapAdd(intSum, intValue);
+      }
+      if (v->isFloat)
+        floats[i] = floatSum;
+      else
+        ints[i] = intSum;
+      if (getExclusive()) {
+        floatSum += floatValue;
+        intSum = wrapAdd(intSum, intValue);
+      }
+    }
+  }
+  if (v->isFloat)
+    return toAttr(getType(), floats);
+  return makeDense(getType(), ArrayRef<int64_t>(ints));
+}
+
 OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
   if (!getType().hasStaticShape())
     return {};

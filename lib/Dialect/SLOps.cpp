@@ -768,6 +768,56 @@ SL_INFER(TriluOp) {
   return success();
 }
 
+SL_INFER(TileOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto input = rankedType(adaptor.getInput());
+  auto repeatsType = rankedType(adaptor.getRepeats());
+  if (repeatsType.getRank() != 1 || repeatsType.getDimSize(0) != input.getRank())
+    return emitOptionalError(loc, "sl.tile: repeats must be a 1-D tensor of the input's rank ",
+                             input.getRank(), ", got ", quoted(repeatsType));
+  SmallVector<int64_t> shape(input.getRank(), kDynamic);
+  if (std::optional<SmallVector<int64_t>> repeats = constantInts(adaptor.getRepeats()))
+    for (int64_t d = 0; d < input.getRank(); ++d) {
+      if ((*repeats)[d] < 0)
+        return emitOptionalError(loc, "sl.tile: repeats must not be negative, got ",
+                                 (*repeats)[d]);
+      if (!input.isDynamicDim(d))
+        shape[d] = input.getDimSize(d) * (*repeats)[d];
+    }
+  return pushType(types, shape, input.getElementType());
+}
+
+SL_INFER(GatherElementsOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  if (data.getRank() == 0 || indices.getRank() != data.getRank())
+    return emitOptionalError(loc, "sl.gather_elements: data and indices must have one rank >= 1, "
+                                  "got ", quoted(data), " and ", quoted(indices));
+  FailureOr<int64_t> axis =
+      normalizeAxis(loc, "sl.gather_elements", adaptor.getAxis(), data.getRank());
+  if (failed(axis))
+    return failure();
+  return pushType(types, indices.getShape(), data.getElementType());
+}
+
+SL_INFER(CumSumOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto input = rankedType(adaptor.getInput());
+  if (rankedType(adaptor.getAxis()).getNumElements() > 1)
+    return emitOptionalError(loc, "sl.cumsum: axis must be a single value");
+  if (input.getRank() < 1)
+    return emitOptionalError(loc, "sl.cumsum: input must have rank >= 1, got ", quoted(input));
+  if (std::optional<SmallVector<int64_t>> axis = constantInts(adaptor.getAxis())) {
+    int64_t a = (*axis)[0];
+    if (a < -input.getRank() || a >= input.getRank())
+      return emitOptionalError(loc, "sl.cumsum: axis ", a, " is out of range for ",
+                               quoted(input));
+  }
+  types.push_back(input);
+  return success();
+}
+
 SL_INFER(ConstantOfShapeOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
   auto value = llvm::cast<ElementsAttr>(adaptor.getValue());

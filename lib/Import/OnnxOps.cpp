@@ -669,6 +669,25 @@ FailureOr<Results> Converter::run() {
       return failure();
     return one(im.build<TriluOp>(node, *x, *k, intAttr(node, "upper", 1) != 0));
   }
+  if (type == "Tile") {
+    FailureOr<Value> x = in(0), repeats = in(1);
+    if (failed(x) || failed(repeats))
+      return failure();
+    return one(im.build<TileOp>(node, *x, *repeats));
+  }
+  if (type == "GatherElements") {
+    FailureOr<Value> data = in(0), indices = in(1);
+    if (failed(data) || failed(indices))
+      return failure();
+    return one(im.build<GatherElementsOp>(node, *data, *indices, intAttr(node, "axis", 0)));
+  }
+  if (type == "CumSum") {
+    FailureOr<Value> x = in(0), axis = in(1);
+    if (failed(x) || failed(axis))
+      return failure();
+    return one(im.build<CumSumOp>(node, *x, *axis, intAttr(node, "exclusive", 0) != 0,
+                                  intAttr(node, "reverse", 0) != 0));
+  }
   if (type == "Shape") {
     FailureOr<Value> x = in(0);
     if (failed(x))

@@ -7,9 +7,12 @@
 //   RMSNorm      x * 1/sqrt(mean(x^2) + eps) * w                        -> sl.rms_norm
 //   LayerNorm    (x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b     -> sl.layer_norm
 //   GELU         0.5 * x * (1 + erf(x / sqrt(2)))  and the tanh form     -> sl.gelu
+//                (x^3 as a power, or BLOOM's x * (1 + 0.044715 * x * x))
 //   SwiGLU       silu(g) * u                                              -> sl.swiglu
 //   Rotary       x * cos + rotate(x) * sin, rotate-half or interleaved    -> sl.rotary
 //   Attention    softmax(q k^T / c + causal mask) v, with repeat_kv        -> sl.attention
+//                (scale and mask in any order, on 3-D or 4-D scores; a softmax that still
+//                multiplies values afterwards gets a remark saying which check failed)
 //
 // Every match checks the constants it relies on (exponents, 1/2, epsilons, the mask's values),
 // so a near-miss stays as it is and still runs, op by op.
@@ -239,6 +242,25 @@ struct FuseGelu : OpRewritePattern<MulOp> {
       return {};
     SmallVector<Value> outer;
     collectFactors(tanh.getInput(), true, outer);
+    // BLOOM's factored form: tanh(sqrt(2/pi) * x * (1 + 0.044715 * x * x)).
+    if (outer.size() == 3)
+      for (int ci = 0; ci < 3; ++ci)
+        for (int xi = 0; xi < 3; ++xi) {
+          auto add = xi == ci ? AddOp() : defining<AddOp>(outer[3 - ci - xi]);
+          if (!add || !isScalar(outer[ci], std::sqrt(2.0 / M_PI)))
+            continue;
+          Value x = outer[xi];
+          for (auto [one, cubic] : bothOrders(add)) {
+            SmallVector<Value> inner;
+            collectFactors(cubic, true, inner);
+            if (!isScalar(one, 1.0) || inner.size() != 3)
+              continue;
+            for (int ki = 0; ki < 3; ++ki)
+              if (isScalar(inner[ki], 0.044715) && inner[(ki + 1) % 3] == x &&
+                  inner[(ki + 2) % 3] == x)
+                return x;
+          }
+        }
     if (outer.size() != 2)
       return {};
     for (auto [c, sum] : {std::pair(outer[0], outer[1]), std::pair(outer[1], outer[0])}) {
@@ -468,25 +490,34 @@ DenseElementsAttr evaluate(Value v, int depth = 0) {
   return evaluate(llvm::cast<Value>(results[0]), depth + 1);
 }
 
-/// How a mask relates to causal masking of [.., S, T] scores: every entry that causal masking
-/// keeps is `keep`, every entry it drops is at most `dropAtMost`. Broadcasts of the mask (the
-/// exporter's expand to [B, 1, S, T]) are looked through: only the [S, T] pattern matters.
-bool maskIsCausal(Value mask, RankedTensorType scores, double keep, double dropAtMost,
-                  bool boolean) {
+/// What a mask over [.., S, T] scores means, judged by its values.
+enum class MaskKind {
+  Unknown,    // not a constant, or a pattern that is none of the below
+  Zero,       // adds nothing (an all-zero padding mask once folded, beta * zeros)
+  Causal,     // keeps (true / 0) what causal masking keeps, drops (false / very negative) the rest
+  AntiCausal, // a boolean mask that is true exactly where causal masking drops (masked_fill's)
+};
+
+/// Classifies `mask` against [.., S, T] scores. Broadcasts of the mask (the exporter's expand to
+/// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive:
+/// kept entries are 0 and dropped ones at most -1e4.
+MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
   while (auto expand = defining<ExpandOp>(mask))
     mask = expand.getInput();
   auto type = typeOf(mask);
-  if (type.getRank() < 2 || !type.hasStaticShape())
-    return false;
-  int64_t s = scores.getShape()[scores.getRank() - 2], t = scores.getShape().back();
-  int64_t rows = type.getShape()[type.getRank() - 2], cols = type.getShape().back();
-  if (rows != s || cols != t)
-    return false;
+  if (!type.hasStaticShape())
+    return MaskKind::Unknown;
+  int64_t rank = type.getRank();
+  int64_t rows = rank >= 2 ? type.getShape()[rank - 2] : 1;
+  int64_t cols = rank >= 1 ? type.getShape().back() : 1;
+  if ((rows != s && rows != 1) || (cols != t && cols != 1))
+    return MaskKind::Unknown;
   // Causal masks of long sequences are millions of elements; allow that much, here only.
   ScopedFoldLimit limit(int64_t(1) << 26);
   DenseElementsAttr dense = evaluate(mask);
   if (!dense)
-    return false;
+    return MaskKind::Unknown;
+  bool boolean = type.getElementType().isInteger(1);
   std::optional<SmallVector<double>> floats;
   std::optional<SmallVector<int64_t>> ints;
   if (boolean)
@@ -494,37 +525,213 @@ bool maskIsCausal(Value mask, RankedTensorType scores, double keep, double dropA
   else
     floats = constantFloats(dense);
   if (!floats && !ints)
-    return false;
+    return MaskKind::Unknown;
   int64_t n = type.getNumElements();
-  for (int64_t i = 0; i < n; ++i) {
+  bool zero = !boolean, causal = rows == s && cols == t, anti = boolean && causal;
+  for (int64_t i = 0; i < n && (zero || causal || anti); ++i) {
     int64_t row = (i / cols) % rows, col = i % cols;
     bool kept = col <= row + t - s;
     if (boolean) {
-      if (((*ints)[i] != 0) != kept)
-        return false;
-    } else if (kept ? (*floats)[i] != keep : (*floats)[i] > dropAtMost) {
-      return false;
+      bool set = (*ints)[i] != 0;
+      causal &= set == kept;
+      anti &= set != kept;
+    } else {
+      double value = (*floats)[i];
+      zero &= value == 0.0;
+      causal &= kept ? value == 0.0 : value <= -1e4;
     }
   }
-  return true;
+  if (zero)
+    return MaskKind::Zero;
+  if (causal)
+    return MaskKind::Causal;
+  return anti ? MaskKind::AntiCausal : MaskKind::Unknown;
 }
 
-/// A reshape between [B, H, ...] and [B * H, ...]: HF's OPT and GPT-2-era code run attention as
-/// batched 3-D matmuls over B * H.
-Value throughReshapeToRank(Value v, int64_t rank) {
-  if (typeOf(v).getRank() == rank)
+/// Through reshapes that keep the last two dimensions (between [B, H, S, T] and [B * H, S, T])
+/// and casts that change nothing; `fourD`, when given, gets the first 4-D type on the way.
+Value throughViews(Value v, RankedTensorType *fourD = nullptr) {
+  while (true) {
+    if (fourD && !*fourD && typeOf(v).getRank() == 4)
+      *fourD = typeOf(v);
+    if (auto reshape = defining<ReshapeOp>(v)) {
+      auto in = typeOf(reshape.getInput()), out = typeOf(v);
+      if ((in.getRank() == 3 || in.getRank() == 4) && (out.getRank() == 3 || out.getRank() == 4) &&
+          in.getShape().take_back(2) == out.getShape().take_back(2)) {
+        v = reshape.getInput();
+        continue;
+      }
+    }
+    if (auto cast = defining<CastOp>(v); cast && typeOf(cast.getInput()) == typeOf(v)) {
+      v = cast.getInput();
+      continue;
+    }
     return v;
-  auto reshape = defining<ReshapeOp>(v);
-  if (reshape && typeOf(reshape.getInput()).getRank() == rank)
-    return reshape.getInput();
-  return {};
+  }
 }
+
+/// softmax(scores) v, taken apart: what the fused op needs.
+struct AttentionMatch {
+  MatmulOp qk;             // q @ k^T, 3-D ([B * H, S, T]) or 4-D
+  TransposeOp kt;          // k^T
+  double scale = 1.0;      // every positive scalar the scores were multiplied by or divided by
+  RankedTensorType scores; // [B, H, S, T]
+  // A constant added to the scores that is not a mask (ALiBi's position bias), and the product
+  // of the scales applied after it was added, which apply to it too.
+  DenseElementsAttr bias;
+  double biasScale = 1.0;
+};
+
+/// Bias constants up to this many elements are kept in the IR as the attention's mask operand.
+constexpr int64_t kMaxBiasElements = int64_t(1) << 22;
+
+/// Takes apart the scores a softmax normalises, by meaning rather than by one exporter's
+/// spelling: scaling by positive constants, the causal mask (added, or selected with where in
+/// either polarity), additions of zero (an all-zero padding mask, baddbmm's beta * zeros), HF's
+/// clamp to the float minimum and reshapes between 3-D and 4-D commute with each other, so they
+/// are peeled off in whatever order they come until q @ k^T is reached. On failure, `why` says
+/// which check failed.
+std::optional<AttentionMatch> matchScores(Value scores, std::string &why) {
+  AttentionMatch match;
+  bool causal = false;
+  auto sameScores = [](Value a, Value b) {
+    return typeOf(a).getShape().take_back(2) == typeOf(b).getShape().take_back(2);
+  };
+  for (int steps = 0;; ++steps) {
+    scores = throughViews(scores, &match.scores);
+    auto type = typeOf(scores);
+    if (type.getRank() < 2 || steps > 32) {
+      why = "the scores are not built from a matmul";
+      return std::nullopt;
+    }
+    int64_t s = type.getShape()[type.getRank() - 2], t = type.getShape().back();
+    if (auto qk = defining<MatmulOp>(scores)) {
+      match.qk = qk;
+      break;
+    }
+    if (auto where = defining<WhereOp>(scores)) {
+      // HF's clamp to the float minimum (max(scores, min)) changes nothing a causal mask keeps.
+      if (auto less = defining<LessOp>(where.getCondition()))
+        if (less.getLhs() == where.getY() && less.getRhs() == where.getX() &&
+            scalarOf(where.getX()) && *scalarOf(where.getX()) <= -1e30) {
+          scores = where.getY();
+          continue;
+        }
+      auto fillY = scalarOf(where.getY()), fillX = scalarOf(where.getX());
+      MaskKind kind = classifyMask(where.getCondition(), s, t);
+      if (fillY && *fillY <= -1e4 && sameScores(where.getX(), scores) && kind == MaskKind::Causal) {
+        causal = true;
+        scores = where.getX();
+        continue;
+      }
+      if (fillX && *fillX <= -1e4 && sameScores(where.getY(), scores) &&
+          kind == MaskKind::AntiCausal) {
+        causal = true;
+        scores = where.getY();
+        continue;
+      }
+      why = "the where on the scores ('" + where->getName().getStringRef().str() +
+            "') does not select a causal mask: its condition must be constant and causal, the "
+            "other operand a fill of at most -1e4";
+      return std::nullopt;
+    }
+    if (auto add = defining<AddOp>(scores)) {
+      bool peeled = false;
+      for (auto [x, mask] : bothOrders(add)) {
+        if (peeled || typeOf(x).getShape() != type.getShape())
+          continue;
+        MaskKind kind = classifyMask(mask, s, t);
+        if (kind == MaskKind::Zero || kind == MaskKind::Causal) {
+          causal |= kind == MaskKind::Causal;
+          scores = x;
+          peeled = true;
+        }
+      }
+      // Any other constant term is a position bias (ALiBi), added by the fused op as its mask.
+      for (auto [x, term] : bothOrders(add)) {
+        if (peeled || match.bias || typeOf(x).getShape() != type.getShape() ||
+            !llvm::isa<FloatType>(typeOf(term).getElementType()) ||
+            typeOf(term).getNumElements() > kMaxBiasElements)
+          continue;
+        ScopedFoldLimit limit(kMaxBiasElements);
+        if (DenseElementsAttr value = evaluate(term)) {
+          match.bias = value;
+          match.biasScale = match.scale;
+          scores = x;
+          peeled = true;
+        }
+      }
+      if (peeled)
+        continue;
+      why = "a term added to the scores is not a constant (a causal mask, zeros or a position "
+            "bias)";
+      return std::nullopt;
+    }
+    if (auto mul = defining<MulOp>(scores)) {
+      bool peeled = false;
+      for (auto [x, c] : bothOrders(mul))
+        if (!peeled && scalarOf(c) && *scalarOf(c) > 0 && typeOf(x).getShape() == type.getShape()) {
+          match.scale *= *scalarOf(c);
+          scores = x;
+          peeled = true;
+        }
+      if (peeled)
+        continue;
+      why = "the scores are multiplied by something other than a positive scalar constant";
+      return std::nullopt;
+    }
+    if (auto div = defining<DivOp>(scores)) {
+      auto c = scalarOf(div.getRhs());
+      if (c && *c > 0 && typeOf(div.getLhs()).getShape() == type.getShape()) {
+        match.scale /= *c;
+        scores = div.getLhs();
+        continue;
+      }
+      why = "the scores are divided by something other than a positive scalar constant";
+      return std::nullopt;
+    }
+    why = "the scores come from '" + scores.getDefiningOp()->getName().getStringRef().str() +
+          "', which is not part of q @ k^T, a scale or a causal mask";
+    if (!scores.getDefiningOp())
+      why = "the scores are a function argument, not q @ k^T";
+    return std::nullopt;
+  }
+  auto qkType = match.qk.getType();
+  int64_t s = qkType.getShape()[qkType.getRank() - 2], t = qkType.getShape().back();
+  // One query over one key: causal masking keeps the only score, and binding the shapes at
+  // one token (a decoding step) may have folded the mask away.
+  if (!causal && !(s == 1 && t == 1)) {
+    why = "the scores have no causal mask";
+    return std::nullopt;
+  }
+  if (!match.scores) {
+    why = "the scores are never [batch, heads, queries, keys]";
+    return std::nullopt;
+  }
+  // k^T, or (BLOOM) a reshape of a 4-D k^T to [B * H, D, T].
+  Value kt = match.qk.getRhs();
+  if (auto merge = defining<ReshapeOp>(kt)) {
+    auto in = typeOf(merge.getInput()), out = typeOf(kt);
+    if (in.getRank() == 4 && out.getRank() == 3 && in.getShape().take_back(2) ==
+                                                       out.getShape().take_back(2))
+      kt = merge.getInput();
+  }
+  match.kt = defining<TransposeOp>(kt);
+  if (!match.kt || (match.kt.getPerm().size() != 3 && match.kt.getPerm().size() != 4)) {
+    why = "the right operand of q @ k^T is not a transpose of k";
+    return std::nullopt;
+  }
+  return match;
+}
+
+/// The softmax whose probabilities `pv` multiplies with the values, if it is one.
+SoftmaxOp probabilitiesOf(MatmulOp pv) { return defining<SoftmaxOp>(throughViews(pv.getLhs())); }
 
 struct FuseAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  Value reshaped(PatternRewriter &rewriter, Location loc, Value v,
-                 ArrayRef<int64_t> shape) const {
+  static Value reshaped(PatternRewriter &rewriter, Location loc, Value v,
+                        ArrayRef<int64_t> shape) {
     auto type = RankedTensorType::get(shape, typeOf(v).getElementType());
     if (typeOf(v) == type)
       return v;
@@ -534,103 +741,111 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
     return rewriter.create<ReshapeOp>(loc, type, v, target, /*allowzero=*/false);
   }
 
-  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
-    auto softmax = defining<SoftmaxOp>(op.getLhs());
-    if (!softmax)
-      return failure();
+  /// The fused attention replacing `op`, or why there is none (nothing is created then).
+  static FailureOr<Value> fuse(MatmulOp op, PatternRewriter &rewriter, std::string &why) {
+    auto softmax = probabilitiesOf(op);
     int64_t rank = softmax.getType().getRank();
-    if ((rank != 3 && rank != 4) || (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1))
+    if ((rank != 3 && rank != 4) || (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1)) {
+      why = "the softmax is not over the last dimension of 3-D or 4-D scores";
       return failure();
-    // The masking happens on [B, H, S, T] scores even when the matmuls are 3-D.
-    Value scores = throughReshapeToRank(softmax.getInput(), 4);
-    if (!scores)
-      return failure();
-    auto scoresType = typeOf(scores);
-    int64_t batch = scoresType.getDimSize(0), heads = scoresType.getDimSize(1);
-    int64_t s = scoresType.getDimSize(2), t = scoresType.getDimSize(3);
-
-    // HF's clamp to the float minimum (max(scores, min)) changes nothing a causal mask keeps.
-    if (auto where = defining<WhereOp>(scores))
-      if (auto less = defining<LessOp>(where.getCondition()))
-        if (less.getLhs() == where.getY() && less.getRhs() == where.getX() &&
-            scalarOf(where.getX()) && *scalarOf(where.getX()) <= -1e30)
-          scores = where.getY();
-
-    // The causal mask, added (0 / very negative) or selected (where(tril, s, very negative)).
-    Value scaled;
-    if (auto add = defining<AddOp>(scores)) {
-      for (auto [sc, mask] : bothOrders(add))
-        if (typeOf(sc) == scoresType && maskIsCausal(mask, scoresType, 0.0, -1e4, false))
-          scaled = sc;
-    } else if (auto where = defining<WhereOp>(scores)) {
-      auto fill = scalarOf(where.getY());
-      if (fill && *fill <= -1e4 && typeOf(where.getX()) == scoresType &&
-          maskIsCausal(where.getCondition(), scoresType, 0, 0, true))
-        scaled = where.getX();
     }
-    // One query over one key: causal masking keeps the only score, and binding the shapes at
-    // one token (a decoding step) may have folded the mask away.
-    if (!scaled && s == 1 && t == 1)
-      scaled = scores;
-    if (!scaled)
+    std::optional<AttentionMatch> match = matchScores(softmax.getInput(), why);
+    if (!match)
       return failure();
-
-    double scale = 1.0;
-    Value product = scaled;
-    if (auto div = defining<DivOp>(scaled); div && scalarOf(div.getRhs())) {
-      scale = 1.0 / *scalarOf(div.getRhs());
-      product = div.getLhs();
-    } else if (auto mul = defining<MulOp>(scaled)) {
-      for (auto [p, c] : bothOrders(mul))
-        if (scalarOf(c) && typeOf(p) == scoresType) {
-          scale = *scalarOf(c);
-          product = p;
-        }
+    int64_t batch = match->scores.getDimSize(0), heads = match->scores.getDimSize(1);
+    int64_t s = match->scores.getDimSize(2), t = match->scores.getDimSize(3);
+    Value q = match->qk.getLhs(), k = match->kt.getInput(), v = op.getRhs();
+    int64_t qkRank = typeOf(q).getRank(), pvRank = typeOf(v).getRank();
+    int64_t kRank = typeOf(k).getRank();
+    if ((qkRank != 3 && qkRank != 4) || (pvRank != 3 && pvRank != 4) ||
+        int64_t(match->kt.getPerm().size()) != kRank) {
+      why = "q, k and v are not 3-D or 4-D";
+      return failure();
     }
-    product = throughReshapeToRank(product, rank);
-    auto qk = product ? defining<MatmulOp>(product) : MatmulOp();
-    auto kt = qk ? defining<TransposeOp>(qk.getRhs()) : TransposeOp();
-    if (!kt || int64_t(kt.getPerm().size()) != rank)
-      return failure();
-    Value q = qk.getLhs(), v = op.getRhs();
-    if (typeOf(q).getRank() != rank || typeOf(v).getRank() != rank)
-      return failure();
-
     // k^T[i] = src[perm[i]]; k swaps k^T's last two dimensions back.
-    SmallVector<int64_t> kPerm(kt.getPerm());
-    std::swap(kPerm[rank - 1], kPerm[rank - 2]);
+    SmallVector<int64_t> kPerm(match->kt.getPerm());
+    std::swap(kPerm[kRank - 1], kPerm[kRank - 2]);
+    auto kType = inferTransposeType(std::nullopt, k.getType(), kPerm);
+    if (failed(kType)) {
+      why = "k^T is not a transpose of a k";
+      return failure();
+    }
+    // Back to [B, H, ...]; a 3-D operand's first dimension is B * H.
+    int64_t rows = batch * heads;
+    if ((qkRank == 3 && typeOf(q).getDimSize(0) != rows) ||
+        (kRank == 3 && llvm::cast<RankedTensorType>(*kType).getDimSize(0) != rows) ||
+        (pvRank == 3 && typeOf(v).getDimSize(0) != rows)) {
+      why = "3-D q, k or v do not have batch * heads rows";
+      return failure();
+    }
     rewriter.setInsertionPoint(op);
-    Value k = kt.getInput();
-    if (kPerm != llvm::to_vector(llvm::seq<int64_t>(0, rank))) {
-      auto type = inferTransposeType(std::nullopt, k.getType(), kPerm);
-      if (failed(type))
-        return failure();
-      k = rewriter.create<TransposeOp>(kt.getLoc(), *type, k, kPerm);
-    }
-    if (rank == 3) {
-      // Back to [B, H, ...]; a 3-D operand's first dimension is B * H.
-      if (typeOf(q).getDimSize(0) != batch * heads || typeOf(k).getDimSize(0) != batch * heads)
-        return failure();
+    if (kPerm != llvm::to_vector(llvm::seq<int64_t>(0, kRank)))
+      k = rewriter.create<TransposeOp>(match->kt.getLoc(), *kType, k, kPerm);
+    if (qkRank == 3)
       q = reshaped(rewriter, op.getLoc(), q, {batch, heads, s, typeOf(q).getDimSize(2)});
+    if (kRank == 3)
       k = reshaped(rewriter, op.getLoc(), k, {batch, heads, t, typeOf(k).getDimSize(2)});
+    if (pvRank == 3)
       v = reshaped(rewriter, op.getLoc(), v, {batch, heads, t, typeOf(v).getDimSize(2)});
-    }
     k = unrepeatKv(k);
     v = unrepeatKv(v);
-    auto resultType = RankedTensorType::get({batch, heads, s, typeOf(v).getDimSize(3)},
+    auto resultType = RankedTensorType::get({batch, heads, s, typeOf(v).getShape().back()},
                                             op.getType().getElementType());
-    auto attention = rewriter.create<AttentionOp>(op.getLoc(), resultType, q, k, v, Value(),
+    Value bias;
+    if (match->bias) {
+      // [B * H, ...] rows of a 3-D bias are [B, H, ...]; each value is scaled by what the scores
+      // were scaled by after it was added.
+      auto biasType = llvm::cast<RankedTensorType>(match->bias.getType());
+      SmallVector<int64_t> shape(biasType.getShape());
+      if (shape.size() == 3 && shape[0] == batch * heads && batch * heads != 1) {
+        shape[0] = heads;
+        shape.insert(shape.begin(), batch);
+      }
+      SmallVector<double> values = *constantFloats(match->bias);
+      for (double &value : values)
+        value *= match->biasScale;
+      auto type = RankedTensorType::get(shape, biasType.getElementType());
+      bias = rewriter.create<ConstantOp>(op.getLoc(), type, makeDense(type, values));
+    }
+    auto attention = rewriter.create<AttentionOp>(op.getLoc(), resultType, q, k, v, bias,
                                                   rewriter.getUnitAttr(),
-                                                  rewriter.getF32FloatAttr(float(scale)));
+                                                  rewriter.getF32FloatAttr(float(match->scale)));
     if (failed(attention.verify())) {
+      why = "the operands do not make a valid sl.attention (see its verifier)";
       rewriter.eraseOp(attention);
       return failure();
     }
-    rewriter.replaceOp(op, reshaped(rewriter, op.getLoc(), attention.getResult(),
-                                    op.getType().getShape()));
+    return reshaped(rewriter, op.getLoc(), attention.getResult(), op.getType().getShape());
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+    if (!probabilitiesOf(op))
+      return failure();
+    std::string why;
+    FailureOr<Value> fused = fuse(op, rewriter, why);
+    if (failed(fused))
+      return rewriter.notifyMatchFailure(op, why);
+    rewriter.replaceOp(op, *fused);
     return success();
   }
 };
+
+/// Says, for every softmax whose probabilities still multiply values after fusion, why it is not
+/// sl.attention: the model runs unfused and correct, but generation needs the fused op, and the
+/// remark is what a user can report.
+void remarkUnfusedAttention(func::FuncOp func) {
+  func.walk([](MatmulOp pv) {
+    SoftmaxOp softmax = probabilitiesOf(pv);
+    if (!softmax)
+      return;
+    std::string why = "the softmax is not over the last dimension of 3-D or 4-D scores";
+    int64_t rank = softmax.getType().getRank();
+    if ((rank == 3 || rank == 4) && (softmax.getAxis() == -1 || softmax.getAxis() == rank - 1) &&
+        matchScores(softmax.getInput(), why))
+      why = "q, k and v do not make a sl.attention (shapes or the verifier)";
+    softmax.emitRemark("sl-fuse-transformer: attention not fused: ") << why;
+  });
+}
 
 struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransformerPass> {
   void runOnOperation() override {
@@ -643,6 +858,7 @@ struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransf
     MulOp::getCanonicalizationPatterns(patterns, context);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    remarkUnfusedAttention(getOperation());
   }
 };
 

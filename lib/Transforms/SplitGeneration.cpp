@@ -166,7 +166,8 @@ FailureOr<SmallVector<sl::AttentionOp>> attentionsOf(func::FuncOp block, bool on
       op->emitError("sl-split-generation: block @")
           << block.getSymName()
           << " has a softmax that sl-fuse-transformer did not fuse into sl.attention; "
-             "generation needs fused causal attention (compile with fuse=true)";
+             "generation needs fused causal attention (compile with fuse=true; with it, "
+             "sl-fuse-transformer's remark on this softmax says which check failed)";
       return WalkResult::interrupt();
     }
     if (auto attention = llvm::dyn_cast<sl::AttentionOp>(op)) {
@@ -446,10 +447,19 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
       rotary.getSinMutable().assign(*sin);
     }
     for (sl::GatherOp gather : positionGathers) {
+      // Bound at one token, a position index is one value: [1], [1, 1], or [b, 1] when the
+      // positions were computed per row (OPT's cumsum of the attention mask, offset by 2).
       std::optional<SmallVector<int64_t>> index = sl::constantInts(gather.getIndices());
-      if (!index || index->size() != 1 || gather.getAxis() != 0)
+      auto indexShape = tensorType(gather.getIndices()).getShape();
+      bool oneColumn =
+          indexShape.empty() || (indexShape.size() <= 2 && indexShape.back() == 1);
+      bool onePosition = index && !index->empty() && gather.getAxis() == 0 && oneColumn &&
+                         llvm::all_equal(*index);
+      if (!onePosition)
         return gather.emitError("sl-split-generation: a gather of parameter rows at a constant "
-                                "index must be one position's embedding");
+                                "index must be one position's embedding (an index of shape [1], "
+                                "[1, 1] or [batch, 1] with one value), got ")
+               << gather.getIndices().getType();
       builder.setInsertionPoint(gather);
       Location loc = gather.getLoc();
       auto indexType = RankedTensorType::get({b, 1}, i64);

@@ -195,13 +195,16 @@ def check_training(arch: HFArch, onnx_path: Path, tools, tmp: Path, seed: int = 
     want_grads = torch_gradients(model, tokens)
     trained = [n for n in state if not n.endswith((".adam_m", ".adam_v"))]
     assert set(trained) == set(want_grads), (sorted(trained), sorted(want_grads))
+    # Zero gradients are rounding noise on both sides: bounded against the step's largest one
+    # (a parameter can be all noise, as OPT's key bias is).
+    largest = max(float(np.abs(g).max()) for g in want_grads.values())
     for name, want in want_grads.items():
         got = (state[name + ".adam_m"] / np.float32(1 - BETA1)).reshape(-1)
         want = want.reshape(-1)
         scale = float(np.abs(want).max())
         if name in arch.zero_grad_slices:
             begin, end = arch.zero_grad_slices[name]
-            assert float(np.abs(got[begin:end]).max()) < 1e-4 * scale, name
+            assert float(np.abs(got[begin:end]).max()) < 1e-4 * largest, name
             got = np.concatenate([got[:begin], got[end:]])
             want = np.concatenate([want[:begin], want[end:]])
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * scale,

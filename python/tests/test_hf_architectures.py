@@ -22,7 +22,8 @@ if os.environ.get("SL_REQUIRE_TRANSFORMERS") == "1":
 else:
     pytest.importorskip("transformers")
 
-from hf_harness import HFArch, check_all  # noqa: E402
+from hf_harness import (HFArch, build_model, check_all, check_inference,  # noqa: E402
+                        check_training, export)
 
 # Tracing HF code warns about every Python branch on a shape; the checks here are what count.
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
@@ -53,6 +54,24 @@ ARCHS = [
            {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L},
            # The key bias shifts every score of a query alike, which softmax ignores.
            zero_grad_slices={f"transformer.h.{i}.attn.c_attn.bias": (32, 64) for i in range(L)}),
+    # baddbmm scales 3-D scores and adds beta * zeros before the reshape to 4-D; rotary on the
+    # first half of each head only (rotary_pct=0.5); parallel attention and MLP.
+    HFArch("gpt-neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
+           dict(hidden_size=32, intermediate_size=48, num_hidden_layers=L, num_attention_heads=4,
+                vocab_size=64, max_position_embeddings=32, rotary_pct=0.5, attention_dropout=0.0,
+                hidden_dropout=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
+    # Positions from the cumsum of the all-ones mask, learned with an offset of 2; q scaled before
+    # the 3-D matmul; ReLU MLP. No pad token: torch gives the embedding row of padding_idx no
+    # gradient, which ONNX cannot express (the exporter warns), and the data here has no padding.
+    HFArch("opt", "OPTConfig", "OPTForCausalLM",
+           dict(hidden_size=32, ffn_dim=48, num_hidden_layers=L, num_attention_heads=4,
+                vocab_size=64, max_position_embeddings=32, word_embed_proj_dim=32, dropout=0.0,
+                attention_dropout=0.0, pad_token_id=None, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ATTENTION": L},
+           # The key bias shifts every score of a query alike, which softmax ignores.
+           zero_grad_slices={f"model.decoder.layers.{i}.self_attn.k_proj.bias": (0, 32)
+                             for i in range(L)}),
 ]
 
 
@@ -79,3 +98,26 @@ def test_unfused_schedule_fails_the_fusion_check(sl_tools, tmp_path):
                           output_name="logits"))
     with pytest.raises(AssertionError, match="unfused kernels ran"):
         assert_fused(arch, ops_of(tmp_path / "report.json"), "inference", exact=True)
+
+
+# BLOOM: ALiBi bias added to the 3-D scores by baddbmm, an inverted causal mask, k^T a 4-D
+# transpose merged to [B * H, D, T], GELU written as x * (1 + 0.044715 * x * x). The bias becomes
+# sl.attention's additive mask, so inference and training run fused; generation does not support
+# a position bias yet (the decode kernel has no bias operand) and must say so.
+BLOOM = HFArch("bloom", "BloomConfig", "BloomForCausalLM",
+               dict(hidden_size=32, n_layer=L, n_head=4, vocab_size=64, hidden_dropout=0.0,
+                    attention_dropout=0.0, use_cache=False),
+               {"LAYER_NORM": 2 * L + 2, "ATTENTION": L, "GELU": L})
+
+
+def test_bloom_infers_and_trains_and_refuses_generation(sl_tools, tmp_path):
+    model = build_model(BLOOM)
+    infer_onnx, train_onnx = tmp_path / "model.onnx", tmp_path / "train.onnx"
+    export(model, infer_onnx, training=False)
+    export(model, train_onnx, training=True)
+    check_inference(BLOOM, model, infer_onnx, sl_tools, tmp_path)
+    check_training(BLOOM, train_onnx, sl_tools, tmp_path)
+    proc = sl_tools._run([sl_tools.sl_opt, infer_onnx, "--sl-generate=batch=2 max-prompt-len=4 "
+                          "max-new-tokens=2", "-o", tmp_path / "gen.slsched"])
+    assert proc.returncode != 0
+    assert "only causal attention without a mask can use a KV cache" in proc.stderr, proc.stderr

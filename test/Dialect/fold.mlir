@@ -496,6 +496,50 @@ func.func @trilu() -> (tensor<3x3xi64>, tensor<3x3xi64>, tensor<3x3xi64>, tensor
 
 // -----
 
+// CumSum along an axis, inclusive or exclusive, forward or reversed; OPT's positions are the
+// running sum of the all-ones mask.
+// CHECK-LABEL: func.func @cumsum
+// CHECK-DAG: %[[ROWS:.+]] = sl.constant dense<{{\[}}[1, 2, 3], [1, 2, 3]]> : tensor<2x3xi64>
+// CHECK-DAG: %[[COLS:.+]] = sl.constant dense<{{\[}}[1, 2, 3], [5, 7, 9]]> : tensor<2x3xi64>
+// CHECK-DAG: %[[EXCL:.+]] = sl.constant dense<{{\[}}[0, 1, 3], [0, 4, 9]]> : tensor<2x3xi64>
+// CHECK-DAG: %[[REV:.+]] = sl.constant dense<{{\[}}[1.500000e+00, 1.000000e+00, 5.000000e-01]]> : tensor<1x3xf32>
+// CHECK: return %[[ROWS]], %[[COLS]], %[[EXCL]], %[[REV]]
+func.func @cumsum() -> (tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<1x3xf32>) {
+  %ones = sl.constant dense<1> : tensor<2x3xi64>
+  %m = sl.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %one = sl.constant dense<1> : tensor<i64>
+  %zero = sl.constant dense<[0]> : tensor<1xi64>
+  %minus1 = sl.constant dense<-1> : tensor<i64>
+  %rows = sl.cumsum %ones, %one : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %cols = sl.cumsum %m, %zero : (tensor<2x3xi64>, tensor<1xi64>) -> tensor<2x3xi64>
+  %excl = sl.cumsum %m, %minus1 {exclusive} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %f = sl.constant dense<0.5> : tensor<1x3xf32>
+  %rev = sl.cumsum %f, %one {reverse} : (tensor<1x3xf32>, tensor<i64>) -> tensor<1x3xf32>
+  return %rows, %cols, %excl, %rev : tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<1x3xf32>
+}
+
+// -----
+
+// Tile repeats along each dimension; GatherElements picks along one axis with a same-rank
+// index (GPT-J's position table: repeated per sequence, rows gathered by position).
+// CHECK-LABEL: func.func @tile_gather_elements
+// CHECK-DAG: %[[T:.+]] = sl.constant dense<{{\[}}[1, 2, 1, 2], [3, 4, 3, 4], [1, 2, 1, 2], [3, 4, 3, 4]]> : tensor<4x4xi64>
+// CHECK-DAG: %[[G:.+]] = sl.constant dense<{{\[}}[3, 2], [1, 4]]> : tensor<2x2xi64>
+// CHECK-DAG: %[[G1:.+]] = sl.constant dense<{{\[}}[2, 2], [3, 3]]> : tensor<2x2xi64>
+// CHECK: return %[[T]], %[[G]], %[[G1]]
+func.func @tile_gather_elements() -> (tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>) {
+  %m = sl.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>
+  %reps = sl.constant dense<[2, 2]> : tensor<2xi64>
+  %t = sl.tile %m, %reps : (tensor<2x2xi64>, tensor<2xi64>) -> tensor<4x4xi64>
+  %rows = sl.constant dense<[[1, 0], [0, -1]]> : tensor<2x2xi64>
+  %g = sl.gather_elements %m, %rows {axis = 0} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+  %cols = sl.constant dense<[[1, 1], [0, 0]]> : tensor<2x2xi64>
+  %g1 = sl.gather_elements %m, %cols {axis = 1} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+  return %t, %g, %g1 : tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @constant_of_shape
 // CHECK-DAG: %[[F:.+]] = sl.constant dense<0.000000e+00> : tensor<2x3xf32>
 // CHECK-DAG: %[[I:.+]] = sl.constant dense<1> : tensor<4xi64>

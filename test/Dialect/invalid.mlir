@@ -509,6 +509,34 @@ func.func @expand_incompatible(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
 
 // -----
 
+func.func @tile_repeats(%x: tensor<2x4xf32>, %r: tensor<3xi64>) -> tensor<?x?xf32> {
+  // expected-error @+2 {{sl.tile: repeats must be a 1-D tensor of the input's rank 2, got 'tensor<3xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.tile %x, %r : (tensor<2x4xf32>, tensor<3xi64>) -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @gather_elements_rank(%x: tensor<2x4xf32>, %i: tensor<2xi64>) -> tensor<2xf32> {
+  // expected-error @+2 {{sl.gather_elements: data and indices must have one rank >= 1, got 'tensor<2x4xf32>' and 'tensor<2xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.gather_elements %x, %i {axis = 1} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<2x4xi64>) -> tensor<2x4xi64> {
+  %axis = sl.constant dense<2> : tensor<i64>
+  // expected-error @+2 {{sl.cumsum: axis 2 is out of range for 'tensor<2x4xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.cumsum %x, %axis : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+  return %y : tensor<2x4xi64>
+}
+
+// -----
+
 func.func @trilu_rank(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+2 {{sl.trilu: input must have rank >= 2, got 'tensor<4xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}

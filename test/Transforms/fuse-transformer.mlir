@@ -411,3 +411,156 @@ func.func @attention_not_causal(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>
   %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
   return %o : tensor<1x2x3x2xf32>
 }
+
+// -----
+
+// GPT-NeoX's form: baddbmm scales 3-D [B * H, S, T] scores and adds beta * zeros, the reshape to
+// [B, H, S, T] comes after the scale, the causal mask is selected there, and the probabilities
+// multiply 4-D values.
+// CHECK-LABEL: func.func @attention_neox
+// CHECK-SAME: (%[[Q:.+]]: tensor<4x3x2xf32>, %[[K:.+]]: tensor<4x3x2xf32>, %[[V:.+]]: tensor<2x2x3x2xf32>)
+// CHECK-DAG: %[[Q4:.+]] = sl.reshape %[[Q]]
+// CHECK-DAG: %[[K4:.+]] = sl.reshape %[[K]]
+// CHECK: %[[O:.+]] = sl.attention %[[Q4]], %[[K4]], %[[V]] {causal, scale = 0.707106769 : f32} : (tensor<2x2x3x2xf32>, tensor<2x2x3x2xf32>, tensor<2x2x3x2xf32>) -> tensor<2x2x3x2xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @attention_neox(%q: tensor<4x3x2xf32>, %k: tensor<4x3x2xf32>, %v: tensor<2x2x3x2xf32>) -> tensor<2x2x3x2xf32> {
+  %bhst = sl.constant dense<[2, 2, 3, 3]> : tensor<4xi64>
+  %shape = sl.constant dense<[4, 3, 3]> : tensor<3xi64>
+  %norm = sl.constant dense<0.707106769> : tensor<f32>
+  %beta = sl.constant dense<1.0> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %tril = sl.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %zeros = sl.constant_of_shape %shape {value = dense<0.0> : tensor<1xf32>} : tensor<3xi64> -> tensor<4x3x3xf32>
+  %kt = sl.transpose %k [0, 2, 1] : tensor<4x3x2xf32> -> tensor<4x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<4x3x2xf32>, tensor<4x2x3xf32> -> tensor<4x3x3xf32>
+  %scaled = sl.mul %qk, %norm : tensor<4x3x3xf32>, tensor<f32> -> tensor<4x3x3xf32>
+  %bz = sl.mul %zeros, %beta : tensor<4x3x3xf32>, tensor<f32> -> tensor<4x3x3xf32>
+  %s = sl.add %scaled, %bz : tensor<4x3x3xf32>, tensor<4x3x3xf32> -> tensor<4x3x3xf32>
+  %s4 = sl.reshape %s, %bhst : tensor<4x3x3xf32>, tensor<4xi64> -> tensor<2x2x3x3xf32>
+  %m = sl.where %tril, %s4, %min : tensor<1x1x3x3xi1>, tensor<2x2x3x3xf32>, tensor<f32> -> tensor<2x2x3x3xf32>
+  %p = sl.softmax %m : tensor<2x2x3x3xf32>
+  %f = sl.cast %p to f32 : tensor<2x2x3x3xf32> -> tensor<2x2x3x3xf32>
+  %o = sl.matmul %f, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
+  return %o : tensor<2x2x3x2xf32>
+}
+
+// -----
+
+// GPT-J's form: the causal where comes first and the division by the scale after it; then an
+// all-zero padding mask is added.
+// CHECK-LABEL: func.func @attention_scale_after_mask
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x2x3x2xf32>, %[[K:.+]]: tensor<1x2x3x2xf32>, %[[V:.+]]: tensor<1x2x3x2xf32>)
+// CHECK-NEXT: %[[O:.+]] = sl.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 2.500000e-01 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_scale_after_mask(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %tril = sl.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %four = sl.constant dense<4.0> : tensor<f32>
+  %padding = sl.constant dense<0.0> : tensor<1x1x1x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %m = sl.where %tril, %qk, %min : tensor<1x1x3x3xi1>, tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %s = sl.div %m, %four : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %a = sl.add %s, %padding : tensor<1x2x3x3xf32>, tensor<1x1x1x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %a : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// nanoGPT's masked_fill(bias[:, :, :S, :S] == 0, -inf): the condition is the inverted causal
+// mask and the fill is the first operand of the where.
+// CHECK-LABEL: func.func @attention_masked_fill
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x2x3x2xf32>, %[[K:.+]]: tensor<1x2x3x2xf32>, %[[V:.+]]: tensor<1x2x3x2xf32>)
+// CHECK-NEXT: %[[O:.+]] = sl.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 5.000000e-01 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_masked_fill(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %bias = sl.constant dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x1x3x3xf32>
+  %zero = sl.constant dense<0.0> : tensor<f32>
+  %ninf = sl.constant dense<0xFF800000> : tensor<f32>
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %s = sl.mul %qk, %half : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %dropped = sl.equal %bias, %zero : tensor<1x1x3x3xf32>, tensor<f32> -> tensor<1x1x3x3xi1>
+  %m = sl.where %dropped, %ninf, %s : tensor<1x1x3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// Near miss: a negative scale after a -inf fill would turn the dropped scores into +inf.
+// CHECK-LABEL: func.func @attention_negative_scale
+// CHECK-NOT: sl.attention
+func.func @attention_negative_scale(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %tril = sl.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %c = sl.constant dense<-4.0> : tensor<f32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %m = sl.where %tril, %qk, %min : tensor<1x1x3x3xi1>, tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %s = sl.div %m, %c : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %s : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// BLOOM's form: baddbmm adds the ALiBi bias [B * H, 1, T] to the scaled 3-D scores, the causal
+// mask is inverted (masked_fill where it is true), k^T is a 4-D transpose merged to [B * H, D, T].
+// The bias becomes the fused op's mask, as [B, H, 1, T], scaled by what came after it (here 2:
+// bias 1.0 per key step becomes 2.0).
+// CHECK-LABEL: func.func @attention_alibi
+// CHECK: %[[BIAS:.+]] = sl.constant dense<{{\[\[\[\[}}0.000000e+00, 2.000000e+00, 4.000000e+00]], {{\[\[}}0.000000e+00, 1.000000e+00, 2.000000e+00]]]]> : tensor<1x2x1x3xf32>
+// CHECK: %[[K:.+]] = sl.transpose %{{.+}} [0, 2, 1, 3] : tensor<1x3x2x2xf32> -> tensor<1x2x3x2xf32>
+// CHECK: sl.attention %{{.+}}, %[[K]], %{{.+}}, mask %[[BIAS]] {causal, scale = 1.000000e+00 : f32}
+func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<1x3x2x2xf32>, %v: tensor<2x3x2xf32>) -> tensor<2x3x2xf32> {
+  %bhst = sl.constant dense<[1, 2, 3, 3]> : tensor<4xi64>
+  %flat = sl.constant dense<[2, 3, 3]> : tensor<3xi64>
+  %alibi = sl.constant dense<[[[0.0, 1.0, 2.0]], [[0.0, 0.5, 1.0]]]> : tensor<2x1x3xf32>
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %triu = sl.constant dense<[[[[false, true, true], [false, false, true], [false, false, false]]]]> : tensor<1x1x3x3xi1>
+  %bhdt = sl.constant dense<[2, 2, 3]> : tensor<3xi64>
+  %kt4 = sl.transpose %k [0, 2, 3, 1] : tensor<1x3x2x2xf32> -> tensor<1x2x2x3xf32>
+  %kt = sl.reshape %kt4, %bhdt : tensor<1x2x2x3xf32>, tensor<3xi64> -> tensor<2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x3x2xf32>, tensor<2x2x3xf32> -> tensor<2x3x3xf32>
+  %scaled = sl.mul %qk, %half : tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
+  %biased = sl.add %scaled, %alibi : tensor<2x3x3xf32>, tensor<2x1x3xf32> -> tensor<2x3x3xf32>
+  %s = sl.mul %biased, %two : tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
+  %s4 = sl.reshape %s, %bhst : tensor<2x3x3xf32>, tensor<4xi64> -> tensor<1x2x3x3xf32>
+  %m = sl.where %triu, %min, %s4 : tensor<1x1x3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %p3 = sl.reshape %p, %flat : tensor<1x2x3x3xf32>, tensor<3xi64> -> tensor<2x3x3xf32>
+  %o = sl.matmul %p3, %v : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
+  return %o : tensor<2x3x2xf32>
+}
+
+// -----
+
+// BLOOM's GELU: x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x))).
+// CHECK-LABEL: func.func @gelu_bloom
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.gelu %[[X]] {tanh} : tensor<2x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_bloom(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = sl.constant dense<0.5> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %c = sl.constant dense<0.79788456> : tensor<f32>
+  %k = sl.constant dense<0.044715> : tensor<f32>
+  %kx = sl.mul %k, %x : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %kxx = sl.mul %kx, %x : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %p = sl.add %one, %kxx : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %cx = sl.mul %c, %x : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %a = sl.mul %cx, %p : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %t = sl.tanh %a : tensor<2x8xf32>
+  %u = sl.add %one, %t : tensor<f32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %xh = sl.mul %x, %half : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32>
+  %y = sl.mul %xh, %u : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
