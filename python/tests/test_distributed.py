@@ -447,6 +447,56 @@ def test_a_failed_resave_keeps_the_previous_checkpoint_and_a_good_one_replaces_i
         assert after[new] == before[old], (old, new)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_a_save_killed_mid_write_keeps_the_previous_checkpoint_and_leaves_nothing_growing(job, sig):
+    """Both ranks are killed while writing their parts (the SL_TEST_STALL_WRITES hook stops every
+    write after 64 bytes). Twice: the previous index and its parts stay byte for byte and resume;
+    SIGTERM's handler removes the temporaries at once, kill -9's stay until the next save that
+    completes, which sweeps them and the killed saves' parts, leaving the index and its parts."""
+    tmp, tools = job.tmp, job.tools
+    sched = job.schedule(2)
+    name = f"killed-{sig.name}.ckpt"
+    index = tmp / name
+    train = mpirun(2) + [tools.sl_run, sched, "--data", tmp / "tokens.bin", "--steps", 3, "--lr",
+                         LR, "--save", index]
+    check_ok(run(train))
+    before = snapshot(tmp, name)
+
+    def temporaries():
+        return sorted(p.name for p in tmp.iterdir()
+                      if p.name.startswith(f".{name}.step") and ".sl-tmp." in p.name)
+
+    for attempt in range(2):
+        env = dict(os.environ, SL_TEST_STALL_WRITES="64")
+        proc = subprocess.Popen([str(c) for c in train], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(temporaries()) < 2 * (attempt + 1 if sig == signal.SIGKILL else 1):
+                assert proc.poll() is None, "the job ended before its save stalled"
+                assert time.monotonic() < deadline, "the save never stalled"
+                time.sleep(0.05)
+            for rank in range(2):
+                os.kill(rank_pid(sched, rank, deadline), sig)
+            proc.wait(timeout=TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode != 0
+        assert snapshot(tmp, name) == before, f"attempt {attempt}"
+        assert len(temporaries()) == (2 * (attempt + 1) if sig == signal.SIGKILL else 0)
+
+    # The previous checkpoint resumes.
+    check_ok(run(mpirun(2) + [tools.sl_run, sched, "--data", tmp / "tokens.bin", "--steps", 1,
+                              "--lr", LR, "--resume", index]))
+    # The next save that completes sweeps whatever the killed ones left.
+    check_ok(run(train))
+    assert temporaries() == []
+    assert set(snapshot(tmp, name)) == {name, *(p.name for p in parts_of(index))}
+    assert not any(p.name.startswith(f".{name}") for p in tmp.iterdir())
+
+
 def rank_pid(sched, rank, deadline):
     """The pid of the sl-run process of `rank` running `sched`."""
     while time.monotonic() < deadline:

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/read_file.h"
+#include "temp_files.h"
 
 namespace slrt {
 namespace {
@@ -258,22 +260,45 @@ Index readIndex(const std::string &path, uint32_t runWorld) {
   return index;
 }
 
-// The part files the index at `indexPath` names, when there is one there: what a new index that
-// replaces it leaves behind. Only names of this index's part files count (isPartFileName): an
-// index that lists any other file (edited by hand, say) must not make a save remove that file.
-// Nothing when there is no index (or something else) at `indexPath`.
-std::vector<std::string> partsOfPreviousIndex(const std::string &indexPath) {
-  std::vector<std::string> parts;
-  try {
-    if (!isShardedCheckpointIndex(indexPath))
-      return parts;
-    for (const std::string &name : readIndex(indexPath, 0).names)
-      if (isPartFileName(indexPath, name))
-        parts.push_back(name);
-  } catch (const Error &) {
-    // Not an index that reads: nothing of it is removed.
+// Every file in the index's directory named like a part file of the index at `indexPath`
+// (isPartFileName), whichever save wrote it: the parts of the checkpoint a new index replaces, and
+// those of saves that were killed before their index was written (kill -9 cannot be caught, so
+// they are swept by the next save that completes, rather than piling up). Files not named like
+// this index's parts are never listed, whatever an index names.
+std::vector<std::string> partNamedFiles(const std::string &indexPath) {
+  std::vector<std::string> names;
+  std::error_code error;
+  std::string dir = directoryOf(indexPath);
+  for (const auto &entry :
+       std::filesystem::directory_iterator(dir.empty() ? "." : dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (isPartFileName(indexPath, name) && entry.is_regular_file(error) && !error)
+      names.push_back(name);
   }
-  return parts;
+  return names;
+}
+
+// Removes the temporaries that part writes of this index left when their process was killed
+// (kill -9 cannot be caught): a killed save's parts have names no later save writes again, so the
+// writer's own sweep of a target's stale temporaries never meets them. Only temporaries of
+// part-named targets whose process is gone are removed (temp_files::removeStale).
+void removeStalePartTemporaries(const std::string &indexPath) {
+  std::error_code error;
+  std::string dir = directoryOf(indexPath);
+  std::string directory = dir.empty() ? "." : dir;
+  const std::string marker = ".sl-tmp.";
+  std::vector<std::string> targets;
+  for (const auto &entry : std::filesystem::directory_iterator(directory, error)) {
+    std::string name = entry.path().filename().string();
+    size_t at = name.find(marker);
+    if (name.empty() || name[0] != '.' || at == std::string::npos)
+      continue;
+    std::string target = name.substr(1, at - 1);
+    if (isPartFileName(indexPath, target))
+      targets.push_back(target);
+  }
+  for (const std::string &target : targets)
+    temp_files::removeStale(directory, temp_files::prefixFor(target));
 }
 
 // Whether the index at `indexPath` is that of the save `saveId`.
@@ -411,12 +436,10 @@ void saveShardedCheckpoint(const std::string &indexPath, const TrainingCheckpoin
   // state: 0 written, 1 not written, 2 in place although the write reported an error.
   std::string indexError;
   double indexState = 0;
-  std::vector<std::string> previous;
   std::vector<std::string> files;
   for (uint32_t r = 0; r < world; ++r)
     files.push_back(partFileName(indexPath, part.step, saveId, r, world));
   if (comm.rank() == 0) {
-    previous = partsOfPreviousIndex(indexPath);
     nlohmann::json json = layoutJson(layout);
     json["format"] = kFormat;
     json["version"] = kVersion;
@@ -448,10 +471,15 @@ void saveShardedCheckpoint(const std::string &indexPath, const TrainingCheckpoin
                     indexError.empty() ? std::string("an error (see rank 0's message)")
                                        : "an error (" + indexError + ")",
                     "; the previous checkpoint's parts were kept");
+  // Rank 0 then removes every other part-named file of this index: the replaced checkpoint's and
+  // any left by killed saves. Another job saving to the same path at the same time would lose its
+  // parts: two jobs must not share a checkpoint path (docs/distributed.md).
   if (comm.rank() == 0)
-    for (const std::string &name : previous)
+    for (const std::string &name : partNamedFiles(indexPath))
       if (std::find(files.begin(), files.end(), name) == files.end())
         ::unlink((directoryOf(indexPath) + name).c_str()); // best effort: at worst an orphan
+  if (comm.rank() == 0)
+    removeStalePartTemporaries(indexPath);
 }
 
 uint32_t shardedCheckpointWorld(const std::string &indexPath) {
