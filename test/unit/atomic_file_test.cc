@@ -25,14 +25,6 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-std::vector<std::string> listDir(const std::string &dir) {
-  std::vector<std::string> names;
-  for (const auto &entry : std::filesystem::directory_iterator(dir))
-    names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 mode_t modeOf(const std::string &path) {
   struct stat info;
   EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;

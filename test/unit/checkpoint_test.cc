@@ -30,14 +30,6 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::vector<std::string> listDir(const std::string &dir) {
-  std::vector<std::string> names;
-  for (const auto &entry : std::filesystem::directory_iterator(dir))
-    names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TensorEntry randomEntry(std::mt19937 &rng, const std::string &name, DType dtype, Shape shape) {
   TensorEntry entry{name, dtype, shape, {}};
   entry.data.resize(numel(shape).value() * dtypeSize(dtype));

@@ -41,6 +41,9 @@ private:
   std::string path_;
 };
 
+// The names in `dir`, sorted.
+std::vector<std::string> listDir(const std::string &dir);
+
 // Serializes `schedule` to `path` exactly as sl-opt would.
 void writeSchedule(const sl::schedule::Schedule &schedule, const std::string &path);
 void writeBytes(const std::string &path, const std::string &bytes);
