@@ -130,6 +130,31 @@ std::string prefixFor(const std::string &name) {
 
 std::string ownerTag() { return hostTag() + "-" + std::to_string(::getpid()); }
 
+namespace {
+
+// Whether process `pid` has ended: no such process, or a zombie (ended, not yet reaped by its
+// parent: a rank killed by SIGKILL stays one for a while when mpirun exits before reaping it, and
+// may be reparented to an init that reaps late). Another user's live process (EPERM) is not gone.
+bool processGone(pid_t pid) {
+  if (::kill(pid, 0) != 0)
+    return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE *stat = std::fopen(path, "r");
+  if (!stat)
+    return false;
+  // "<pid> (<comm>) <state> ...": comm may hold spaces and parentheses, so the state follows the
+  // last ')'.
+  char buffer[512];
+  size_t n = std::fread(buffer, 1, sizeof buffer - 1, stat);
+  std::fclose(stat);
+  buffer[n] = '\0';
+  const char *close = std::strrchr(buffer, ')');
+  return close && close[1] == ' ' && close[2] == 'Z';
+}
+
+} // namespace
+
 void removeStale(const std::string &directory, const std::string &prefix) {
   DIR *dir = ::opendir(directory.empty() ? "." : directory.c_str());
   if (!dir)
@@ -152,7 +177,7 @@ void removeStale(const std::string &directory, const std::string &prefix) {
       continue;
     pid_t pid = static_cast<pid_t>(std::stol(digits));
     // Alive, or another user's (EPERM): not ours to remove.
-    if (pid <= 0 || pid == self || ::kill(pid, 0) == 0 || errno != ESRCH)
+    if (pid <= 0 || pid == self || !processGone(pid))
       continue;
     struct stat info;
     if (::fstatat(::dirfd(dir), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||

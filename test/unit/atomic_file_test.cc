@@ -146,6 +146,31 @@ TEST(AtomicWriterTest, StaleTemporariesOfDeadProcessesAreRemovedAndNothingElse) 
   EXPECT_EQ(readFile(victim), "victim");
 }
 
+// A process that was killed but is not reaped yet (a zombie: an MPI rank killed with SIGKILL whose
+// launcher exited first) has ended: its temporary is stale.
+TEST(AtomicWriterTest, TemporaryOfAZombieProcessIsStale) {
+  TempDir dir;
+  std::string path = dir.file("ckpt");
+  std::string probe;
+  {
+    AtomicWriter writer;
+    ASSERT_TRUE(writer.open(path));
+    probe = baseName(writer.temporaryPath());
+  }
+  pid_t zombie = ::fork();
+  if (zombie == 0)
+    ::_exit(0);
+  // Wait until it has exited, without reaping it.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  std::string stale = withPid(probe, zombie);
+  writeBytes(dir.file(stale), "partial");
+  writeFileAtomically(path, "new");
+  EXPECT_EQ(listDir(dir.path()), std::vector<std::string>{"ckpt"});
+  int status = 0;
+  ::waitpid(zombie, &status, 0);
+}
+
 // In a child: the signal ends the process the way it would have without the writer, and the
 // temporary is gone.
 TEST(AtomicWriterTest, SignalsRemoveTheTemporaryThenDoWhatTheyDidBefore) {
