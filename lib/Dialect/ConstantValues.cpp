@@ -6,6 +6,8 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <algorithm>
+
 using namespace mlir;
 
 namespace sl {
@@ -37,6 +39,43 @@ std::optional<SmallVector<int64_t>> constantInts(Value value) {
   if (!constant)
     return std::nullopt;
   return constantInts(constant.getValue());
+}
+
+std::optional<SmallVector<int64_t>> knownInts(Value value) {
+  auto type = value ? llvm::dyn_cast<RankedTensorType>(value.getType()) : RankedTensorType();
+  if (!type || type.getRank() > 1 || !type.hasStaticShape() ||
+      !llvm::isa<IntegerType>(type.getElementType()))
+    return std::nullopt;
+  if (auto values = constantInts(value))
+    return values;
+  SmallVector<int64_t> unknown(type.getNumElements(), ShapedType::kDynamic);
+  if (auto shape = value.getDefiningOp<ShapeOp>()) {
+    auto input = llvm::cast<RankedTensorType>(shape.getInput().getType());
+    int64_t rank = input.getRank();
+    auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t(0), rank); };
+    int64_t start = clamp(shape.getStart()), end = clamp(shape.getEnd().value_or(rank));
+    if (end - start != type.getNumElements())
+      return unknown;
+    return SmallVector<int64_t>(input.getShape().slice(start, end - start));
+  }
+  // A scalar made a 1-element vector (how the importer writes Unsqueeze).
+  if (auto reshape = value.getDefiningOp<ReshapeOp>())
+    if (auto input = llvm::cast<RankedTensorType>(reshape.getInput().getType());
+        input.hasStaticShape() && input.getNumElements() == type.getNumElements())
+      if (auto values = knownInts(reshape.getInput()))
+        return values;
+  if (auto concat = value.getDefiningOp<ConcatOp>(); concat && type.getRank() == 1) {
+    SmallVector<int64_t> values;
+    for (Value input : concat.getInputs()) {
+      auto piece = knownInts(input);
+      if (!piece)
+        return unknown;
+      values.append(*piece);
+    }
+    if (int64_t(values.size()) == type.getNumElements())
+      return values;
+  }
+  return unknown;
 }
 
 std::optional<SmallVector<double>> constantFloats(Attribute attr) {

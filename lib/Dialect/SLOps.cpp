@@ -594,13 +594,16 @@ SL_INFER(ReshapeOp) {
     return emitOptionalError(loc, "sl.reshape: the target shape must be a 1-D tensor of static "
                                   "length, got ", quoted(shapeType));
   int64_t rank = shapeType.getDimSize(0);
-  std::optional<SmallVector<int64_t>> target = constantInts(adaptor.getShape());
+  // Elements not known yet (a dimension bound later) are dynamic dimensions of the result.
+  std::optional<SmallVector<int64_t>> target = knownInts(adaptor.getShape());
   if (!target)
     return pushType(types, SmallVector<int64_t>(rank, kDynamic), input.getElementType());
   SmallVector<int64_t> shape;
   int64_t inferred = -1;
   for (auto [i, dim] : llvm::enumerate(*target)) {
-    if (dim == 0 && !adaptor.getAllowzero()) {
+    if (ShapedType::isDynamic(dim)) {
+      shape.push_back(kDynamic);
+    } else if (dim == 0 && !adaptor.getAllowzero()) {
       if (int64_t(i) >= input.getRank())
         return emitOptionalError(loc, "sl.reshape: target dimension ", i,
                                  " is 0 (copy) but the input has rank ", input.getRank());

@@ -20,7 +20,19 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <variant>
+
 namespace sl::import {
+
+/// An ONNX sequence (SequenceEmpty, SplitToSequence, a Loop's carried list): its tensors, each
+/// known while importing. Sequences live only in the importer; the IR never sees one.
+struct Sequence {
+  mlir::Type element;
+  llvm::SmallVector<mlir::Value> items;
+};
+
+/// What an ONNX name can stand for: a tensor or a sequence.
+using Item = std::variant<mlir::Value, Sequence>;
 
 class Importer {
 public:
@@ -41,6 +53,12 @@ public:
   mlir::FailureOr<mlir::Value> input(const onnx::NodeProto &node, int index);
   /// Like input(), but an absent or empty input is a null Value.
   mlir::FailureOr<mlir::Value> optionalInput(const onnx::NodeProto &node, int index);
+  /// Input `index` of `node` as a sequence. Errors if absent or a tensor.
+  mlir::FailureOr<const Sequence *> sequenceInput(const onnx::NodeProto &node, int index);
+  /// Input `index` of `node`, a tensor or a sequence.
+  mlir::FailureOr<Item> itemInput(const onnx::NodeProto &node, int index);
+  /// Makes `name` stand for `sequence` (a node's sequence output).
+  void defineSequence(llvm::StringRef name, Sequence sequence);
 
   /// Whether a node (in any subgraph) or a graph output reads the value named `name`.
   bool isRead(llvm::StringRef name);
@@ -65,10 +83,14 @@ public:
   /// Runs `op`'s verifier; a failure becomes an error of `node` (and `op` is erased).
   mlir::LogicalResult verifyBuilt(const onnx::NodeProto &node, mlir::Operation *op);
 
-  /// Imports the nodes of a subgraph (an If branch) in place, in the current scope, and returns
-  /// its outputs.
-  mlir::FailureOr<llvm::SmallVector<mlir::Value>> importSubgraph(const onnx::NodeProto &node,
-                                                                 const onnx::GraphProto &graph);
+  /// Imports the nodes of a subgraph (an If branch, one iteration of a Loop body) in place, in
+  /// the current scope, with its inputs standing for `inputs`, and returns its outputs.
+  mlir::FailureOr<llvm::SmallVector<Item>> importSubgraph(const onnx::NodeProto &node,
+                                                          const onnx::GraphProto &graph,
+                                                          llvm::ArrayRef<Item> inputs = {});
+
+  /// Nodes imported so far by unrolled Loop iterations, against kMaxUnrolledNodes.
+  int64_t unrolledNodes = 0;
 
   /// Folds a just-built single-result op if its operands allow (a constant, or one of its
   /// operands) and returns what replaces it; otherwise its result. Folding while importing keeps
@@ -96,19 +118,25 @@ private:
   llvm::StringMap<ByteRange> dataLocations;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<mlir::Value> values;
+  llvm::StringMap<Sequence> sequences;
   /// The node that first read each parameter (for the location of a parameter made a constant).
   llvm::DenseMap<mlir::Value, const onnx::NodeProto *> firstReader;
   int nodeIndex = 0;
   /// Every value name a node or graph output reads (filled by the first isRead).
   std::optional<llvm::StringSet<>> readNames;
-  // How many If-branches importSubgraph is inside now.
+  // How many If-branches and Loop bodies importSubgraph is inside now.
   unsigned subgraphDepth = 0;
 };
 
-/// The deepest nesting of If-branches the importer takes. Exporters write a few levels; the limit
+/// The deepest nesting of If-branches and Loop bodies the importer takes. Exporters write a few levels; the limit
 /// keeps a crafted model from exhausting the stack, and is far above protobuf's default (100
 /// messages, 33 levels), which the importer raises to match.
 constexpr unsigned kMaxSubgraphDepth = 100;
+
+/// The most nodes unrolled Loop iterations may import in all: exporters' loops run over a few
+/// dozen elements of a small dimension (GPT-J's rotary pairs); the limit keeps a crafted trip
+/// count, or nested loops, from growing the IR without bound.
+constexpr int64_t kMaxUnrolledNodes = 1 << 20;
 
 /// The MLIR element type of an ONNX TensorProto data type, if the importer handles it.
 mlir::FailureOr<mlir::Type> elementType(mlir::MLIRContext *context, int32_t onnxType);

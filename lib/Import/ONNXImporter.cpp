@@ -514,6 +514,9 @@ FailureOr<Value> Importer::optionalInput(const onnx::NodeProto &node, int index)
   if (index >= node.input_size() || node.input(index).empty())
     return Value();
   const std::string &name = node.input(index);
+  if (sequences.count(name))
+    return nodeError(node) << "input '" << name << "' is a sequence; only the sequence operators "
+                           << "(SequenceAt, ConcatFromSequence, ...) and Loop read sequences";
   if (auto it = values.find(name); it != values.end())
     return it->second;
   if (auto it = initializers.find(name); it != initializers.end()) {
@@ -540,23 +543,68 @@ FailureOr<Value> Importer::input(const onnx::NodeProto &node, int index) {
   return value;
 }
 
-FailureOr<SmallVector<Value>> Importer::importSubgraph(const onnx::NodeProto &node,
-                                                      const onnx::GraphProto &graph) {
+FailureOr<const Sequence *> Importer::sequenceInput(const onnx::NodeProto &node, int index) {
+  if (index >= node.input_size() || node.input(index).empty())
+    return nodeError(node) << "input " << index << " is missing";
+  auto it = sequences.find(node.input(index));
+  if (it != sequences.end())
+    return &it->second;
+  if (values.count(node.input(index)) || initializers.count(node.input(index)))
+    return nodeError(node) << "input '" << node.input(index) << "' is a tensor, not a sequence";
+  return nodeError(node) << "input '" << node.input(index) << "' is not produced by any earlier "
+                         << "node, graph input or initializer";
+}
+
+FailureOr<Item> Importer::itemInput(const onnx::NodeProto &node, int index) {
+  if (index < node.input_size())
+    if (auto it = sequences.find(node.input(index)); it != sequences.end())
+      return Item(it->second);
+  FailureOr<Value> value = input(node, index);
+  if (failed(value))
+    return failure();
+  return Item(*value);
+}
+
+void Importer::defineSequence(llvm::StringRef name, Sequence sequence) {
+  values.erase(name);
+  sequences[name] = std::move(sequence);
+}
+
+FailureOr<SmallVector<Item>> Importer::importSubgraph(const onnx::NodeProto &node,
+                                                     const onnx::GraphProto &graph,
+                                                     ArrayRef<Item> inputs) {
   if (subgraphDepth >= kMaxSubgraphDepth)
-    return nodeError(node) << "If-branches are nested too deep: more than " << kMaxSubgraphDepth
-                           << " levels, the limit";
+    return nodeError(node) << "subgraphs (If branches, Loop bodies) are nested too deep: more "
+                              "than "
+                           << kMaxSubgraphDepth << " levels, the limit";
+  if (graph.input_size() != int(inputs.size()))
+    return nodeError(node) << "the subgraph takes " << graph.input_size() << " inputs, but is given "
+                           << inputs.size();
   ++subgraphDepth;
   auto leave = llvm::make_scope_exit([&] { --subgraphDepth; });
+  for (auto [info, item] : llvm::zip(graph.input(), inputs)) {
+    if (auto *sequence = std::get_if<Sequence>(&item)) {
+      defineSequence(info.name(), *sequence);
+    } else {
+      sequences.erase(info.name());
+      values[info.name()] = std::get<Value>(item);
+    }
+  }
   for (const onnx::TensorProto &tensor : graph.initializer())
     initializers[tensor.name()] = &tensor;
   for (const onnx::NodeProto &inner : graph.node())
     if (failed(importNode(inner)))
       return failure();
-  SmallVector<Value> results;
+  SmallVector<Item> results;
   for (const onnx::ValueInfoProto &output : graph.output()) {
+    if (auto it = sequences.find(output.name()); it != sequences.end()) {
+      results.push_back(it->second);
+      continue;
+    }
     auto it = values.find(output.name());
     if (it == values.end())
-      return nodeError(node) << "branch output '" << output.name() << "' is not computed";
+      return nodeError(node) << (node.op_type() == "Loop" ? "body" : "branch") << " output '"
+                             << output.name() << "' is not computed";
     results.push_back(it->second);
   }
   return results;
@@ -565,11 +613,15 @@ FailureOr<SmallVector<Value>> Importer::importSubgraph(const onnx::NodeProto &no
 LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return nodeError(node) << "operators of domain '" << node.domain() << "' are not supported";
+  // Converters define sequence outputs themselves (defineSequence); what a name stood for in an
+  // earlier Loop iteration is gone.
+  for (const std::string &name : node.output())
+    sequences.erase(name);
   FailureOr<SmallVector<Value>> results = convertNode(*this, node);
   if (failed(results))
     return failure();
   for (auto [index, name] : llvm::enumerate(node.output())) {
-    if (name.empty())
+    if (name.empty() || sequences.count(name))
       continue;
     // An output the conversion does not compute is an error only if something reads it.
     if ((index >= results->size() || !(*results)[index]) && !isRead(name))

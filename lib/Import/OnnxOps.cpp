@@ -94,6 +94,8 @@ private:
   template <typename OpT> FailureOr<Results> binary();
   template <typename OpT> FailureOr<Results> unary();
   FailureOr<Results> reshapeTo(Value x, ArrayRef<Value> dims);
+  FailureOr<Value> reshapeDims(Value x, ArrayRef<Value> dims);
+  FailureOr<Value> unsqueezeAt(Value x, int64_t axis);
   Value dimOf(Value x, int64_t d);
 
   FailureOr<Results> gemm();
@@ -112,6 +114,13 @@ private:
   FailureOr<Results> dropout();
   FailureOr<Results> logical(llvm::StringRef type);
   FailureOr<Results> ifNode();
+  FailureOr<Results> loop();
+  FailureOr<Results> sequenceOp(llvm::StringRef type);
+  FailureOr<Results> splitToSequence();
+  FailureOr<Results> concatFromSequence();
+  /// Defines the node's output `index` as the item (a sequence, or a tensor appended to
+  /// `results`).
+  void defineOutput(Results &results, int index, Item item);
 
   Importer &im;
   const onnx::NodeProto &node;
@@ -150,7 +159,7 @@ Value Converter::dimOf(Value x, int64_t d) {
 }
 
 /// Reshapes `x` to the concatenation of 1-element vectors `dims`.
-FailureOr<Results> Converter::reshapeTo(Value x, ArrayRef<Value> dims) {
+FailureOr<Value> Converter::reshapeDims(Value x, ArrayRef<Value> dims) {
   Value shape;
   if (dims.empty()) {
     auto type = RankedTensorType::get({0}, b.getI64Type());
@@ -159,7 +168,24 @@ FailureOr<Results> Converter::reshapeTo(Value x, ArrayRef<Value> dims) {
     auto type = RankedTensorType::get({int64_t(dims.size())}, b.getI64Type());
     shape = im.foldOrKeep(b.create<ConcatOp>(loc, type, dims, b.getI64IntegerAttr(0)));
   }
-  return one(im.build<ReshapeOp>(node, x, shape, /*allowzero=*/true));
+  return im.build<ReshapeOp>(node, x, shape, /*allowzero=*/true);
+}
+
+FailureOr<Results> Converter::reshapeTo(Value x, ArrayRef<Value> dims) {
+  return one(reshapeDims(x, dims));
+}
+
+/// `x` with a new dimension of size 1 at `axis` (0 to rank).
+FailureOr<Value> Converter::unsqueezeAt(Value x, int64_t axis) {
+  SmallVector<Value> dims;
+  for (int64_t d = 0; d < typeOf(x).getRank(); ++d) {
+    if (d == axis)
+      dims.push_back(im.constantInts(loc, {1}));
+    dims.push_back(dimOf(x, d));
+  }
+  if (axis == typeOf(x).getRank())
+    dims.push_back(im.constantInts(loc, {1}));
+  return reshapeDims(x, dims);
 }
 
 FailureOr<Results> Converter::gemm() {
@@ -531,7 +557,316 @@ FailureOr<Results> Converter::ifNode() {
   const onnx::AttributeProto *branch = findAttr(node, (*value)[0] ? "then_branch" : "else_branch");
   if (!branch || !branch->has_g())
     return error() << "the branch is missing";
-  return im.importSubgraph(node, branch->g());
+  FailureOr<SmallVector<Item>> outputs = im.importSubgraph(node, branch->g());
+  if (failed(outputs))
+    return failure();
+  Results results;
+  for (auto [index, item] : llvm::enumerate(*outputs))
+    defineOutput(results, int(index), std::move(item));
+  return results;
+}
+
+void Converter::defineOutput(Results &results, int index, Item item) {
+  if (auto *sequence = std::get_if<Sequence>(&item)) {
+    if (index < node.output_size() && !node.output(index).empty())
+      im.defineSequence(node.output(index), std::move(*sequence));
+    results.push_back(Value());
+    return;
+  }
+  results.push_back(std::get<Value>(item));
+}
+
+// torch.onnx writes Python loops over a tensor's elements (repeat_interleave, in GPT-J's rotary
+// tables) as Loop over sequences. When the trip count and the condition are constants while
+// importing (they come from static dimensions), the body is imported once per iteration, in
+// place, with the iteration number a constant: sequence positions resolve, sequences become
+// lists of tensors, and what the loop computes folds like the rest of the graph. A loop whose
+// count or condition depends on values computed at run time is not supported.
+FailureOr<Results> Converter::loop() {
+  const onnx::AttributeProto *bodyAttr = findAttr(node, "body");
+  if (!bodyAttr || !bodyAttr->has_g())
+    return error() << "the body is missing";
+  const onnx::GraphProto &body = bodyAttr->g();
+  int carried = node.input_size() - 2;
+  if (carried < 0)
+    return error() << "expected at least 2 inputs (the trip count and the condition, each "
+                      "possibly empty), got "
+                   << node.input_size();
+  int scans = body.output_size() - 1 - carried;
+  if (body.input_size() != carried + 2 || scans < 0)
+    return error() << "the body takes " << body.input_size() << " inputs and gives "
+                   << body.output_size() << " outputs; with " << carried
+                   << " loop-carried values it must take " << carried + 2
+                   << " and give at least " << carried + 1;
+  if (node.output_size() > carried + scans)
+    return error() << "the node has " << node.output_size() << " outputs, but its body gives only "
+                   << carried << " loop-carried values and " << scans << " scan outputs";
+
+  FailureOr<Value> count = optIn(0), condition = optIn(1);
+  if (failed(count) || failed(condition))
+    return failure();
+  std::optional<int64_t> trips;
+  if (*count) {
+    auto value = sl::constantInts(*count);
+    if (!value || value->size() != 1)
+      return error() << "the trip count must be known when the model is compiled (it depends on "
+                        "values computed at run time); only loops whose trip count and "
+                        "condition fold to constants are supported, and they are unrolled";
+    trips = std::max<int64_t>((*value)[0], 0);
+  }
+  auto knownCondition = [&](Value v) -> std::optional<bool> {
+    auto value = sl::constantInts(v);
+    if (!value || value->size() != 1)
+      return std::nullopt;
+    return (*value)[0] != 0;
+  };
+  bool running = true;
+  if (*condition) {
+    std::optional<bool> known = knownCondition(*condition);
+    if (!known)
+      return error() << "the loop condition must be known when the model is compiled (it "
+                        "depends on values computed at run time)";
+    running = *known;
+  }
+  if (!trips && !*condition)
+    return error() << "the loop has neither a trip count nor a condition, so it never ends";
+
+  SmallVector<Item> state;
+  for (int i = 0; i < carried; ++i) {
+    FailureOr<Item> item = im.itemInput(node, 2 + i);
+    if (failed(item))
+      return failure();
+    state.push_back(std::move(*item));
+  }
+  SmallVector<SmallVector<Value>> scanned(scans);
+  auto boolType = RankedTensorType::get({}, b.getI1Type());
+  for (int64_t i = 0; running && (!trips || i < *trips); ++i) {
+    im.unrolledNodes += body.node_size();
+    if (im.unrolledNodes > kMaxUnrolledNodes)
+      return error() << "unrolling this loop (iteration " << i << ") takes the model past "
+                     << kMaxUnrolledNodes << " unrolled nodes, the limit";
+    SmallVector<Item> inputs{im.constantInts(loc, {i}, /*scalar=*/true),
+                             Value(b.create<ConstantOp>(loc, boolType,
+                                                        DenseElementsAttr::get(boolType, true)))};
+    inputs.append(state.begin(), state.end());
+    FailureOr<SmallVector<Item>> outputs = im.importSubgraph(node, body, inputs);
+    if (failed(outputs))
+      return failure();
+    auto *next = std::get_if<Value>(&(*outputs)[0]);
+    std::optional<bool> known = next ? knownCondition(*next) : std::nullopt;
+    if (!known)
+      return error() << "the condition the body computes must be known when the model is "
+                        "compiled (it depends on values computed at run time)";
+    running = *known;
+    for (int k = 0; k < carried; ++k)
+      state[k] = std::move((*outputs)[1 + k]);
+    for (int k = 0; k < scans; ++k) {
+      auto *value = std::get_if<Value>(&(*outputs)[1 + carried + k]);
+      if (!value)
+        return error() << "scan output " << k << " is a sequence; scan outputs must be tensors";
+      scanned[k].push_back(*value);
+    }
+  }
+
+  Results results;
+  for (int k = 0; k < carried && k < node.output_size(); ++k)
+    defineOutput(results, k, std::move(state[k]));
+  // Scan outputs stack the iterations' values along a new first dimension.
+  for (int k = 0; carried + k < node.output_size(); ++k) {
+    if (scanned[k].empty())
+      return error() << "scan output " << k << " of a loop that runs no iteration has no shape";
+    SmallVector<Value> rows;
+    for (Value v : scanned[k]) {
+      FailureOr<Value> row = unsqueezeAt(v, 0);
+      if (failed(row))
+        return failure();
+      rows.push_back(*row);
+    }
+    FailureOr<Value> stacked = im.build<ConcatOp>(node, rows, 0);
+    if (failed(stacked))
+      return failure();
+    results.push_back(*stacked);
+  }
+  return results;
+}
+
+// SplitToSequence: pieces of size 1 along the axis (without it when keepdims is 0), of the
+// scalar `split`'s size (the last one shorter), or of the sizes `split` lists.
+FailureOr<Results> Converter::splitToSequence() {
+  if (failed(expectInputs(1, 2)))
+    return failure();
+  FailureOr<Value> x = in(0), splitValue = optIn(1);
+  if (failed(x) || failed(splitValue))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  int64_t axis = intAttr(node, "axis", 0);
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis < 0 || axis >= type.getRank())
+    return error() << "axis " << intAttr(node, "axis", 0) << " is out of range for " << type;
+  if (type.isDynamicDim(axis))
+    return error() << "dimension " << axis << " of " << type
+                   << " must be static: a sequence's length must be known while importing";
+  int64_t dim = type.getDimSize(axis);
+  SmallVector<int64_t> sizes;
+  bool squeezeAxis = false;
+  if (!*splitValue) {
+    sizes.assign(dim, 1);
+    squeezeAxis = intAttr(node, "keepdims", 1) == 0;
+  } else {
+    FailureOr<SmallVector<int64_t>> known = knownInts(*splitValue, "split");
+    if (failed(known))
+      return failure();
+    if (typeOf(*splitValue).getRank() == 0) {
+      int64_t chunk = (*known)[0];
+      if (chunk <= 0)
+        return error() << "split size " << chunk << " is not positive";
+      for (int64_t start = 0; start < dim; start += chunk)
+        sizes.push_back(std::min(chunk, dim - start));
+    } else {
+      sizes = *known;
+      int64_t total = 0;
+      for (int64_t size : sizes) {
+        if (size < 0)
+          return error() << "split size " << size << " is negative";
+        total += size;
+      }
+      if (total != dim)
+        return error() << "split sizes add up to " << total << ", but dimension " << axis
+                       << " of " << type << " is " << dim;
+    }
+  }
+  Sequence sequence{type.getElementType(), {}};
+  int64_t start = 0;
+  for (int64_t size : sizes) {
+    FailureOr<Value> piece =
+        im.build<SliceOp>(node, *x, im.constantInts(loc, {start}),
+                          im.constantInts(loc, {start + size}), im.constantInts(loc, {axis}),
+                          Value());
+    if (failed(piece))
+      return failure();
+    if (squeezeAxis) {
+      SmallVector<Value> dims;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (d != axis)
+          dims.push_back(dimOf(*piece, d));
+      piece = reshapeDims(*piece, dims);
+      if (failed(piece))
+        return failure();
+    }
+    sequence.items.push_back(*piece);
+    start += size;
+  }
+  Results results;
+  defineOutput(results, 0, std::move(sequence));
+  return results;
+}
+
+// ConcatFromSequence: the tensors joined along `axis`, or stacked along a new one (new_axis).
+FailureOr<Results> Converter::concatFromSequence() {
+  if (failed(expectInputs(1, 1)))
+    return failure();
+  FailureOr<const Sequence *> sequence = im.sequenceInput(node, 0);
+  if (failed(sequence))
+    return failure();
+  if (!findAttr(node, "axis"))
+    return error() << "attribute 'axis' is required";
+  if ((*sequence)->items.empty())
+    return error() << "the sequence is empty, so the result has no shape";
+  int64_t axis = intAttr(node, "axis", 0);
+  bool stack = intAttr(node, "new_axis", 0) != 0;
+  SmallVector<Value> inputs((*sequence)->items);
+  if (stack) {
+    int64_t rank = typeOf(inputs[0]).getRank() + 1;
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+      return error() << "axis " << axis << " is out of range for a new axis of rank " << rank;
+    for (Value &v : inputs) {
+      FailureOr<Value> row = unsqueezeAt(v, a);
+      if (failed(row))
+        return failure();
+      v = *row;
+    }
+    axis = a;
+  }
+  return one(im.build<ConcatOp>(node, inputs, axis));
+}
+
+// The other sequence operators move tensors in and out of a list known while importing.
+FailureOr<Results> Converter::sequenceOp(llvm::StringRef type) {
+  Results results;
+  // A position: a constant scalar, negative counting from the end, in [0, size) (or up to size
+  // inclusive for an insertion).
+  auto position = [&](int index, int64_t size, bool insert) -> FailureOr<int64_t> {
+    FailureOr<Value> value = optIn(index);
+    if (failed(value))
+      return failure();
+    if (!*value)
+      return insert ? size : size - 1;
+    FailureOr<SmallVector<int64_t>> known = knownInts(*value, "the position");
+    if (failed(known))
+      return failure();
+    if (known->size() != 1)
+      return error() << "the position must be a scalar, got " << value->getType();
+    int64_t p = (*known)[0] < 0 ? (*known)[0] + size : (*known)[0];
+    if (p < 0 || p > size || (p == size && !insert))
+      return error() << "position " << (*known)[0] << " is out of range for a sequence of "
+                     << size << " tensors";
+    return p;
+  };
+  if (type == "SequenceEmpty") {
+    int32_t dtype = int32_t(intAttr(node, "dtype", onnx::TensorProto::FLOAT));
+    FailureOr<Type> element = elementType(im.context, dtype);
+    if (failed(element))
+      return error() << "sequences of " << onnxTypeName(dtype) << " are not supported";
+    defineOutput(results, 0, Sequence{*element, {}});
+    return results;
+  }
+  if (type == "SequenceConstruct") {
+    Sequence sequence;
+    for (int i = 0; i < node.input_size(); ++i) {
+      FailureOr<Value> v = in(i);
+      if (failed(v))
+        return failure();
+      if (i > 0 && typeOf(*v).getElementType() != sequence.element)
+        return error() << "input " << i << " has element type " << typeOf(*v).getElementType()
+                       << ", input 0 " << sequence.element;
+      sequence.element = typeOf(*v).getElementType();
+      sequence.items.push_back(*v);
+    }
+    if (sequence.items.empty())
+      return error() << "expected at least one input";
+    defineOutput(results, 0, std::move(sequence));
+    return results;
+  }
+  FailureOr<const Sequence *> sequence = im.sequenceInput(node, 0);
+  if (failed(sequence))
+    return failure();
+  int64_t size = int64_t((*sequence)->items.size());
+  if (type == "SequenceLength")
+    return Results{im.constantInts(loc, {size}, /*scalar=*/true)};
+  if (type == "SequenceAt") {
+    if (failed(expectInputs(2, 2)))
+      return failure();
+    FailureOr<int64_t> p = position(1, size, /*insert=*/false);
+    if (failed(p))
+      return failure();
+    return Results{(*sequence)->items[*p]};
+  }
+  // SequenceInsert
+  if (failed(expectInputs(2, 3)))
+    return failure();
+  FailureOr<Value> tensor = in(1);
+  FailureOr<int64_t> p = position(2, size, /*insert=*/true);
+  if (failed(tensor) || failed(p))
+    return failure();
+  if (typeOf(*tensor).getElementType() != (*sequence)->element)
+    return error() << "inserting a tensor of element type " << typeOf(*tensor).getElementType()
+                   << " into a sequence of " << (*sequence)->element;
+  Sequence inserted = **sequence;
+  inserted.items.insert(inserted.items.begin() + *p, *tensor);
+  defineOutput(results, 0, std::move(inserted));
+  return results;
 }
 
 FailureOr<Results> Converter::run() {
@@ -727,6 +1062,15 @@ FailureOr<Results> Converter::run() {
     return minMax(type == "Max");
   if (type == "If")
     return ifNode();
+  if (type == "Loop")
+    return loop();
+  if (type == "SplitToSequence")
+    return splitToSequence();
+  if (type == "ConcatFromSequence")
+    return concatFromSequence();
+  if (type == "SequenceEmpty" || type == "SequenceConstruct" || type == "SequenceLength" ||
+      type == "SequenceAt" || type == "SequenceInsert")
+    return sequenceOp(type);
   return error() << "unsupported operator";
 }
 

@@ -18,6 +18,12 @@ namespace sl {
 std::optional<llvm::SmallVector<int64_t>> constantInts(mlir::Attribute attr);
 std::optional<llvm::SmallVector<int64_t>> constantInts(mlir::Value value);
 
+/// The elements of a 1-D integer vector of static length (a shape being built) as far as they
+/// are known before shapes are bound: those of a constant, the static dimensions an sl.shape
+/// reads, and the known pieces of an sl.concat of such vectors; ShapedType::kDynamic for the
+/// others. Lets a reshape to [1, dim(x, 0)] have the static dimension it has while importing.
+std::optional<llvm::SmallVector<int64_t>> knownInts(mlir::Value value);
+
 /// The elements of a floating-point constant as double, in row-major order.
 std::optional<llvm::SmallVector<double>> constantFloats(mlir::Attribute attr);
 
