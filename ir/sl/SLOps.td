@@ -516,6 +516,30 @@ def SL_GatherElementsOp : SL_InferredOp<"gather_elements", [Pure]> {
   let hasFolder = 1;
 }
 
+def SL_ScatterNDOp : SL_InferredOp<"scatter_nd", [Pure]> {
+  let summary = "write slices of a tensor at index tuples (ONNX ScatterND)";
+  let description = [{
+    A copy of `data` where, for each index tuple `indices[i_0, ..., i_{q-2}, :]` (k integers, k at
+    most the rank of `data`; negative ones count from the end), the slice of `data` it names is
+    replaced by `updates[i_0, ..., i_{q-2}, ...]`, or combined with it by `reduction` (`add`,
+    `mul`, `max`, `min`), in index order. `updates` has the shape
+    `indices.shape[:-1] + data.shape[k:]`. Exporters write it for an assignment into a slice
+    (`x[..., :n] = y`). Folds when its operands are constant; it has no kernel, so one that does
+    not fold is refused.
+
+    Example:
+
+    ```mlir
+    %y = sl.scatter_nd %data, %idx, %upd : (tensor<4x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins SL_Tensor:$data, SL_IndexTensor:$indices, SL_Tensor:$updates,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs SL_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
 def SL_CumSumOp : SL_InferredOp<"cumsum", [Pure]> {
   let summary = "running sum along one axis (ONNX CumSum)";
   let description = [{

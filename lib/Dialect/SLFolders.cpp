@@ -618,6 +618,56 @@ OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
   return gatherValues(*data, indices, getType());
 }
 
+OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {
+  auto data = valuesOf(a.getData());
+  auto picks = valuesOf(a.getIndices());
+  auto updates = valuesOf(a.getUpdates());
+  if (!data || !picks || !updates || picks->isFloat || data->isFloat != updates->isFloat ||
+      !foldable(getType()))
+    return {};
+  int64_t k = picks->shape.back();
+  SmallVector<int64_t> strides = stridesOf(data->shape);
+  // Each index tuple names a slice of `slice` contiguous elements (the dimensions past k).
+  int64_t slice = k == 0 ? data->size() : strides[k - 1];
+  int64_t tuples = k == 0 ? picks->size() : picks->size() / k;
+  if (tuples * slice != updates->size())
+    return {};
+  llvm::StringRef reduction = getReduction();
+  Values out = *data;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t index = picks->ints[t * k + d];
+      if (index < 0)
+        index += data->shape[d];
+      if (index < 0 || index >= data->shape[d])
+        return {}; // out of range: not folded, and refused where it is scheduled
+      base += index * strides[d];
+    }
+    for (int64_t i = 0; i < slice; ++i) {
+      int64_t to = base + i, from = t * slice + i;
+      if (out.isFloat) {
+        double &x = out.floats[to], y = updates->floats[from];
+        x = reduction == "add"   ? x + y
+            : reduction == "mul" ? x * y
+            : reduction == "max" ? std::max(x, y)
+            : reduction == "min" ? std::min(x, y)
+                                 : y;
+      } else {
+        int64_t &x = out.ints[to], y = updates->ints[from];
+        x = reduction == "add"   ? wrapAdd(x, y)
+            : reduction == "mul" ? int64_t(uint64_t(x) * uint64_t(y))
+            : reduction == "max" ? std::max(x, y)
+            : reduction == "min" ? std::min(x, y)
+                                 : y;
+      }
+    }
+  }
+  if (out.isFloat)
+    return toAttr(getType(), out.floats);
+  return makeDense(getType(), ArrayRef<int64_t>(out.ints));
+}
+
 OpFoldResult CumSumOp::fold(FoldAdaptor a) {
   auto v = valuesOf(a.getInput());
   auto axisValues = constantInts(a.getAxis());

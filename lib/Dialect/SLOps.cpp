@@ -804,6 +804,41 @@ SL_INFER(GatherElementsOp) {
   return pushType(types, indices.getShape(), data.getElementType());
 }
 
+SL_INFER(ScatterNDOp) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  auto updates = rankedType(adaptor.getUpdates());
+  llvm::StringRef reduction = adaptor.getReduction();
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    return emitOptionalError(loc, "sl.scatter_nd: reduction '", reduction,
+                             "' is not one of none, add, mul, max, min");
+  if (updates.getElementType() != data.getElementType())
+    return emitOptionalError(loc, "sl.scatter_nd: updates ", quoted(updates),
+                             " and data ", quoted(data), " differ in element type");
+  if (data.getRank() == 0 || indices.getRank() == 0 || indices.isDynamicDim(indices.getRank() - 1))
+    return emitOptionalError(loc, "sl.scatter_nd: data and indices need rank >= 1 and the last "
+                                  "dimension of indices must be static, got ",
+                             quoted(data), " and ", quoted(indices));
+  int64_t k = indices.getShape().back();
+  if (k > data.getRank())
+    return emitOptionalError(loc, "sl.scatter_nd: index tuples of ", k,
+                             " elements for data of rank ", data.getRank());
+  // updates: indices.shape[:-1] + data.shape[k:]
+  SmallVector<int64_t> expected(indices.getShape().drop_back());
+  llvm::append_range(expected, data.getShape().drop_front(k));
+  bool matches = updates.getRank() == int64_t(expected.size());
+  for (int64_t d = 0; matches && d < updates.getRank(); ++d)
+    matches = ShapedType::isDynamic(expected[d]) || updates.isDynamicDim(d) ||
+              expected[d] == updates.getDimSize(d);
+  if (!matches)
+    return emitOptionalError(loc, "sl.scatter_nd: updates ", quoted(updates),
+                             " do not have the shape indices[:-1] + data[", k, ":], ",
+                             shapeText(expected));
+  types.push_back(data);
+  return success();
+}
+
 SL_INFER(CumSumOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
   auto input = rankedType(adaptor.getInput());

@@ -1016,6 +1016,14 @@ FailureOr<Results> Converter::run() {
       return failure();
     return one(im.build<GatherElementsOp>(node, *data, *indices, intAttr(node, "axis", 0)));
   }
+  if (type == "ScatterND") {
+    FailureOr<Value> data = in(0), indices = in(1), updates = in(2);
+    if (failed(data) || failed(indices) || failed(updates))
+      return failure();
+    const onnx::AttributeProto *reduction = findAttr(node, "reduction");
+    return one(im.build<ScatterNDOp>(node, *data, *indices, *updates,
+                                     reduction ? reduction->s() : std::string("none")));
+  }
   if (type == "CumSum") {
     FailureOr<Value> x = in(0), axis = in(1);
     if (failed(x) || failed(axis))
