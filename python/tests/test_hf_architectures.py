@@ -72,6 +72,14 @@ ARCHS = [
            # The key bias shifts every score of a query alike, which softmax ignores.
            zero_grad_slices={f"model.decoder.layers.{i}.self_attn.k_proj.bias": (0, 32)
                              for i in range(L)}),
+    # Interleaved rotary (pairs 2i, 2i+1) on the first rotary_dim of each head, its sin/cos
+    # tables gathered from a sinusoidal buffer and repeat_interleave'd (a Loop, unrolled while
+    # importing); scores divided by the scale after the causal Where; parallel attention and
+    # MLP under one LayerNorm; an lm_head with a bias.
+    HFArch("gpt-j", "GPTJConfig", "GPTJForCausalLM",
+           dict(n_embd=32, n_layer=L, n_head=4, rotary_dim=4, vocab_size=64, n_positions=32,
+                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False),
+           {"LAYER_NORM": L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
 ]
 
 
