@@ -193,14 +193,17 @@ FailureOr<SmallVector<sl::AttentionOp>> attentionsOf(func::FuncOp block, bool on
 /// Bound at the prompt length and at one token, a mask that is causal only over a window (GPT-Neo's
 /// local attention, a sliding window) is causal and fuses; a decode step would then attend to
 /// keys the model masks once a sequence is longer than the window. The copy bound at [1, C], all
-/// the positions a cache holds, shows it: each of its attentions must be causal without a mask
-/// there too.
-LogicalResult checkCausalOverCache(ModuleOp tables, int64_t c) {
+/// the positions a cache holds, shows it: each of its attentions must be fused and causal there
+/// too, and carry a mask only if the prompt-length copy's attentions do (a position bias is
+/// there at every length; a window's mask appears only past the window).
+LogicalResult checkCausalOverCache(ModuleOp tables, ModuleOp prefill, int64_t c) {
+  bool prefillMasked = false;
+  prefill.walk([&](sl::AttentionOp attention) { prefillMasked |= bool(attention.getMask()); });
   Operation *offending = nullptr;
   forwardOf(tables).walk([&](Operation *op) {
     auto attention = llvm::dyn_cast<sl::AttentionOp>(op);
     if (llvm::isa<sl::SoftmaxOp>(op) ||
-        (attention && (!attention.getCausal() || attention.getMask()))) {
+        (attention && (!attention.getCausal() || (attention.getMask() && !prefillMasked)))) {
       offending = op;
       return WalkResult::interrupt();
     }
@@ -734,7 +737,7 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   if (failed(prefill) || failed(decode))
     return failure();
   if (failed(rewriteDecode(**decode, *cache.tables)) || failed(rewritePrefill(**prefill, **decode)) ||
-      failed(checkCausalOverCache(*cache.tables, cacheLen)))
+      failed(checkCausalOverCache(*cache.tables, **prefill, cacheLen)))
     return failure();
 
   auto logits = tensorType(forwardOf(**decode).getBody().front().getTerminator()->getOperand(0));
