@@ -25,6 +25,7 @@ else:
 
 from hf_harness import (HFArch, build_model, check_all, check_inference,  # noqa: E402
                         check_training, export)
+from sl_helpers import check_ok  # noqa: E402
 
 # Tracing HF code warns about every Python branch on a shape; the checks here are what count.
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
@@ -221,3 +222,24 @@ def test_mpt_infers_and_trains(sl_tools, tmp_path):
     export(model, train_onnx, training=True)
     check_inference(MPT, model, infer_onnx, sl_tools, tmp_path)
     check_training(MPT, train_onnx, sl_tools, tmp_path)
+
+
+def test_gpt_neo_local_window_shorter_than_the_cache_is_refused(sl_tools, tmp_path):
+    """GPT-Neo's local layer keeps the last window_size keys: causal up to that many positions,
+    so it fuses at a short prompt, but decoding past the window would attend to keys the model
+    masks. sl-opt refuses a cache longer than the window and accepts one within it."""
+    arch = next(a for a in ARCHS if a.name == "gpt-neo")
+    local = HFArch("gpt-neo-window4", arch.config, arch.model, dict(arch.kwargs, window_size=4),
+                   arch.fused)
+    export(build_model(local), tmp_path / "model.onnx", training=False)
+
+    def generate(prompt, new):
+        return sl_tools._run([sl_tools.sl_opt, tmp_path / "model.onnx",
+                              f"--sl-generate=batch=2 max-prompt-len={prompt} "
+                              f"max-new-tokens={new}", "-o", tmp_path / "gen.slsched"])
+
+    proc = generate(3, 2)
+    assert proc.returncode != 0
+    assert ("/transformer/h.1/attn/attention/Softmax" in proc.stderr and
+            "causal at the prompt length but not over all 5 positions" in proc.stderr), proc.stderr
+    check_ok(generate(2, 2))
