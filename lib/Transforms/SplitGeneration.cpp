@@ -736,7 +736,8 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   auto decode = compile(b, 1, /*partition=*/true);
   if (failed(prefill) || failed(decode))
     return failure();
-  if (failed(rewriteDecode(**decode, *cache.tables)) || failed(rewritePrefill(**prefill, **decode)) ||
+  if (failed(rewriteDecode(**decode, *cache.tables)) ||
+      failed(rewritePrefill(**prefill, **decode)) ||
       failed(checkCausalOverCache(*cache.tables, **prefill, cacheLen)))
     return failure();
 
