@@ -371,7 +371,9 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
       every attention becomes `sl.decode_attention` over its block's cache
       [b, 2, kv_heads, C, head_dim] and the new token, and blocks return the new keys and values.
       Rotary cos/sin (taken from a copy bound at all C = P + max-new-tokens positions) and
-      learned position embeddings read each sequence's `position`.
+      learned position embeddings read each sequence's `position`. In that copy too, every
+      attention must be fused, causal and unmasked: a sliding-window mask, causal at P but not
+      at C, is refused (the decode kernels attend to the whole cache).
 
     `P` is `max-prompt-len`. `batch`, `sub-batch-size` and `num-sub-batches` give the batch of
     prompts as N sub-batches of b (any two, or one with N = 1). With `device-memory`, the pass

@@ -496,11 +496,12 @@ enum class MaskKind {
   Zero,       // adds nothing (an all-zero padding mask once folded, beta * zeros)
   Causal,     // keeps (true / 0) what causal masking keeps, drops (false / very negative) the rest
   AntiCausal, // a boolean mask that is true exactly where causal masking drops (masked_fill's)
+  CausalOnes, // a float multiplier: 1 where causal masking keeps, 0 where it drops
 };
 
 /// Classifies `mask` against [.., S, T] scores. Broadcasts of the mask (the exporter's expand to
-/// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive:
-/// kept entries are 0 and dropped ones at most -1e4.
+/// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive
+/// (kept entries are 0 and dropped ones at most -1e4) or multipliers (kept 1, dropped 0).
 MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
   while (auto expand = defining<ExpandOp>(mask))
     mask = expand.getInput();
@@ -528,7 +529,8 @@ MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
     return MaskKind::Unknown;
   int64_t n = type.getNumElements();
   bool zero = !boolean, causal = rows == s && cols == t, anti = boolean && causal;
-  for (int64_t i = 0; i < n && (zero || causal || anti); ++i) {
+  bool ones = !boolean && causal;
+  for (int64_t i = 0; i < n && (zero || causal || anti || ones); ++i) {
     int64_t row = (i / cols) % rows, col = i % cols;
     bool kept = col <= row + t - s;
     if (boolean) {
@@ -539,12 +541,15 @@ MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
       double value = (*floats)[i];
       zero &= value == 0.0;
       causal &= kept ? value == 0.0 : value <= -1e4;
+      ones &= value == (kept ? 1.0 : 0.0);
     }
   }
   if (zero)
     return MaskKind::Zero;
   if (causal)
     return MaskKind::Causal;
+  if (ones)
+    return MaskKind::CausalOnes;
   return anti ? MaskKind::AntiCausal : MaskKind::Unknown;
 }
 
@@ -675,9 +680,18 @@ std::optional<AttentionMatch> matchScores(Value scores, std::string &why) {
           scores = x;
           peeled = true;
         }
+      // Under a causal mask already peeled, a 0/1 causal multiplier zeroes only scores that mask
+      // drops (OpenAI GPT's w * b + -1e4 * (1 - b)).
+      for (auto [x, c] : bothOrders(mul))
+        if (!peeled && causal && typeOf(x).getShape() == type.getShape() &&
+            classifyMask(c, s, t) == MaskKind::CausalOnes) {
+          scores = x;
+          peeled = true;
+        }
       if (peeled)
         continue;
-      why = "the scores are multiplied by something other than a positive scalar constant";
+      why = "the scores are multiplied by something other than a positive scalar constant or, "
+            "under a causal mask, a causal 0/1 mask";
       return std::nullopt;
     }
     if (auto div = defining<DivOp>(scores)) {

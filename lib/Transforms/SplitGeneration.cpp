@@ -16,7 +16,8 @@
 //
 // The two are compiled from copies of the module by the pipeline sl-opt gives the pass (bind,
 // fold, fuse, partition), at [b, P] and [b, 1]; a third copy bound at [1, C] gives the rotary
-// tables for every position a cache holds (C = P + max new tokens). sl-schedule-generation turns
+// tables for every position a cache holds (C = P + max new tokens) and must attend causally
+// over all of them (a sliding-window mask, causal at P, is refused). sl-schedule-generation turns
 // them into the explicit generation step.
 //
 //===--------------------------------------------------------------------------------------------===//
@@ -187,6 +188,35 @@ FailureOr<SmallVector<sl::AttentionOp>> attentionsOf(func::FuncOp block, bool on
     return block.emitError("sl-split-generation: block @")
            << block.getSymName() << " has no attention, so it has nothing to cache";
   return attentions;
+}
+
+/// Bound at the prompt length and at one token, a mask that is causal only over a window (GPT-Neo's
+/// local attention, a sliding window) is causal and fuses; a decode step would then attend to
+/// keys the model masks once a sequence is longer than the window. The copy bound at [1, C], all
+/// the positions a cache holds, shows it: each of its attentions must be fused and causal there
+/// too, and carry a mask only if the prompt-length copy's attentions do (a position bias is
+/// there at every length; a window's mask appears only past the window).
+LogicalResult checkCausalOverCache(ModuleOp tables, ModuleOp prefill, int64_t c) {
+  bool prefillMasked = false;
+  prefill.walk([&](sl::AttentionOp attention) { prefillMasked |= bool(attention.getMask()); });
+  Operation *offending = nullptr;
+  forwardOf(tables).walk([&](Operation *op) {
+    auto attention = llvm::dyn_cast<sl::AttentionOp>(op);
+    if (llvm::isa<sl::SoftmaxOp>(op) ||
+        (attention && (!attention.getCausal() || (attention.getMask() && !prefillMasked)))) {
+      offending = op;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (!offending)
+    return success();
+  return offending->emitError("sl-split-generation: this attention is causal at the prompt "
+                              "length but not over all ")
+         << c << " positions a KV cache holds (max-prompt-len + max-new-tokens): its mask drops "
+                 "more keys than a causal one there (a sliding window, as GPT-Neo's local "
+                 "attention has, shorter than that); give a max-prompt-len + max-new-tokens "
+                 "within the window";
 }
 
 FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int64_t seq,
@@ -706,7 +736,9 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   auto decode = compile(b, 1, /*partition=*/true);
   if (failed(prefill) || failed(decode))
     return failure();
-  if (failed(rewriteDecode(**decode, *cache.tables)) || failed(rewritePrefill(**prefill, **decode)))
+  if (failed(rewriteDecode(**decode, *cache.tables)) ||
+      failed(rewritePrefill(**prefill, **decode)) ||
+      failed(checkCausalOverCache(*cache.tables, **prefill, cacheLen)))
     return failure();
 
   auto logits = tensorType(forwardOf(**decode).getBody().front().getTerminator()->getOperand(0));

@@ -17,6 +17,7 @@ PyTorch's, and each asserts that every block ran fused (`assert_fused`).
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,9 +80,12 @@ class LogitsOnly(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
+        # Models without a KV cache (OpenAI GPT) take no use_cache argument.
+        self.kwargs = {"use_cache": False} if "use_cache" in inspect.signature(
+            model.forward).parameters else {}
 
     def forward(self, input_ids):
-        return self.model(input_ids=input_ids, use_cache=False, return_dict=True).logits
+        return self.model(input_ids=input_ids, return_dict=True, **self.kwargs).logits
 
 
 def build_model(arch: HFArch, seed: int = 0):

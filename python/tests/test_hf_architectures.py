@@ -13,6 +13,7 @@ fails there; elsewhere (the main suite's /usr/bin/python3) the file skips.
 """
 
 import os
+from typing import Dict, Tuple
 
 import pytest
 import torch
@@ -24,6 +25,7 @@ else:
 
 from hf_harness import (HFArch, build_model, check_all, check_inference,  # noqa: E402
                         check_training, export)
+from sl_helpers import check_ok  # noqa: E402
 
 # Tracing HF code warns about every Python branch on a shape; the checks here are what count.
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
@@ -82,6 +84,87 @@ ARCHS = [
            {"LAYER_NORM": L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
 ]
 
+# The other decoder-only causal LMs of transformers 4.41.2 that torch 1.13 exports (the user
+# guide's table says which classes are left out and why).
+_NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+_LN_ROPE_GELU = {"LAYER_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}
+_LN_GELU = {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L}
+# Parallel attention and MLP from one norm: one LayerNorm per block.
+_PARALLEL = {"LAYER_NORM": L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}
+
+
+def _key_bias(fmt: str, size: int = 32) -> Dict[str, Tuple[int, int]]:
+    """The key bias shifts every score of a query alike, which softmax ignores."""
+    return {fmt.format(i): (0, size) for i in range(L)}
+
+
+ARCHS += [
+    # Partial rotary (half of each head), parallel attention and MLP, gelu_new.
+    HFArch("phi", "PhiConfig", "PhiForCausalLM",
+           dict(_DECODER, partial_rotary_factor=0.5, resid_pdrop=0.0, embd_pdrop=0.0),
+           _PARALLEL),
+    # Fused qkv and gate_up projections, sliced apart.
+    HFArch("phi3", "Phi3Config", "Phi3ForCausalLM",
+           dict(_DECODER, original_max_position_embeddings=32, resid_pdrop=0.0, embd_pdrop=0.0,
+                pad_token_id=None), _ROPE_FUSED),
+    # LayerNorm, partial rotary, biased q/k/v, SwiGLU.
+    HFArch("stablelm", "StableLmConfig", "StableLmForCausalLM",
+           dict(_DECODER, partial_rotary_factor=0.5, use_qkv_bias=True, hidden_dropout=0.0),
+           {"LAYER_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "SWIGLU": L}),
+    # Rotary Falcon (alibi=False): one key/value head, parallel attention and MLP.
+    HFArch("falcon", "FalconConfig", "FalconForCausalLM",
+           dict(hidden_size=32, num_hidden_layers=L, num_attention_heads=4, vocab_size=64,
+                max_position_embeddings=32, alibi=False, hidden_dropout=0.0,
+                attention_dropout=0.0, use_cache=False), _PARALLEL),
+    # Multi-head GPTBigCode (multi_query=False; see the user guide for multi-query).
+    HFArch("gpt-bigcode", "GPTBigCodeConfig", "GPTBigCodeForCausalLM",
+           dict(vocab_size=64, n_positions=32, n_embd=32, n_layer=L, n_head=4, n_inner=48,
+                multi_query=False, use_cache=False, **_NO_DROPOUT), _LN_GELU),
+    # Unscaled scores; a global and a local layer, whose window (256) covers every position here.
+    HFArch("gpt-neo", "GPTNeoConfig", "GPTNeoForCausalLM",
+           dict(vocab_size=64, max_position_embeddings=32, hidden_size=32, num_layers=L,
+                num_heads=4, intermediate_size=48, attention_types=[[["global", "local"], 1]],
+                embed_dropout=0.0, attention_dropout=0.0, resid_dropout=0.0, use_cache=False),
+           _LN_GELU),
+    HFArch("starcoder2", "Starcoder2Config", "Starcoder2ForCausalLM",
+           dict(_DECODER, residual_dropout=0.0, embedding_dropout=0.0), _LN_ROPE_GELU),
+    # LayerNorm over each head's queries and keys, partial rotary, squared-ReLU MLP.
+    HFArch("persimmon", "PersimmonConfig", "PersimmonForCausalLM",
+           dict(_DECODER, partial_rotary_factor=0.5, qk_layernorm=True, hidden_dropout=0.0,
+                pad_token_id=None),
+           {"LAYER_NORM": 4 * L + 1, "ROTARY": 2 * L, "ATTENTION": L}),
+    HFArch("gpt-neox-japanese", "GPTNeoXJapaneseConfig", "GPTNeoXJapaneseForCausalLM",
+           dict(hidden_size=32, num_hidden_layers=L, num_attention_heads=4, vocab_size=64,
+                max_position_embeddings=32, intermediate_multiple_size=1, attention_dropout=0.0,
+                hidden_dropout=0.0, use_cache=False), _LN_ROPE_GELU),
+    # Rotary on the first rotary_dim features of each head, parallel attention and MLP.
+    HFArch("codegen", "CodeGenConfig", "CodeGenForCausalLM",
+           dict(vocab_size=64, n_positions=32, n_ctx=32, n_embd=32, n_layer=L, n_head=4,
+                rotary_dim=4, n_inner=48, use_cache=False, **_NO_DROPOUT), _PARALLEL),
+    # Sinusoidal positions, scaled embeddings.
+    HFArch("xglm", "XGLMConfig", "XGLMForCausalLM",
+           dict(vocab_size=64, max_position_embeddings=32, d_model=32, ffn_dim=48, num_layers=L,
+                attention_heads=4, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                layerdrop=0.0, pad_token_id=None, use_cache=False), _LN_GELU,
+           zero_grad_slices=_key_bias("model.layers.{}.self_attn.k_proj.bias")),
+    HFArch("biogpt", "BioGptConfig", "BioGptForCausalLM",
+           dict(vocab_size=64, hidden_size=32, num_hidden_layers=L, num_attention_heads=4,
+                intermediate_size=48, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0, activation_dropout=0.0, layerdrop=0.0,
+                pad_token_id=None, use_cache=False), _LN_GELU,
+           zero_grad_slices=_key_bias("biogpt.layers.{}.self_attn.k_proj.bias")),
+    # Post-norm blocks, learned positions, w * b + -1e4 * (1 - b) masking, no KV cache in HF.
+    HFArch("openai-gpt", "OpenAIGPTConfig", "OpenAIGPTLMHeadModel",
+           dict(vocab_size=64, n_positions=32, n_embd=32, n_layer=L, n_head=4, **_NO_DROPOUT),
+           {"LAYER_NORM": 2 * L, "ATTENTION": L, "GELU": L}),
+    # Sinusoidal positions, scaled embeddings, an additive -1e4 mask, ReLU MLP.
+    HFArch("ctrl", "CTRLConfig", "CTRLLMHeadModel",
+           dict(vocab_size=64, n_positions=32, n_embd=32, dff=48, n_layer=L, n_head=4,
+                resid_pdrop=0.0, embd_pdrop=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ATTENTION": L},
+           zero_grad_slices=_key_bias("transformer.h.{}.multi_head_attention.Wk.bias")),
+]
+
 
 @pytest.mark.parametrize("arch", ARCHS, ids=[a.name for a in ARCHS])
 def test_architecture(sl_tools, tmp_path, arch):
@@ -129,3 +212,42 @@ def test_bloom_infers_and_trains_and_refuses_generation(sl_tools, tmp_path):
                           "max-new-tokens=2", "-o", tmp_path / "gen.slsched"])
     assert proc.returncode != 0
     assert "only causal attention without a mask can use a KV cache" in proc.stderr, proc.stderr
+
+
+# MPT: ALiBi bias added to the scores, no position embeddings, LayerNorm without bias. Inference and
+# training run fused (the bias becomes sl.attention's additive mask); generation waits for the
+# decode kernels' position-bias operand, as BLOOM's does.
+MPT = HFArch("mpt", "MptConfig", "MptForCausalLM",
+             dict(vocab_size=64, max_seq_len=32, d_model=32, n_layers=L, n_heads=4,
+                  expansion_ratio=2, resid_pdrop=0.0, emb_pdrop=0.0, use_cache=False),
+             {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L})
+
+
+def test_mpt_infers_and_trains(sl_tools, tmp_path):
+    model = build_model(MPT)
+    infer_onnx, train_onnx = tmp_path / "model.onnx", tmp_path / "train.onnx"
+    export(model, infer_onnx, training=False)
+    export(model, train_onnx, training=True)
+    check_inference(MPT, model, infer_onnx, sl_tools, tmp_path)
+    check_training(MPT, train_onnx, sl_tools, tmp_path)
+
+
+def test_gpt_neo_local_window_shorter_than_the_cache_is_refused(sl_tools, tmp_path):
+    """GPT-Neo's local layer keeps the last window_size keys: causal up to that many positions,
+    so it fuses at a short prompt, but decoding past the window would attend to keys the model
+    masks. sl-opt refuses a cache longer than the window and accepts one within it."""
+    arch = next(a for a in ARCHS if a.name == "gpt-neo")
+    local = HFArch("gpt-neo-window4", arch.config, arch.model, dict(arch.kwargs, window_size=4),
+                   arch.fused)
+    export(build_model(local), tmp_path / "model.onnx", training=False)
+
+    def generate(prompt, new):
+        return sl_tools._run([sl_tools.sl_opt, tmp_path / "model.onnx",
+                              f"--sl-generate=batch=2 max-prompt-len={prompt} "
+                              f"max-new-tokens={new}", "-o", tmp_path / "gen.slsched"])
+
+    proc = generate(3, 2)
+    assert proc.returncode != 0
+    assert ("/transformer/h.1/attn/attention/Softmax" in proc.stderr and
+            "causal at the prompt length but not over all 5 positions" in proc.stderr), proc.stderr
+    check_ok(generate(2, 2))

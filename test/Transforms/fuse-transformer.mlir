@@ -414,6 +414,48 @@ func.func @attention_not_causal(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>
 
 // -----
 
+// OpenAI GPT's form: w * b + -1e4 * (1 - b) with b the 0/1 causal buffer. The additive term is
+// the causal mask; the multiplier then zeroes only scores that mask drops.
+// CHECK-LABEL: func.func @attention_causal_multiplier
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x2x3x2xf32>, %[[K:.+]]: tensor<1x2x3x2xf32>, %[[V:.+]]: tensor<1x2x3x2xf32>)
+// CHECK: %[[O:.+]] = sl.attention %[[Q]], %{{.+}}, %[[V]] {causal, scale = 5.000000e-01 : f32}
+// CHECK-NOT: sl.softmax
+// CHECK: return %[[O]]
+func.func @attention_causal_multiplier(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %b = sl.constant dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x1x3x3xf32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %neg = sl.constant dense<-1.0e4> : tensor<f32>
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %s = sl.div %qk, %two : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %kept = sl.mul %s, %b : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x2x3x3xf32>
+  %dropped = sl.sub %one, %b : tensor<f32>, tensor<1x1x3x3xf32> -> tensor<1x1x3x3xf32>
+  %fill = sl.mul %dropped, %neg : tensor<1x1x3x3xf32>, tensor<f32> -> tensor<1x1x3x3xf32>
+  %m = sl.add %kept, %fill : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// Near miss: the causal multiplier alone leaves 0, not a dropped score, where the mask is 0.
+// CHECK-LABEL: func.func @attention_causal_multiplier_alone
+// CHECK: sl.softmax
+// CHECK-NOT: sl.attention
+func.func @attention_causal_multiplier_alone(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %b = sl.constant dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %kept = sl.mul %qk, %b : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %kept : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
 // GPT-NeoX's form: baddbmm scales 3-D [B * H, S, T] scores and adds beta * zeros, the reshape to
 // [B, H, S, T] comes after the scale, the causal mask is selected there, and the probabilities
 // multiply 4-D values.
