@@ -23,7 +23,7 @@ else:
     pytest.importorskip("transformers")
 
 from hf_harness import (HFArch, build_model, check_all, check_inference,  # noqa: E402
-                        check_training, export)
+                        export)
 
 # Tracing HF code warns about every Python branch on a shape; the checks here are what count.
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
@@ -72,6 +72,13 @@ ARCHS = [
            # The key bias shifts every score of a query alike, which softmax ignores.
            zero_grad_slices={f"model.decoder.layers.{i}.self_attn.k_proj.bias": (0, 32)
                              for i in range(L)}),
+    # ALiBi bias added to the 3-D scores by baddbmm, an inverted causal mask, k^T a 4-D transpose
+    # merged to [B * H, D, T], GELU written as x * (1 + 0.044715 * x * x). The bias becomes
+    # sl.attention's ALiBi slopes, which the decode kernel applies at each token's position.
+    HFArch("bloom", "BloomConfig", "BloomForCausalLM",
+           dict(hidden_size=32, n_layer=L, n_head=4, vocab_size=64, hidden_dropout=0.0,
+                attention_dropout=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 2, "ATTENTION": L, "GELU": L}),
 ]
 
 
@@ -100,24 +107,23 @@ def test_unfused_schedule_fails_the_fusion_check(sl_tools, tmp_path):
         assert_fused(arch, ops_of(tmp_path / "report.json"), "inference", exact=True)
 
 
-# BLOOM: ALiBi bias added to the 3-D scores by baddbmm, an inverted causal mask, k^T a 4-D
-# transpose merged to [B * H, D, T], GELU written as x * (1 + 0.044715 * x * x). The bias becomes
-# sl.attention's additive mask, so inference and training run fused; generation does not support
-# a position bias yet (the decode kernel has no bias operand) and must say so.
-BLOOM = HFArch("bloom", "BloomConfig", "BloomForCausalLM",
-               dict(hidden_size=32, n_layer=L, n_head=4, vocab_size=64, hidden_dropout=0.0,
-                    attention_dropout=0.0, use_cache=False),
-               {"LAYER_NORM": 2 * L + 2, "ATTENTION": L, "GELU": L})
+def test_position_bias_that_is_not_alibi_refuses_generation(sl_tools, tmp_path, monkeypatch):
+    """A BLOOM whose position bias is the square of ALiBi's (slope^2 * key^2, not a line in the
+    key position) fuses it as sl.attention's additive mask: inference is fused and exact, but a
+    decoding step cannot compute such a bias from the cache, and --sl-generate says so, naming
+    the op."""
+    from transformers.models.bloom import modeling_bloom
 
-
-def test_bloom_infers_and_trains_and_refuses_generation(sl_tools, tmp_path):
-    model = build_model(BLOOM)
-    infer_onnx, train_onnx = tmp_path / "model.onnx", tmp_path / "train.onnx"
-    export(model, infer_onnx, training=False)
-    export(model, train_onnx, training=True)
-    check_inference(BLOOM, model, infer_onnx, sl_tools, tmp_path)
-    check_training(BLOOM, train_onnx, sl_tools, tmp_path)
-    proc = sl_tools._run([sl_tools.sl_opt, infer_onnx, "--sl-generate=batch=2 max-prompt-len=4 "
+    alibi = modeling_bloom.build_alibi_tensor
+    monkeypatch.setattr(modeling_bloom, "build_alibi_tensor",
+                        lambda mask, heads, dtype: alibi(mask, heads, dtype) ** 2)
+    arch = next(a for a in ARCHS if a.name == "bloom")
+    model = build_model(arch)
+    onnx_path = tmp_path / "model.onnx"
+    export(model, onnx_path, training=False)
+    check_inference(arch, model, onnx_path, sl_tools, tmp_path)
+    proc = sl_tools._run([sl_tools.sl_opt, onnx_path, "--sl-generate=batch=2 max-prompt-len=4 "
                           "max-new-tokens=2", "-o", tmp_path / "gen.slsched"])
     assert proc.returncode != 0
-    assert "only causal attention without a mask can use a KV cache" in proc.stderr, proc.stderr
+    assert "sl-split-generation: sl.attention adds a mask" in proc.stderr, proc.stderr
+    assert "neither causal masking nor an ALiBi position bias" in proc.stderr, proc.stderr
