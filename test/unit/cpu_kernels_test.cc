@@ -997,14 +997,6 @@ struct AttentionCase {
   bool alibi = false;    // ALiBi slopes [hq] as the last operand
 };
 
-// Slopes of either sign, one per query head.
-Tensor alibiSlopes(std::mt19937 &rng, const AttentionCase &c) {
-  Tensor slopes = Tensor::random(rng, c.alibi ? Shape{c.hq} : Shape{});
-  for (float &e : slopes.values)
-    e *= 1.5f;
-  return slopes;
-}
-
 // softmax(q k^T * scale + mask + slope[h] * j) v over the keys the causal rule allows, in double,
 // with a query row that may attend to nothing giving zeros. ALiBi as BLOOM writes it: the slope
 // times the key's absolute position (the kernels use its offset from the query, the same softmax).
@@ -1070,7 +1062,8 @@ TEST_F(CpuKernelsTest, AttentionMatchesNaive) {
       });
     }
     float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    Tensor slopes = alibiSlopes(rng, c);
+    // Slopes of either sign, one per query head.
+    Tensor slopes = Tensor::random(rng, c.alibi ? Shape{c.hq} : Shape{});
     Kernel kernel = makeKernel(ATTENTION);
     kernel.mutable_attention()->set_causal(c.causal);
     kernel.mutable_attention()->set_scale(scale);
@@ -1643,7 +1636,8 @@ TEST_F(CpuGradientTest, AttentionGradMatchesFiniteDifferences) {
       });
     }
     float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    Tensor slopes = alibiSlopes(rng, c);
+    // Slopes of either sign, one per query head.
+    Tensor slopes = Tensor::random(rng, c.alibi ? Shape{c.hq} : Shape{});
     Kernel kernel = makeKernel(ATTENTION_GRAD);
     kernel.mutable_attention()->set_causal(c.causal);
     kernel.mutable_attention()->set_scale(scale);
