@@ -714,27 +714,36 @@ def SL_RotaryOp : SL_InferredOp<"rotary", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_AttentionOp : SL_InferredOp<"attention", [Pure]> {
+def SL_AttentionOp : SL_InferredOp<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention, causal, multi-head or grouped-query";
   let description = [{
-    `softmax(q k^T * scale + mask) v` per batch and head, with `q` [B, Hq, S, D], `k` [B, Hkv, T, D],
-    `v` [B, Hkv, T, Dv] and the result [B, Hq, S, Dv]. `Hq` is a multiple of `Hkv`: query head `h`
-    reads key/value head `h / (Hq / Hkv)` (grouped-query attention), so the exporter's `repeat_kv`
-    copies are never made. With `causal`, query `s` sees keys `t <= s + T - S`; `mask`, when given,
-    is added to the scores (broadcast to [B, Hq, S, T]). The S x T scores are never stored whole.
-    Formed by `sl-fuse-transformer` from MatMul, Div/Mul, Add of the causal mask, Softmax, MatMul.
+    `softmax(q k^T * scale + mask + alibi) v` per batch and head, with `q` [B, Hq, S, D], `k`
+    [B, Hkv, T, D], `v` [B, Hkv, T, Dv] and the result [B, Hq, S, Dv]. `Hq` is a multiple of `Hkv`:
+    query head `h` reads key/value head `h / (Hq / Hkv)` (grouped-query attention), so the
+    exporter's `repeat_kv` copies are never made. With `causal`, query `s` sees keys
+    `t <= s + T - S`; `mask`, when given, is added to the scores (broadcast to [B, Hq, S, T]).
+    `alibi_slopes` [Hq], when given, is ALiBi's position bias: score (s, t) of head `h` gets
+    `alibi_slopes[h] * (t - (s + T - S))`, the slope times the key's offset from the query's own
+    position. As softmax ignores a shift of a whole row, this is the same attention as BLOOM's
+    `slope * t`, and a decoding step can compute it from the key's position in its cache
+    (sl.decode_attention). The S x T scores are never stored whole. Formed by
+    `sl-fuse-transformer` from MatMul, Div/Mul, Add of the causal mask and of a position bias,
+    Softmax, MatMul.
 
     Example:
 
     ```mlir
     %o = sl.attention %q, %k, %v {causal, scale = 0.25 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>) -> tensor<4x8x16x16xf32>
+    %a = sl.attention %q, %k, %v alibi_slopes %slopes {causal, scale = 0.25 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>
     ```
   }];
   let arguments = (ins SL_FloatTensor:$q, SL_FloatTensor:$k, SL_FloatTensor:$v,
-                       Optional<SL_FloatTensor>:$mask, UnitAttr:$causal, F32Attr:$scale);
+                       Optional<SL_FloatTensor>:$mask, Optional<SL_FloatTensor>:$alibi_slopes,
+                       UnitAttr:$causal, F32Attr:$scale);
   let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`,` `mask` $mask^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`,` `mask` $mask^)? (`alibi_slopes` $alibi_slopes^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -810,9 +819,11 @@ def SL_RotaryGradOp : SL_GradOp<"rotary_grad", "rotary",
     "%dx = sl.rotary_grad %dy, %cos, %sin : (tensor<4x4x16x16xf32>, tensor<1x1x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<4x4x16x16xf32>"> {
   let arguments = (ins Variadic<SL_Tensor>:$operands, UnitAttr:$interleaved);
 }
+// Operands (q, k, v, dy [, mask] [, alibi_slopes]); with `alibi`, the last one is the slopes.
 def SL_AttentionGradOp : SL_GradOp<"attention_grad", "attention",
     "%dq, %dk, %dv = sl.attention_grad %q, %k, %v, %do {causal, scale = 0.25 : f32} : (...) -> (...)"> {
-  let arguments = (ins Variadic<SL_Tensor>:$operands, UnitAttr:$causal, F32Attr:$scale);
+  let arguments = (ins Variadic<SL_Tensor>:$operands, UnitAttr:$causal, F32Attr:$scale,
+                       UnitAttr:$alibi);
 }
 def SL_GeluGradOp : SL_GradOp<"gelu_grad", "gelu",
     "%dx = sl.gelu_grad %x, %dy : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>"> {
@@ -1079,9 +1090,11 @@ def SL_DecodeAttentionOp : SL_Op<"decode_attention", [Pure]> {
     keys and values, `cache` [B, 2, Hkv, C, D] the keys (`cache[:, 0]`) and values (`cache[:, 1]`)
     of the positions before it, of which sequence `b` has `length[b]`. Query head `h` attends to
     cache positions `[0, length[b])` of key/value head `h / (Hq / Hkv)` and to its own `k` and
-    `v`: `softmax(scores * scale)`. Cache positions at or past `length[b]` are never read, so
-    sequences of different lengths share one cache shape. Written by `sl-split-generation` in
-    place of a decode step's causal `sl.attention`.
+    `v`: `softmax(scores * scale)`. With `alibi_slopes` [Hq], the score of position `t` (the
+    new token is at position `length[b]`) gets `alibi_slopes[h] * (t - length[b])`, as
+    sl.attention's. Cache positions at or past `length[b]` are never read, so sequences of
+    different lengths share one cache shape. Written by `sl-split-generation` in place of a
+    decode step's causal `sl.attention`.
 
     Example:
 
@@ -1092,10 +1105,12 @@ def SL_DecodeAttentionOp : SL_Op<"decode_attention", [Pure]> {
     ```
   }];
   let arguments = (ins SL_FloatTensor:$q, SL_FloatTensor:$k, SL_FloatTensor:$v,
-                       SL_FloatTensor:$cache, SL_IndexVector:$length, F32Attr:$scale);
+                       SL_FloatTensor:$cache, SL_IndexVector:$length,
+                       Optional<SL_FloatTensor>:$alibi_slopes, F32Attr:$scale);
   let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $cache `,` $length attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $cache `,` $length (`alibi_slopes` $alibi_slopes^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -44,8 +44,9 @@ def FuseTransformerPass : Pass<"sl-fuse-transformer", "mlir::func::FuncOp"> {
     Attention is matched by meaning rather than by one exporter's spelling: positive scales,
     the causal mask (added, or selected with where in either polarity), additions of zero and
     HF's clamp are peeled off the softmax's input in any order, on 3-D [B * H, S, T] or 4-D
-    scores, down to q @ k^T; any other constant added to the scores (ALiBi) becomes the fused
-    op's additive mask.
+    scores, down to q @ k^T. A constant added to the scores that is a slope per head times the
+    key's position, up to a constant per query row (ALiBi, as BLOOM builds it), becomes the
+    fused op's `alibi_slopes`; any other constant becomes its additive mask.
 
     Every match checks the constants it depends on (the exponent 2, the 1/2 of GELU, the
     epsilon, each value of the causal mask), so a graph that only looks similar is left as it is
@@ -371,8 +372,11 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
       every attention becomes `sl.decode_attention` over its block's cache
       [b, 2, kv_heads, C, head_dim] and the new token, and blocks return the new keys and values.
       Rotary cos/sin (taken from a copy bound at all C = P + max-new-tokens positions) and
-      learned position embeddings read each sequence's `position`. In that copy too, every
-      attention must be fused, causal and unmasked: a sliding-window mask, causal at P but not
+      learned position embeddings read each sequence's `position`; ALiBi slopes come from that
+      copy too (bound at one token, the position bias folds to zero). An attention with any
+      other additive mask is an error naming it: its bias cannot follow the new token. In that
+      copy too, every
+      attention must be fused and causal, with no mask but ALiBi slopes: a sliding-window mask, causal at P but not
       at C, is refused (the decode kernels attend to the whole cache).
 
     `P` is `max-prompt-len`. `batch`, `sub-batch-size` and `num-sub-batches` give the batch of

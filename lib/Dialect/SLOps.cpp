@@ -172,6 +172,17 @@ LogicalResult RotaryOp::verify() {
   return success();
 }
 
+/// ALiBi slopes: one per query head, in the queries' element type.
+static LogicalResult verifyAlibiSlopes(Operation *op, Value slopes, RankedTensorType q) {
+  auto type = rankedType(slopes);
+  if (type.getRank() != 1 || type.getElementType() != q.getElementType() ||
+      (!ShapedType::isDynamic(q.getDimSize(1)) && !ShapedType::isDynamic(type.getDimSize(0)) &&
+       type.getDimSize(0) != q.getDimSize(1)))
+    return op->emitOpError("alibi_slopes must be one ")
+           << q.getElementType() << " per query head ([" << q.getDimSize(1) << "]), got " << type;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
   auto out = getType();
@@ -203,6 +214,8 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("mask ") << getMask().getType() << " must broadcast to the scores "
                                   << quoted(RankedTensorType::get(scores, q.getElementType()));
   }
+  if (getAlibiSlopes())
+    return verifyAlibiSlopes(*this, getAlibiSlopes(), q);
   return success();
 }
 
@@ -251,6 +264,8 @@ LogicalResult DecodeAttentionOp::verify() {
     return emitOpError("result must be ") << quoted(q) << ", got " << getType();
   if (getScale().isZero())
     return emitOpError("scale must not be 0");
+  if (getAlibiSlopes() && failed(verifyAlibiSlopes(*this, getAlibiSlopes(), q)))
+    return failure();
   return verifyPerSequence(*this, getLength(), q.getDimSize(0), "length");
 }
 

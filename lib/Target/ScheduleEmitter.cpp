@@ -36,7 +36,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 // Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
 constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kHostToDeviceStream = 1;
@@ -529,6 +529,10 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         pb::AttentionAttributes attrs;
         attrs.set_causal(o.getCausal());
         attrs.set_scale(o.getScale().convertToFloat());
+        if constexpr (std::is_same_v<decltype(o), AttentionOp>)
+          attrs.set_alibi(bool(o.getAlibiSlopes()));
+        else
+          attrs.set_alibi(o.getAlibi());
         simple(llvm::isa<AttentionOp>(op) ? pb::ATTENTION : pb::ATTENTION_GRAD).attributes =
             [attrs](pb::Kernel &k) { *k.mutable_attention() = attrs; };
         return plan;
@@ -536,6 +540,7 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       .Case<DecodeAttentionOp>([&](DecodeAttentionOp o) -> Result {
         pb::AttentionAttributes attrs;
         attrs.set_scale(o.getScale().convertToFloat());
+        attrs.set_alibi(bool(o.getAlibiSlopes()));
         simple(pb::DECODE_ATTENTION).attributes = [attrs](pb::Kernel &k) {
           *k.mutable_attention() = attrs;
         };

@@ -397,9 +397,13 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
         SmallVector<Value> operands{o.getQ(), o.getK(), o.getV(), dy};
         if (o.getMask())
           operands.push_back(o.getMask());
+        // The mask and the slopes are constants: the probabilities include them, nothing else.
+        if (o.getAlibiSlopes())
+          operands.push_back(o.getAlibiSlopes());
         auto grad = g.b.create<AttentionGradOp>(
             g.loc, TypeRange{typeOf(o.getQ()), typeOf(o.getK()), typeOf(o.getV())}, operands,
-            o.getCausalAttr(), o.getScaleAttr());
+            o.getCausalAttr(), o.getScaleAttr(),
+            o.getAlibiSlopes() ? g.b.getUnitAttr() : UnitAttr());
         adj.accumulate(o.getQ(), grad.getResult(0));
         adj.accumulate(o.getK(), grad.getResult(1));
         adj.accumulate(o.getV(), grad.getResult(2));

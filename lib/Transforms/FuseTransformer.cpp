@@ -738,6 +738,47 @@ std::optional<AttentionMatch> matchScores(Value scores, std::string &why) {
   return match;
 }
 
+/// The per-head slopes of `values`, a bias of `shape` (broadcast from the right to the scores
+/// [batch, heads, s, t]), when it is ALiBi: every query row of head h is slope[h] * key + a
+/// constant of its own, which softmax ignores. A row's slope is read from its ends, and every
+/// element must lie on that line to within float rounding of the row's largest value.
+std::optional<SmallVector<double>> alibiSlopes(ArrayRef<int64_t> shape, ArrayRef<double> values,
+                                               int64_t batch, int64_t heads, int64_t s,
+                                               int64_t t) {
+  if (shape.size() > 4 || t < 2)
+    return std::nullopt;
+  SmallVector<int64_t> dims(4 - shape.size(), 1);
+  dims.append(shape.begin(), shape.end());
+  if ((dims[0] != 1 && dims[0] != batch) || (dims[1] != 1 && dims[1] != heads) ||
+      (dims[2] != 1 && dims[2] != s) || dims[3] != t)
+    return std::nullopt;
+  // Twice float's epsilon would do for BLOOM's slope * key computed in f32; a bias that is
+  // this close to a line is that line as far as f32 scores can tell.
+  constexpr double kTolerance = 1e-6;
+  SmallVector<double> slopes(dims[1]);
+  SmallVector<bool> seen(dims[1], false);
+  for (int64_t row = 0; row < dims[0] * dims[1] * dims[2]; ++row) {
+    int64_t head = (row / dims[2]) % dims[1];
+    ArrayRef<double> r = values.slice(row * t, t);
+    double largest = 0;
+    for (double x : r) {
+      if (!std::isfinite(x))
+        return std::nullopt;
+      largest = std::max(largest, std::fabs(x));
+    }
+    if (!seen[head]) {
+      slopes[head] = (r[t - 1] - r[0]) / double(t - 1);
+      seen[head] = true;
+    }
+    for (int64_t j = 0; j < t; ++j)
+      if (std::fabs(r[j] - r[0] - slopes[head] * double(j)) > kTolerance * largest)
+        return std::nullopt;
+  }
+  if (dims[1] == 1)
+    slopes.assign(heads, slopes[0]);
+  return slopes;
+}
+
 /// The softmax whose probabilities `pv` multiplies with the values, if it is one.
 SoftmaxOp probabilitiesOf(MatmulOp pv) { return defining<SoftmaxOp>(throughViews(pv.getLhs())); }
 
@@ -805,7 +846,7 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
     v = unrepeatKv(v);
     auto resultType = RankedTensorType::get({batch, heads, s, typeOf(v).getShape().back()},
                                             op.getType().getElementType());
-    Value bias;
+    Value bias, slopes;
     if (match->bias) {
       // [B * H, ...] rows of a 3-D bias are [B, H, ...]; each value is scaled by what the scores
       // were scaled by after it was added.
@@ -818,10 +859,18 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
       SmallVector<double> values = *constantFloats(match->bias);
       for (double &value : values)
         value *= match->biasScale;
-      auto type = RankedTensorType::get(shape, biasType.getElementType());
-      bias = rewriter.create<ConstantOp>(op.getLoc(), type, makeDense(type, values));
+      // ALiBi is a slope per head, which a decoding step can apply at any position; any other
+      // bias stays a mask.
+      if (std::optional<SmallVector<double>> alibi =
+              alibiSlopes(shape, values, batch, heads, s, t)) {
+        auto type = RankedTensorType::get({heads}, biasType.getElementType());
+        slopes = rewriter.create<ConstantOp>(op.getLoc(), type, makeDense(type, *alibi));
+      } else {
+        auto type = RankedTensorType::get(shape, biasType.getElementType());
+        bias = rewriter.create<ConstantOp>(op.getLoc(), type, makeDense(type, values));
+      }
     }
-    auto attention = rewriter.create<AttentionOp>(op.getLoc(), resultType, q, k, v, bias,
+    auto attention = rewriter.create<AttentionOp>(op.getLoc(), resultType, q, k, v, bias, slopes,
                                                   rewriter.getUnitAttr(),
                                                   rewriter.getF32FloatAttr(float(match->scale)));
     if (failed(attention.verify())) {

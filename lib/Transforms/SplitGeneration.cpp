@@ -10,9 +10,11 @@
 //     (sl.take_rows) before the head, so the logits are the next-token ones.
 //   @decode(input_ids [b, 1], position [b], kv cache per block [b, 2, Hkv, C, D]) -> logits
 //     every causal sl.attention becomes sl.decode_attention over the block's cache and the new
-//     token; blocks return the new token's keys and values. Whatever depended on the position of
-//     the token (rotary cos/sin tables, learned position embeddings), which binding at one
-//     position folded to position 0, reads the `position` of each sequence instead.
+//     token (with the ALiBi slopes of the copy bound at [1, C], where binding at one token folded
+//     the position bias away); blocks return the new token's keys and values. Whatever depended
+//     on the position of the token (rotary cos/sin tables, learned position embeddings), which
+//     binding at one position folded to position 0, reads the `position` of each sequence
+//     instead.
 //
 // The two are compiled from copies of the module by the pipeline sl-opt gives the pass (bind,
 // fold, fuse, partition), at [b, P] and [b, 1]; a third copy bound at [1, C] gives the rotary
@@ -173,9 +175,17 @@ FailureOr<SmallVector<sl::AttentionOp>> attentionsOf(func::FuncOp block, bool on
     }
     if (auto attention = llvm::dyn_cast<sl::AttentionOp>(op)) {
       // One query over one key is causal whatever the flag says (a folded mask may drop it).
-      if ((!attention.getCausal() && !oneToken) || attention.getMask()) {
-        attention.emitError("sl-split-generation: only causal attention without a mask can "
-                            "use a KV cache");
+      if (!attention.getCausal() && !oneToken) {
+        attention.emitError("sl-split-generation: only causal attention can use a KV cache");
+        return WalkResult::interrupt();
+      }
+      // A decoding step computes ALiBi from the key's position; a mask is [S, T] scores' own.
+      if (attention.getMask()) {
+        attention.emitError("sl-split-generation: sl.attention adds a mask ")
+            << attention.getMask().getType()
+            << " to its scores that is neither causal masking nor an ALiBi position bias (a "
+               "slope per head times the key's position); a KV cache needs scores that "
+               "follow from the key's position alone, so this attention cannot generate";
         return WalkResult::interrupt();
       }
       attentions.push_back(attention);
@@ -508,6 +518,27 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
     }
   }
 
+  // ALiBi slopes, from the same copy: bound at one token, the position bias of a decoding step
+  // has one key and folds to zero, so its attentions lost their slopes.
+  ElementsAttr alibi;
+  bool mixed = false, plain = false;
+  forwardOf(tables).walk([&](sl::AttentionOp attention) {
+    auto slopes = attention.getAlibiSlopes()
+                      ? attention.getAlibiSlopes().getDefiningOp<sl::ConstantOp>()
+                      : sl::ConstantOp();
+    if (!slopes) {
+      plain = true;
+      return;
+    }
+    if (alibi && alibi != slopes.getValueAttr())
+      mixed = true;
+    alibi = slopes.getValueAttr();
+  });
+  if (alibi && (mixed || plain))
+    return forward.emitError("sl-split-generation: bound at all ")
+           << c << " positions, the attentions do not share one constant set of ALiBi slopes "
+                   "(some have none or others); generation supports one set for every attention";
+
   // Each block's causal attentions read the block's KV cache.
   unsigned layerIndex = 0;
   for (func::FuncOp block : stagesOf(decode, "block")) {
@@ -539,9 +570,12 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
         return Value(forward.getArgument(forward.getNumArguments() - 1));
       });
       OpBuilder builder(attention);
+      Value slopes = attention.getAlibiSlopes();
+      if (!slopes && alibi)
+        slopes = builder.create<sl::ConstantOp>(attention.getLoc(), alibi.getType(), alibi);
       auto decoded = builder.create<sl::DecodeAttentionOp>(
           attention.getLoc(), attention.getType(), attention.getQ(), attention.getK(),
-          attention.getV(), cache, blockPosition, attention.getScaleAttr());
+          attention.getV(), cache, blockPosition, slopes, attention.getScaleAttr());
       attention.getResult().replaceAllUsesWith(decoded.getResult());
       newKv.push_back(attention.getK());
       newKv.push_back(attention.getV());

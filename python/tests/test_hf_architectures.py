@@ -82,6 +82,13 @@ ARCHS = [
            dict(n_embd=32, n_layer=L, n_head=4, rotary_dim=4, vocab_size=64, n_positions=32,
                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False),
            {"LAYER_NORM": L + 1, "ROTARY": 2 * L, "ATTENTION": L, "GELU": L}),
+    # ALiBi bias added to the 3-D scores by baddbmm, an inverted causal mask, k^T a 4-D transpose
+    # merged to [B * H, D, T], GELU written as x * (1 + 0.044715 * x * x). The bias becomes
+    # sl.attention's ALiBi slopes, which the decode kernel applies at each token's position.
+    HFArch("bloom", "BloomConfig", "BloomForCausalLM",
+           dict(hidden_size=32, n_layer=L, n_head=4, vocab_size=64, hidden_dropout=0.0,
+                attention_dropout=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 2, "ATTENTION": L, "GELU": L}),
 ]
 
 # The other decoder-only causal LMs of transformers 4.41.2 that torch 1.13 exports (the user
@@ -163,6 +170,11 @@ ARCHS += [
                 resid_pdrop=0.0, embd_pdrop=0.0, use_cache=False),
            {"LAYER_NORM": 2 * L + 1, "ATTENTION": L},
            zero_grad_slices=_key_bias("transformer.h.{}.multi_head_attention.Wk.bias")),
+    # ALiBi bias added to the scores, no position embeddings, LayerNorm without bias.
+    HFArch("mpt", "MptConfig", "MptForCausalLM",
+           dict(vocab_size=64, max_seq_len=32, d_model=32, n_layers=L, n_heads=4,
+                expansion_ratio=2, resid_pdrop=0.0, emb_pdrop=0.0, use_cache=False),
+           {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L}),
 ]
 
 
@@ -191,45 +203,26 @@ def test_unfused_schedule_fails_the_fusion_check(sl_tools, tmp_path):
         assert_fused(arch, ops_of(tmp_path / "report.json"), "inference", exact=True)
 
 
-# BLOOM: ALiBi bias added to the 3-D scores by baddbmm, an inverted causal mask, k^T a 4-D
-# transpose merged to [B * H, D, T], GELU written as x * (1 + 0.044715 * x * x). The bias becomes
-# sl.attention's additive mask, so inference and training run fused; generation does not support
-# a position bias yet (the decode kernel has no bias operand) and must say so.
-BLOOM = HFArch("bloom", "BloomConfig", "BloomForCausalLM",
-               dict(hidden_size=32, n_layer=L, n_head=4, vocab_size=64, hidden_dropout=0.0,
-                    attention_dropout=0.0, use_cache=False),
-               {"LAYER_NORM": 2 * L + 2, "ATTENTION": L, "GELU": L})
+def test_position_bias_that_is_not_alibi_refuses_generation(sl_tools, tmp_path, monkeypatch):
+    """A BLOOM whose position bias is the square of ALiBi's (slope^2 * key^2, not a line in the
+    key position) fuses it as sl.attention's additive mask: inference is fused and exact, but a
+    decoding step cannot compute such a bias from the cache, and --sl-generate says so, naming
+    the op."""
+    from transformers.models.bloom import modeling_bloom
 
-
-def test_bloom_infers_and_trains_and_refuses_generation(sl_tools, tmp_path):
-    model = build_model(BLOOM)
-    infer_onnx, train_onnx = tmp_path / "model.onnx", tmp_path / "train.onnx"
-    export(model, infer_onnx, training=False)
-    export(model, train_onnx, training=True)
-    check_inference(BLOOM, model, infer_onnx, sl_tools, tmp_path)
-    check_training(BLOOM, train_onnx, sl_tools, tmp_path)
-    proc = sl_tools._run([sl_tools.sl_opt, infer_onnx, "--sl-generate=batch=2 max-prompt-len=4 "
+    alibi = modeling_bloom.build_alibi_tensor
+    monkeypatch.setattr(modeling_bloom, "build_alibi_tensor",
+                        lambda mask, heads, dtype: alibi(mask, heads, dtype) ** 2)
+    arch = next(a for a in ARCHS if a.name == "bloom")
+    model = build_model(arch)
+    onnx_path = tmp_path / "model.onnx"
+    export(model, onnx_path, training=False)
+    check_inference(arch, model, onnx_path, sl_tools, tmp_path)
+    proc = sl_tools._run([sl_tools.sl_opt, onnx_path, "--sl-generate=batch=2 max-prompt-len=4 "
                           "max-new-tokens=2", "-o", tmp_path / "gen.slsched"])
     assert proc.returncode != 0
-    assert "only causal attention without a mask can use a KV cache" in proc.stderr, proc.stderr
-
-
-# MPT: ALiBi bias added to the scores, no position embeddings, LayerNorm without bias. Inference and
-# training run fused (the bias becomes sl.attention's additive mask); generation waits for the
-# decode kernels' position-bias operand, as BLOOM's does.
-MPT = HFArch("mpt", "MptConfig", "MptForCausalLM",
-             dict(vocab_size=64, max_seq_len=32, d_model=32, n_layers=L, n_heads=4,
-                  expansion_ratio=2, resid_pdrop=0.0, emb_pdrop=0.0, use_cache=False),
-             {"LAYER_NORM": 2 * L + 1, "ATTENTION": L, "GELU": L})
-
-
-def test_mpt_infers_and_trains(sl_tools, tmp_path):
-    model = build_model(MPT)
-    infer_onnx, train_onnx = tmp_path / "model.onnx", tmp_path / "train.onnx"
-    export(model, infer_onnx, training=False)
-    export(model, train_onnx, training=True)
-    check_inference(MPT, model, infer_onnx, sl_tools, tmp_path)
-    check_training(MPT, train_onnx, sl_tools, tmp_path)
+    assert "sl-split-generation: sl.attention adds a mask" in proc.stderr, proc.stderr
+    assert "neither causal masking nor an ALiBi position bias" in proc.stderr, proc.stderr
 
 
 def test_gpt_neo_local_window_shorter_than_the_cache_is_refused(sl_tools, tmp_path):

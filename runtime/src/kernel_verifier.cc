@@ -89,7 +89,8 @@ std::optional<OpRule> opRule(OpKind op) {
   case EXPAND:
     return OpRule{1, 1, kNone, false, false, kCompute};
   case ATTENTION:
-    return OpRule{3, 4, Kernel::kAttention, true, false, kCompute}; // the mask is optional
+    // The mask and (attention.alibi) the slopes are optional.
+    return OpRule{3, 5, Kernel::kAttention, true, false, kCompute};
   case CROSS_ENTROPY:
     return OpRule{2, 2, Kernel::kCrossEntropy, true, false, kCompute};
   // Backward kernels. The single-result ones that are row-, pair- or element-local run exactly in
@@ -106,7 +107,7 @@ std::optional<OpRule> opRule(OpKind op) {
   case ROTARY_GRAD:
     return OpRule{3, 3, Kernel::kRotary, true, true, kCompute};
   case ATTENTION_GRAD:
-    return OpRule{4, 5, Kernel::kAttention, true, false, kCompute, 3}; // the mask is optional
+    return OpRule{4, 6, Kernel::kAttention, true, false, kCompute, 3}; // as ATTENTION
   case GELU_GRAD:
     return OpRule{2, 2, Kernel::kGelu, true, true, kCompute};
   case SWIGLU_GRAD:
@@ -127,7 +128,7 @@ std::optional<OpRule> opRule(OpKind op) {
     // start is optional; the cache is in the host pool or on the device.
     return OpRule{3, 4, kNone, false, false, OpRule::Placement::kComputeOrHost};
   case DECODE_ATTENTION:
-    return OpRule{5, 5, Kernel::kAttention, true, false, kCompute};
+    return OpRule{5, 6, Kernel::kAttention, true, false, kCompute}; // slopes with alibi
   case TAKE_ROWS:
     return OpRule{2, 2, kNone, false, false, kCompute};
   // One shard in, the whole out (or the other way round): never in place. Their sizes depend on
@@ -324,6 +325,9 @@ private:
       return sameDType({0, 1, 2, -1}, kFloat, "the cache, k, v and the result");
     case DECODE_ATTENTION:
       dtypeIn(4, {I64}, " lengths");
+      if (numOperands() > 5)
+        return sameDType({0, 1, 2, 3, 5, -1}, kFloat,
+                         "q, k, v, the cache, the slopes and the result");
       return sameDType({0, 1, 2, 3, -1}, kFloat, "q, k, v, the cache and the result");
     case TAKE_ROWS:
       dtypeIn(1, {I64}, " indices");
@@ -703,8 +707,26 @@ private:
     expectResult(in_[0]);
   }
 
-  // q, k, v (operands 0..2), the scale and the optional mask (operand maskAt); returns the
-  // forward's result shape [B, Hq, S, Dv].
+  // The ALiBi slopes: the last of the operands from `at` on with attention.alibi, which must be
+  // there then; without it there is at most `optional` operands from `at` on.
+  void verifyAlibiSlopes(size_t at, size_t optional, int64_t heads) const {
+    size_t extra = in_.size() - std::min(in_.size(), at);
+    if (!k_.attention().alibi()) {
+      if (extra > optional)
+        throw error(in_.size(), " operands; without attention.alibi ", opName_, " takes at most ",
+                    at + optional, " (with it, the ALiBi slopes come last)");
+      return;
+    }
+    if (extra == 0)
+      throw error("attention.alibi is set but there is no slopes operand (the last, after operand ",
+                  at - 1, ")");
+    if (in_.back() != Shape{heads})
+      throw error("alibi slopes ", formatShape(in_.back()), " should be [", heads,
+                  "] (one per query head)");
+  }
+
+  // q, k, v (operands 0..2), the scale, the optional mask (operand maskAt) and the slopes;
+  // returns the forward's result shape [B, Hq, S, Dv].
   Shape verifyAttentionOperands(size_t maskAt) const {
     // A forgotten scale (proto default 0) would silently make attention uniform.
     if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
@@ -723,7 +745,9 @@ private:
       throw error("q has ", hq, " heads and k, v have ", hkv,
                   "; the query heads must be a multiple of a positive number of key/value heads");
     Shape scores{b, hq, s, t};
-    if (in_.size() > maskAt && !broadcastsTo(in_[maskAt], scores))
+    verifyAlibiSlopes(maskAt, 1, hq);
+    bool hasMask = in_.size() > maskAt + (k_.attention().alibi() ? 1 : 0);
+    if (hasMask && !broadcastsTo(in_[maskAt], scores))
       throw error("mask ", formatShape(in_[maskAt]), " does not broadcast to the scores ",
                   formatShape(scores));
     return {b, hq, s, dv};
@@ -731,7 +755,7 @@ private:
 
   void verifyAttention() const { expectResult(verifyAttentionOperands(3)); }
 
-  // ATTENTION_GRAD (q, k, v, dy [, mask]) -> (dq, dk, dv), each of its input's shape: for
+  // ATTENTION_GRAD (q, k, v, dy [, mask] [, slopes]) -> (dq, dk, dv), each of its input's shape: for
   // grouped-query attention dk and dv are [B, Hkv, T, ...], summed over the sharing query heads.
   void verifyAttentionGrad() const {
     Shape y = verifyAttentionOperands(4);
@@ -770,7 +794,7 @@ private:
   }
 
   // DECODE_ATTENTION (q [B, Hq, 1, D], k [B, Hkv, 1, D], v [B, Hkv, 1, D], cache
-  // [B, 2, Hkv, C, D], length [B]) -> [B, Hq, 1, D].
+  // [B, 2, Hkv, C, D], length [B] [, slopes [Hq] with attention.alibi]) -> [B, Hq, 1, D].
   void verifyDecodeAttention() const {
     if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
       throw error("attention.scale is ", k_.attention().scale(),
@@ -787,6 +811,7 @@ private:
       throw error("q has ", q[1], " heads and the cache ", k[1],
                   "; the query heads must be a multiple of a positive number of key/value heads");
     expectOperand(4, "length", {cache[0]}, " (one length per sequence)");
+    verifyAlibiSlopes(5, 0, q[1]);
     expectResult(q);
   }
 

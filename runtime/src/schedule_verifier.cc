@@ -17,13 +17,15 @@ namespace {
 
 using namespace sl::schedule;
 
-// "2", "2 or 3", "1 or more".
+// "2", "2 or 3", "3 to 5", "1 or more".
 std::string operandCount(const OpRule &rule) {
   std::string count = std::to_string(rule.minOperands);
   if (rule.maxOperands == OpRule::kUnbounded)
     return count + " or more";
-  if (rule.maxOperands != rule.minOperands)
+  if (rule.maxOperands == rule.minOperands + 1)
     return count + " or " + std::to_string(rule.maxOperands);
+  if (rule.maxOperands != rule.minOperands)
+    return count + " to " + std::to_string(rule.maxOperands);
   return count;
 }
 

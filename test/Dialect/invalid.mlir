@@ -818,6 +818,14 @@ func.func @attention_mask(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x24x16xf32>, 
 
 // -----
 
+func.func @attention_alibi_slopes(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x16x16xf32>, %s: tensor<2xf32>) -> tensor<4x8x16x16xf32> {
+  // expected-error @+1 {{'sl.attention' op alibi_slopes must be one 'f32' per query head ([8]), got 'tensor<2xf32>'}}
+  %o = sl.attention %q, %k, %k alibi_slopes %s {causal, scale = 1.0 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<2xf32>) -> tensor<4x8x16x16xf32>
+  return %o : tensor<4x8x16x16xf32>
+}
+
+// -----
+
 func.func @layer_missing(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   // expected-error @+1 {{stage function 'nowhere' does not exist}}
   %h = sl.layer @nowhere(%x) params() {index = 0 : i64, stage = "block"} : (tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -268,6 +268,19 @@ func.func @attention(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x16x16xf32>, %v: t
   return %o, %m : tensor<4x8x16x32xf32>, tensor<4x8x16x32xf32>
 }
 
+// CHECK-LABEL: func.func @attention_alibi
+func.func @attention_alibi(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x16x16xf32>, %mask: tensor<16x16xf32>, %slopes: tensor<8xf32>, %cache: tensor<4x2x2x24x16xf32>, %length: tensor<4xi64>) -> (tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>, tensor<4x8x1x16xf32>) {
+  // CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}} alibi_slopes %{{.+}} {causal, scale = 2.500000e-01 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>
+  %a = sl.attention %q, %k, %k alibi_slopes %slopes {causal, scale = 0.25 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>
+  // CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}}, mask %{{.+}} alibi_slopes %{{.+}} {scale = 2.500000e-01 : f32}
+  %b = sl.attention %q, %k, %k, mask %mask alibi_slopes %slopes {scale = 0.25 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<16x16xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>
+  %q1 = sl.constant dense<1.0> : tensor<4x8x1x16xf32>
+  %k1 = sl.constant dense<1.0> : tensor<4x2x1x16xf32>
+  // CHECK: sl.decode_attention %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} alibi_slopes %{{.+}} {scale = 2.500000e-01 : f32}
+  %d = sl.decode_attention %q1, %k1, %k1, %cache, %length alibi_slopes %slopes {scale = 0.25 : f32} : (tensor<4x8x1x16xf32>, tensor<4x2x1x16xf32>, tensor<4x2x1x16xf32>, tensor<4x2x2x24x16xf32>, tensor<4xi64>, tensor<8xf32>) -> tensor<4x8x1x16xf32>
+  return %a, %b, %d : tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>, tensor<4x8x1x16xf32>
+}
+
 // CHECK-LABEL: func.func private @block
 func.func private @block(%h: tensor<2x8xf32>, %w: tensor<8x8xf32> {sl.param}) -> tensor<2x8xf32> {
   %m = sl.matmul %h, %w : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>

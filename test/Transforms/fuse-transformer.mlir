@@ -554,12 +554,13 @@ func.func @attention_negative_scale(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2x
 
 // BLOOM's form: baddbmm adds the ALiBi bias [B * H, 1, T] to the scaled 3-D scores, the causal
 // mask is inverted (masked_fill where it is true), k^T is a 4-D transpose merged to [B * H, D, T].
-// The bias becomes the fused op's mask, as [B, H, 1, T], scaled by what came after it (here 2:
-// bias 1.0 per key step becomes 2.0).
+// The bias is a slope per head times the key's position, scaled by what came after it (here 2:
+// bias 1.0 per key step becomes 2.0): the fused op's alibi_slopes, one per head.
 // CHECK-LABEL: func.func @attention_alibi
-// CHECK: %[[BIAS:.+]] = sl.constant dense<{{\[\[\[\[}}0.000000e+00, 2.000000e+00, 4.000000e+00]], {{\[\[}}0.000000e+00, 1.000000e+00, 2.000000e+00]]]]> : tensor<1x2x1x3xf32>
+// CHECK: %[[SLOPES:.+]] = sl.constant dense<[2.000000e+00, 1.000000e+00]> : tensor<2xf32>
 // CHECK: %[[K:.+]] = sl.transpose %{{.+}} [0, 2, 1, 3] : tensor<1x3x2x2xf32> -> tensor<1x2x3x2xf32>
-// CHECK: sl.attention %{{.+}}, %[[K]], %{{.+}}, mask %[[BIAS]] {causal, scale = 1.000000e+00 : f32}
+// CHECK: sl.attention %{{.+}}, %[[K]], %{{.+}} alibi_slopes %[[SLOPES]] {causal, scale = 1.000000e+00 : f32}
+// CHECK-NOT: mask
 func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<1x3x2x2xf32>, %v: tensor<2x3x2xf32>) -> tensor<2x3x2xf32> {
   %bhst = sl.constant dense<[1, 2, 3, 3]> : tensor<4xi64>
   %flat = sl.constant dense<[2, 3, 3]> : tensor<3xi64>
@@ -581,6 +582,45 @@ func.func @attention_alibi(%q: tensor<2x3x2xf32>, %k: tensor<1x3x2x2xf32>, %v: t
   %p3 = sl.reshape %p, %flat : tensor<1x2x3x3xf32>, tensor<3xi64> -> tensor<2x3x3xf32>
   %o = sl.matmul %p3, %v : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
   return %o : tensor<2x3x2xf32>
+}
+
+// -----
+
+// ALiBi up to a constant per query row (softmax ignores it), broadcast over the batch and the
+// query rows, slopes shared by every head of a [1, 1, T] bias.
+// CHECK-LABEL: func.func @attention_alibi_shifted_rows
+// CHECK: %[[SLOPES:.+]] = sl.constant dense<-5.000000e-01> : tensor<2xf32>
+// CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}} alibi_slopes %[[SLOPES]] {causal, scale = 1.000000e+00 : f32}
+func.func @attention_alibi_shifted_rows(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %bias = sl.constant dense<[[[7.0, 6.5, 6.0]]]> : tensor<1x1x3xf32>
+  %mask = sl.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %b = sl.add %qk, %bias : tensor<1x2x3x3xf32>, tensor<1x1x3xf32> -> tensor<1x2x3x3xf32>
+  %m = sl.add %b, %mask : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// A position bias that is not a line in the key position (here 0, 1, 3) is no ALiBi: it stays
+// the fused op's additive mask.
+// CHECK-LABEL: func.func @attention_bias_not_alibi
+// CHECK: %[[BIAS:.+]] = sl.constant dense<{{\[\[\[}}0.000000e+00, 1.000000e+00, 3.000000e+00]]]> : tensor<1x1x3xf32>
+// CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}}, mask %[[BIAS]] {causal, scale = 1.000000e+00 : f32}
+// CHECK-NOT: alibi_slopes
+func.func @attention_bias_not_alibi(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> {
+  %bias = sl.constant dense<[[[0.0, 1.0, 3.0]]]> : tensor<1x1x3xf32>
+  %mask = sl.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x2x3x2xf32> -> tensor<1x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32> -> tensor<1x2x3x3xf32>
+  %b = sl.add %qk, %bias : tensor<1x2x3x3xf32>, tensor<1x1x3xf32> -> tensor<1x2x3x3xf32>
+  %m = sl.add %b, %mask : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = sl.softmax %m : tensor<1x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>
+  return %o : tensor<1x2x3x2xf32>
 }
 
 // -----

@@ -994,12 +994,15 @@ struct AttentionCase {
   bool causal;
   Shape mask;            // empty: no mask
   bool maskRows = false; // put -inf in the mask, fully masking some rows
+  bool alibi = false;    // ALiBi slopes [hq] as the last operand
 };
 
-// softmax(q k^T * scale + mask) v over the keys the causal rule allows, in double, with a query row
-// that may attend to nothing giving zeros.
+// softmax(q k^T * scale + mask + slope[h] * j) v over the keys the causal rule allows, in double,
+// with a query row that may attend to nothing giving zeros. ALiBi as BLOOM writes it: the slope
+// times the key's absolute position (the kernels use its offset from the query, the same softmax).
 std::vector<float> naiveAttention(const AttentionCase &c, const Tensor &q, const Tensor &k,
-                                  const Tensor &v, const Tensor *mask, float scale) {
+                                  const Tensor &v, const Tensor *mask, float scale,
+                                  const Tensor *slopes = nullptr) {
   std::vector<float> y;
   Shape scores{c.b, c.hq, c.s, c.t};
   for (int64_t b = 0; b < c.b; ++b)
@@ -1016,7 +1019,8 @@ std::vector<float> naiveAttention(const AttentionCase &c, const Tensor &q, const
             dot += double(q.values[((b * c.hq + h) * c.s + i) * c.d + e]) *
                    k.values[((b * c.hkv + kv) * c.t + j) * c.d + e];
           p[j] = dot * scale +
-                 (mask ? mask->values[broadcastIndex(mask->shape, scores, {b, h, i, j})] : 0.0);
+                 (mask ? mask->values[broadcastIndex(mask->shape, scores, {b, h, i, j})] : 0.0) +
+                 (slopes ? double(slopes->values[h]) * double(j) : 0.0);
           max = std::max(max, p[j]);
         }
         double sum = 0;
@@ -1040,6 +1044,9 @@ TEST_F(CpuKernelsTest, AttentionMatchesNaive) {
       {"MoreQueriesThanKeys", 1, 2, 1, 5, 3, 4, 4, true, {}}, // rows 0 and 1 see no key
       {"MaskedRows", 2, 2, 1, 3, 4, 4, 2, false, {2, 1, 3, 4}, true},
       {"NoKeys", 1, 1, 1, 2, 0, 4, 3, false, {}},
+      {"AlibiGqaCausal", 2, 4, 2, 5, 5, 8, 6, true, {}, false, true},
+      {"AlibiFewerQueriesMask", 2, 4, 1, 3, 6, 4, 4, true, {3, 6}, false, true},
+      {"AlibiNotCausalMaskedRows", 2, 2, 1, 3, 4, 4, 2, false, {2, 1, 3, 4}, true, true},
   };
   for (const AttentionCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -1055,15 +1062,21 @@ TEST_F(CpuKernelsTest, AttentionMatchesNaive) {
       });
     }
     float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    // Slopes of either sign, one per query head.
+    Tensor slopes = Tensor::random(rng, c.alibi ? Shape{c.hq} : Shape{});
     Kernel kernel = makeKernel(ATTENTION);
     kernel.mutable_attention()->set_causal(c.causal);
     kernel.mutable_attention()->set_scale(scale);
+    kernel.mutable_attention()->set_alibi(c.alibi);
     Tensor y = Tensor::empty({c.b, c.hq, c.s, c.dv});
     std::vector<const TensorBase *> operands{&q, &k, &v};
     if (!c.mask.empty())
       operands.push_back(&mask);
+    if (c.alibi)
+      operands.push_back(&slopes);
     run(kernel, operands, y);
-    expectNear(y.values, naiveAttention(c, q, k, v, c.mask.empty() ? nullptr : &mask, scale));
+    expectNear(y.values, naiveAttention(c, q, k, v, c.mask.empty() ? nullptr : &mask, scale,
+                                        c.alibi ? &slopes : nullptr));
   }
 }
 
@@ -1558,7 +1571,7 @@ TEST_F(CpuGradientTest, RotaryGradMatchesFiniteDifferencesBothLayouts) {
 // --- ATTENTION_GRAD
 
 Values attentionForward(const AttentionCase &c, const Values &q, const Values &k, const Values &v,
-                        const Tensor *mask, double scale) {
+                        const Tensor *mask, double scale, const Tensor *slopes = nullptr) {
   Values y;
   Shape scores{c.b, c.hq, c.s, c.t};
   for (int64_t b = 0; b < c.b; ++b)
@@ -1575,7 +1588,8 @@ Values attentionForward(const AttentionCase &c, const Values &q, const Values &k
             dot +=
                 q[((b * c.hq + h) * c.s + i) * c.d + e] * k[((b * c.hkv + kv) * c.t + j) * c.d + e];
           p[j] = dot * scale +
-                 (mask ? mask->values[broadcastIndex(mask->shape, scores, {b, h, i, j})] : 0.0);
+                 (mask ? mask->values[broadcastIndex(mask->shape, scores, {b, h, i, j})] : 0.0) +
+                 (slopes ? double(slopes->values[h]) * double(j) : 0.0);
           max = std::max(max, p[j]);
         }
         double sum = 0;
@@ -1600,6 +1614,9 @@ TEST_F(CpuGradientTest, AttentionGradMatchesFiniteDifferences) {
       {"DecodeOneQuery", 2, 4, 1, 1, 7, 8, 8, true, {2, 1, 1, 7}},
       {"MoreQueriesThanKeys", 1, 2, 1, 5, 3, 4, 4, true, {}}, // rows 0 and 1 see no key
       {"MaskedRows", 2, 2, 1, 3, 4, 4, 2, false, {2, 1, 3, 4}, true},
+      {"AlibiGqaCausal", 2, 4, 2, 5, 5, 8, 6, true, {}, false, true},
+      {"AlibiFewerQueriesMask", 1, 4, 1, 3, 6, 4, 4, true, {3, 6}, false, true},
+      {"AlibiNotCausal", 1, 2, 2, 3, 4, 4, 3, false, {}, false, true},
   };
   for (const AttentionCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -1619,18 +1636,24 @@ TEST_F(CpuGradientTest, AttentionGradMatchesFiniteDifferences) {
       });
     }
     float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    // Slopes of either sign, one per query head.
+    Tensor slopes = Tensor::random(rng, c.alibi ? Shape{c.hq} : Shape{});
     Kernel kernel = makeKernel(ATTENTION_GRAD);
     kernel.mutable_attention()->set_causal(c.causal);
     kernel.mutable_attention()->set_scale(scale);
+    kernel.mutable_attention()->set_alibi(c.alibi);
     Tensor dq = Tensor::empty(q.shape), dk = Tensor::empty(k.shape), dv = Tensor::empty(v.shape);
     std::vector<const TensorBase *> operands{&q, &k, &v, &dy};
     const Tensor *maskOrNull = c.mask.empty() ? nullptr : &mask;
     if (maskOrNull)
       operands.push_back(&mask);
+    if (c.alibi)
+      operands.push_back(&slopes);
     runAll(kernel, operands, {&dq, &dk, &dv});
 
     auto forward = [&](const std::vector<Values> &in) {
-      return attentionForward(c, in[0], in[1], in[2], maskOrNull, scale);
+      return attentionForward(c, in[0], in[1], in[2], maskOrNull, scale,
+                              c.alibi ? &slopes : nullptr);
     };
     std::vector<Values> inputs{toDouble(q.values), toDouble(k.values), toDouble(v.values)};
     Values w = toDouble(dy.values);

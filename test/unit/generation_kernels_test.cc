@@ -58,10 +58,11 @@ Tensor<int64_t> ints(Shape shape, std::vector<int64_t> values) {
   return Tensor<int64_t>(std::move(shape), std::move(values));
 }
 
-Kernel attentionKernel(OpKind op, float scale, bool causal = false) {
+Kernel attentionKernel(OpKind op, float scale, bool causal = false, bool alibi = false) {
   Kernel k = makeKernel(op);
   k.mutable_attention()->set_scale(scale);
   k.mutable_attention()->set_causal(causal);
+  k.mutable_attention()->set_alibi(alibi);
   return k;
 }
 
@@ -152,11 +153,13 @@ TYPED_TEST(GenerationKernelsTest, KvWriteStartOutOfRangeIsAnErrorAndWritesNothin
   EXPECT_EQ(cache.values, before);
 }
 
-// softmax over [cache positions 0..length) + the new token, in double.
+// softmax over [cache positions 0..length) + the new token, in double; with slopes, ALiBi as
+// BLOOM writes it: slope[h] times the key's absolute position.
 template <typename T>
 std::vector<double> naiveDecodeAttention(const Tensor<T> &q, const Tensor<T> &k, const Tensor<T> &v,
                                          const Tensor<T> &cache,
-                                         const std::vector<int64_t> &lengths, double scale) {
+                                         const std::vector<int64_t> &lengths, double scale,
+                                         const Tensor<T> *slopes = nullptr) {
   int64_t b = q.shape[0], hq = q.shape[1], d = q.shape[3], hkv = k.shape[1];
   std::vector<double> y;
   for (int64_t i = 0; i < b; ++i)
@@ -176,7 +179,7 @@ std::vector<double> naiveDecodeAttention(const Tensor<T> &q, const Tensor<T> &k,
         double dot = 0;
         for (int64_t c = 0; c < d; ++c)
           dot += double(q.values[(i * hq + h) * d + c]) * key(j, c);
-        p[j] = dot * scale;
+        p[j] = dot * scale + (slopes ? double(slopes->values[h]) * double(j) : 0.0);
         max = std::max(max, p[j]);
       }
       for (double &e : p)
@@ -251,47 +254,84 @@ TYPED_TEST(GenerationKernelsTest, DecodeAttentionIsStableForLargeScores) {
   expectNear(y.values, naiveDecodeAttention(q, k, k, cache, {3}, 1.0), this->kTolerance);
 }
 
-// DECODE_ATTENTION with length L over a cache holding positions [0, L) is the last row of causal
-// ATTENTION over those L positions and the new one.
-TYPED_TEST(GenerationKernelsTest, DecodeAttentionIsTheLastRowOfCausalAttention) {
+// ALiBi slopes [Hq] as a sixth operand: each sequence's new token at its own position.
+TYPED_TEST(GenerationKernelsTest, DecodeAttentionWithAlibiMatchesNaive) {
   using T = TypeParam;
-  const int64_t b = 2, hq = 4, hkv = 2, capacity = 6, d = 4, length = 4;
+  const int64_t b = 3, hq = 4, hkv = 2, capacity = 7, d = 8;
   Tensor<T> q = randomTensor<T>(this->rng, {b, hq, 1, d});
   Tensor<T> k = randomTensor<T>(this->rng, {b, hkv, 1, d});
   Tensor<T> v = randomTensor<T>(this->rng, {b, hkv, 1, d});
   Tensor<T> cache = randomTensor<T>(this->rng, {b, 2, hkv, capacity, d});
-  Tensor<int64_t> lengths = ints({b}, {length, length});
+  Tensor<T> slopes = randomTensor<T>(this->rng, {hq});
+  std::vector<int64_t> lengths{0, capacity, 3};
+  Tensor<int64_t> length = ints({b}, lengths);
   Tensor<T> y = poisoned<T>({b, hq, 1, d});
-  float scale = 0.7f;
-  this->run(attentionKernel(DECODE_ATTENTION, scale), y.ref, q, k, v, cache, lengths);
+  this->run(attentionKernel(DECODE_ATTENTION, 0.5f, false, /*alibi=*/true), y.ref, q, k, v, cache,
+            length, slopes);
+  expectNear(y.values, naiveDecodeAttention(q, k, v, cache, lengths, 0.5, &slopes),
+             this->kTolerance);
+  // The slopes matter: without them the result differs.
+  std::vector<double> plain = naiveDecodeAttention(q, k, v, cache, lengths, 0.5);
+  double largest = 0;
+  for (size_t i = 0; i < plain.size(); ++i)
+    largest = std::max(largest, std::fabs(plain[i] - double(y.values[i])));
+  EXPECT_GT(largest, 1e-3);
+}
 
-  // The same keys and values laid out [B, Hkv, L + 1, D]; the query as the last of L + 1 rows
-  // (the rows before it random: they do not change the last row).
-  Tensor<T> fullQ = randomTensor<T>(this->rng, {b, hq, length + 1, d});
-  Tensor<T> fullK = poisoned<T>({b, hkv, length + 1, d});
-  Tensor<T> fullV = poisoned<T>({b, hkv, length + 1, d});
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t h = 0; h < hkv; ++h)
-      for (int64_t p = 0; p <= length; ++p)
-        for (int64_t c = 0; c < d; ++c) {
-          int64_t at = ((i * hkv + h) * (length + 1) + p) * d + c;
-          fullK.values[at] = p < length ? cache.values[cacheIndex(cache.shape, i, 0, h, p, c)]
-                                        : k.values[(i * hkv + h) * d + c];
-          fullV.values[at] = p < length ? cache.values[cacheIndex(cache.shape, i, 1, h, p, c)]
-                                        : v.values[(i * hkv + h) * d + c];
-        }
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t h = 0; h < hq; ++h)
-      for (int64_t c = 0; c < d; ++c)
-        fullQ.values[((i * hq + h) * (length + 1) + length) * d + c] =
-            q.values[(i * hq + h) * d + c];
-  Tensor<T> full = poisoned<T>({b, hq, length + 1, d});
-  this->run(attentionKernel(ATTENTION, scale, /*causal=*/true), full.ref, fullQ, fullK, fullV);
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t h = 0; h < hq; ++h)
-      for (int64_t c = 0; c < d; ++c)
-        EXPECT_NEAR(y.values[(i * hq + h) * d + c],
-                    full.values[((i * hq + h) * (length + 1) + length) * d + c], this->kTolerance);
+// DECODE_ATTENTION with length L over a cache holding positions [0, L) is the last row of causal
+// ATTENTION over those L positions and the new one, with or without ALiBi slopes.
+TYPED_TEST(GenerationKernelsTest, DecodeAttentionIsTheLastRowOfCausalAttention) {
+  for (bool alibi : {false, true}) {
+    using T = TypeParam;
+    SCOPED_TRACE(alibi ? "alibi" : "plain");
+    const int64_t b = 2, hq = 4, hkv = 2, capacity = 6, d = 4, length = 4;
+    Tensor<T> q = randomTensor<T>(this->rng, {b, hq, 1, d});
+    Tensor<T> k = randomTensor<T>(this->rng, {b, hkv, 1, d});
+    Tensor<T> v = randomTensor<T>(this->rng, {b, hkv, 1, d});
+    Tensor<T> cache = randomTensor<T>(this->rng, {b, 2, hkv, capacity, d});
+    Tensor<int64_t> lengths = ints({b}, {length, length});
+    Tensor<T> y = poisoned<T>({b, hq, 1, d});
+    Tensor<T> slopes = randomTensor<T>(this->rng, {hq});
+    float scale = 0.7f;
+    Kernel decode = attentionKernel(DECODE_ATTENTION, scale, false, alibi);
+    if (alibi)
+      this->run(decode, y.ref, q, k, v, cache, lengths, slopes);
+    else
+      this->run(decode, y.ref, q, k, v, cache, lengths);
+
+    // The same keys and values laid out [B, Hkv, L + 1, D]; the query as the last of L + 1 rows
+    // (the rows before it random: they do not change the last row).
+    Tensor<T> fullQ = randomTensor<T>(this->rng, {b, hq, length + 1, d});
+    Tensor<T> fullK = poisoned<T>({b, hkv, length + 1, d});
+    Tensor<T> fullV = poisoned<T>({b, hkv, length + 1, d});
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t h = 0; h < hkv; ++h)
+        for (int64_t p = 0; p <= length; ++p)
+          for (int64_t c = 0; c < d; ++c) {
+            int64_t at = ((i * hkv + h) * (length + 1) + p) * d + c;
+            fullK.values[at] = p < length ? cache.values[cacheIndex(cache.shape, i, 0, h, p, c)]
+                                          : k.values[(i * hkv + h) * d + c];
+            fullV.values[at] = p < length ? cache.values[cacheIndex(cache.shape, i, 1, h, p, c)]
+                                          : v.values[(i * hkv + h) * d + c];
+          }
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t h = 0; h < hq; ++h)
+        for (int64_t c = 0; c < d; ++c)
+          fullQ.values[((i * hq + h) * (length + 1) + length) * d + c] =
+              q.values[(i * hq + h) * d + c];
+    Tensor<T> full = poisoned<T>({b, hq, length + 1, d});
+    Kernel attention = attentionKernel(ATTENTION, scale, /*causal=*/true, alibi);
+    if (alibi)
+      this->run(attention, full.ref, fullQ, fullK, fullV, slopes);
+    else
+      this->run(attention, full.ref, fullQ, fullK, fullV);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t h = 0; h < hq; ++h)
+        for (int64_t c = 0; c < d; ++c)
+          EXPECT_NEAR(y.values[(i * hq + h) * d + c],
+                      full.values[((i * hq + h) * (length + 1) + length) * d + c],
+                      this->kTolerance);
+  }
 }
 
 TYPED_TEST(GenerationKernelsTest, DecodeAttentionLengthOutOfRangeIsAnError) {

@@ -104,8 +104,11 @@ TEST_P(GenerationOpTest, Verifies) {
 
 constexpr const char *kValid = nullptr;
 const std::function<void(Kernel &)> kNone;
-std::function<void(Kernel &)> attention(float scale = 0.5f) {
-  return [=](Kernel &k) { k.mutable_attention()->set_scale(scale); };
+std::function<void(Kernel &)> attention(float scale = 0.5f, bool alibi = false) {
+  return [=](Kernel &k) {
+    k.mutable_attention()->set_scale(scale);
+    k.mutable_attention()->set_alibi(alibi);
+  };
 }
 std::function<void(Kernel &)> axis0() {
   return [](Kernel &k) { k.mutable_axis()->set_axis(0); };
@@ -169,6 +172,16 @@ const OpCase kOpCases[] = {
      "result buffer 0 'in0' overlaps operand buffer 1 'in1'", HOST_COMPUTE, HOST, -1, 0},
 
     {"DecodeAttention", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]", attention(), kValid},
+    {"DecodeAttentionAlibi", DECODE_ATTENTION, kDecode + " f32[4]", "f32[2,4,1,8]",
+     attention(0.5f, true), kValid},
+    {"DecodeAttentionAlibiSlopesShape", DECODE_ATTENTION, kDecode + " f32[2]", "f32[2,4,1,8]",
+     attention(0.5f, true), "alibi slopes [2] should be [4] (one per query head)"},
+    {"DecodeAttentionAlibiWithoutSlopes", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]",
+     attention(0.5f, true), "attention.alibi is set but there is no slopes operand"},
+    {"DecodeAttentionSlopesWithoutAlibi", DECODE_ATTENTION, kDecode + " f32[4]", "f32[2,4,1,8]",
+     attention(), "6 operands; without attention.alibi DECODE_ATTENTION takes at most 5"},
+    {"DecodeAttentionAlibiF64Slopes", DECODE_ATTENTION, kDecode + " f64[4]", "f32[2,4,1,8]",
+     attention(0.5f, true), "operand 5 (buffer 5 'in5') is f64; DECODE_ATTENTION takes f32 here"},
     {"DecodeAttentionF64", DECODE_ATTENTION,
      "f64[1,2,1,4] f64[1,1,1,4] f64[1,1,1,4] f64[1,2,1,3,4] i64[1]", "f64[1,2,1,4]", attention(),
      kValid},

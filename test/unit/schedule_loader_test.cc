@@ -177,11 +177,12 @@ TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
 }
 
 TEST_F(ScheduleLoaderTest, RejectsWrongVersion) {
-  // Only the current version is accepted: 3 lacks the programs generation needs.
-  for (uint32_t version : {0u, 1u, 2u, 3u, 5u}) {
+  // Only the current version is accepted: 3 lacks the programs generation needs, 4 the ALiBi
+  // slopes (its runtime would take them for a mask).
+  for (uint32_t version : {0u, 1u, 2u, 3u, 4u, 6u}) {
     mlp.schedule.set_version(version);
     EXPECT_THAT(loadError(), HasSubstr("schedule version " + std::to_string(version) +
-                                       " is not supported (this runtime supports version 4)"));
+                                       " is not supported (this runtime supports version 5)"));
   }
 }
 
@@ -634,10 +635,11 @@ std::function<void(Kernel &)> norm(int64_t a) {
     k.mutable_norm()->set_epsilon(1e-5f);
   };
 }
-std::function<void(Kernel &)> attention(bool causal) {
+std::function<void(Kernel &)> attention(bool causal, bool alibi = false) {
   return [=](Kernel &k) {
     k.mutable_attention()->set_causal(causal);
     k.mutable_attention()->set_scale(0.125f);
+    k.mutable_attention()->set_alibi(alibi);
   };
 }
 const std::function<void(Kernel &)> kTrilu = [](Kernel &k) { k.mutable_trilu()->set_k(1); };
@@ -856,6 +858,22 @@ const OpCase kOpCases[] = {
      "f32[2,4,3,6]", attention(true), kValid},
     {"AttentionNoMask", ATTENTION, "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8]", "f32[1,2,3,8]",
      attention(false), kValid},
+    {"AttentionAlibi", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[4]", "f32[2,4,3,6]",
+     attention(true, true), kValid},
+    {"AttentionMaskAndAlibi", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[3,5] f32[4]",
+     "f32[2,4,3,6]", attention(true, true), kValid},
+    {"AttentionAlibiSlopesShape", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6] f32[2]",
+     "f32[2,4,3,6]", attention(true, true), "alibi slopes [2] should be [4] (one per query head)"},
+    {"AttentionAlibiWithoutSlopes", ATTENTION, "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8]",
+     "f32[1,2,3,8]", attention(true, true),
+     "attention.alibi is set but there is no slopes operand (the last, after operand 2)"},
+    {"AttentionTwoMasksWithoutAlibi", ATTENTION,
+     "f32[1,2,3,8] f32[1,2,3,8] f32[1,2,3,8] f32[3,3] f32[2]", "f32[1,2,3,8]", attention(true),
+     "5 operands; without attention.alibi ATTENTION takes at most 4 (with it, the ALiBi slopes "
+     "come last)"},
+    {"AttentionGradAlibi", ATTENTION_GRAD,
+     "f32[1,2,3,8] f32[1,1,3,8] f32[1,1,3,4] f32[1,2,3,4] f32[2]",
+     "f32[1,2,3,8] f32[1,1,3,8] f32[1,1,3,4]", attention(true, true), kValid},
     // CROSS_ENTROPY.
     {"CrossEntropy", CROSS_ENTROPY, "f32[2,3,7] i64[2,3]", "f32[]",
      [](Kernel &k) { k.mutable_cross_entropy()->set_ignore_index(-100); }, kValid},
@@ -1057,10 +1075,10 @@ const OpCase kOpCases[] = {
      "attention.scale is 0; it must be finite and non-zero"},
     {"AttentionGradNoDy", ATTENTION_GRAD, "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]",
      "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", attention(false),
-     "has 3 operands and 3 results; ATTENTION_GRAD takes 4 or 5 operands and 3 results"},
+     "has 3 operands and 3 results; ATTENTION_GRAD takes 4 to 6 operands and 3 results"},
     {"AttentionGradOneResult", ATTENTION_GRAD,
      "f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2] f32[1,1,2,2]", "f32[1,1,2,2]", attention(false),
-     "has 4 operands and 1 results; ATTENTION_GRAD takes 4 or 5 operands and 3 results"},
+     "has 4 operands and 1 results; ATTENTION_GRAD takes 4 to 6 operands and 3 results"},
     {"AttentionGradBoolMask", ATTENTION_GRAD,
      "f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2] bool[1,1]",
      "f32[1,1,1,2] f32[1,1,1,2] f32[1,1,1,2]", attention(false),

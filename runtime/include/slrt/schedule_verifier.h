@@ -6,7 +6,7 @@
 namespace slrt {
 
 // The schedule version this runtime executes (and the only one it accepts).
-inline constexpr uint32_t kScheduleVersion = 4;
+inline constexpr uint32_t kScheduleVersion = 5;
 // 'SLSC' as a little-endian uint32 (Schedule.magic).
 inline constexpr uint32_t kScheduleMagic = 0x43534c53;
 
@@ -64,8 +64,8 @@ inline constexpr const char *kLogitsOutput = "logits";
 //  - generation kernels: KV_WRITE (cache [B, 2, Hkv, C, D], k and v [B, Hkv, T, D] with T <= C
 //    [, start i64 [B]]) has result 0 the very buffer of operand 0 and no other operand overlapping
 //    it; DECODE_ATTENTION (q [B, Hq, 1, D], k and v [B, Hkv, 1, D], cache [B, 2, Hkv, C, D],
-//    length i64 [B]) has Hkv > 0 dividing Hq, a finite non-zero attention.scale and result
-//    [B, Hq, 1, D]; both are f32, bf16 or f64 throughout; TAKE_ROWS (x [B, S, H] of any dtype, index
+//    length i64 [B] [, slopes [Hq] exactly with attention.alibi]) has Hkv > 0 dividing Hq, a finite
+//    non-zero attention.scale and result [B, Hq, 1, D]; both are f32, bf16 or f64 throughout; TAKE_ROWS (x [B, S, H] of any dtype, index
 //    i64 [B]) has result [B, 1, H] of x's dtype;
 //  - kind "generate" exactly when there is a generation message, whose counts are positive, with
 //    cache_len = max_prompt_len + max_new_tokens and batch = num_sub_batches * sub_batch_size;
@@ -91,7 +91,8 @@ inline constexpr const char *kLogitsOutput = "logits";
 //    RMS_NORM's x has rank >= 1, norm.axis 0 or rank - 1, and scale [D] for x [..., D]; ROTARY's
 //    x has rank >= 2 and an even last dimension, and cos and sin broadcast to it; ATTENTION's
 //    q [B, Hq, S, D], k [B, Hkv, T, D], v [B, Hkv, T, Dv] agree, Hkv > 0 divides Hq, the mask
-//    broadcasts to [B, Hq, S, T] and the result is [B, Hq, S, Dv]; MATMUL follows numpy.matmul,
+//    broadcasts to [B, Hq, S, T], the slopes (last, exactly with attention.alibi) are [Hq] and the
+//    result is [B, Hq, S, Dv]; MATMUL follows numpy.matmul,
 //    GEMM's op(A) and op(B) are rank 2 with equal inner dimensions and C broadcasts to [M, N], and
 //    TRANSPOSE's perm is a permutation of its operand's dimensions;
 //  - backward kernels: dy has the forward result's shape and each gradient its input's shape,
@@ -99,7 +100,7 @@ inline constexpr const char *kLogitsOutput = "logits";
 //    dlogits; SOFTMAX_GRAD (y, dy) -> dx; RMS_NORM_GRAD (x, scale, dy) -> (dx, dscale [D]);
 //    LAYER_NORM_GRAD (x, scale, dy) -> (dx, dscale, dbias), both of shape x.shape[axis:] whatever
 //    scale broadcasts from; ROTARY_GRAD (dy, cos, sin) -> dx; ATTENTION_GRAD (q, k, v, dy
-//    [, mask]) -> (dq, dk, dv) with dk and dv of k's and v's [B, Hkv, ...] shapes; GELU_GRAD
+//    [, mask] [, slopes]) -> (dq, dk, dv) with dk and dv of k's and v's [B, Hkv, ...] shapes; GELU_GRAD
 //    (x, dy) -> dx and SWIGLU_GRAD (gate, up, dy) -> (dgate, dup), one shape throughout;
 //    GATHER_GRAD (indices, dy) -> ddata with dy the GATHER of ddata's shape along axis by the
 //    indices; SLICE_GRAD dy -> dx with dy the SLICE of dx as SLICE checks it;

@@ -13,11 +13,14 @@ namespace {
 // independent, so they split across threads without changing any result.
 //
 // Query s may attend key t iff t <= s + T - S (when causal) and the mask does not make the score
-// -inf. A row with no such key (S > T under the causal rule, or a mask of -inf) is zeros.
+// -inf. A row with no such key (S > T under the causal rule, or a mask of -inf) is zeros. ALiBi
+// adds slopes[h] * (t - (s + T - S)) to the score.
 template <typename T>
 void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2];
-  const TensorRef *mask = operands.size() > 3 ? operands[3] : nullptr;
+  const bool alibi = kernel.attention().alibi();
+  const TensorRef *slopes = alibi ? operands.back() : nullptr;
+  const TensorRef *mask = operands.size() > (alibi ? 4u : 3u) ? operands[3] : nullptr;
   int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
   int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
   int64_t group = heads / kvHeads;
@@ -27,6 +30,7 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
       mask ? broadcastStrides(mask->shape, {batch, heads, s, t}) : std::vector<int64_t>(4, 0);
   const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v);
   const T *pm = mask ? in<T>(mask) : nullptr;
+  const T *ps = slopes ? in<T>(slopes) : nullptr;
   T *py = out<T>(y);
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
 
@@ -43,6 +47,8 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
       int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
       const T *mRow =
           pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
+      const T slope = ps ? ps[h] : T(0);
+      const int64_t position = i + t - s; // the query's own key position
 
       T max = kMinusInf;
       for (int64_t j = 0; j < visible; ++j) {
@@ -52,6 +58,8 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
         for (int64_t c = 0; c < d; ++c)
           dot += qRow[c] * kRow[c];
         T score = dot * scale + (mRow ? mRow[j * maskStrides[3]] : T(0));
+        if (ps)
+          score += slope * static_cast<T>(j - position);
         scores[static_cast<size_t>(j)] = score;
         max = std::max(max, score);
       }

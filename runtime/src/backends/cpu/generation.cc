@@ -42,8 +42,8 @@ void kvWriteAs(const Operands &operands, const TensorRef *cache,
 
 // One (sequence, query head) at a time: the scores over the `length` cached keys and the new key,
 // their softmax (the maximum subtracted first) and the weighted sum of the values, accumulated in
-// double as ATTENTION does. Items are independent, so they split across threads without changing
-// any result.
+// double as ATTENTION does; ALiBi adds slopes[h] * (j - length), the new token being at position
+// `length`. Items are independent, so they split across threads without changing any result.
 template <typename T>
 void decodeAttentionAs(const Kernel &kernel, const Operands &operands, const TensorRef *y,
                        const std::vector<int64_t> &lengths) {
@@ -53,6 +53,7 @@ void decodeAttentionAs(const Kernel &kernel, const Operands &operands, const Ten
   int64_t group = heads / kvHeads;
   T scale = kernel.attention().scale();
   const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v), *pc = in<T>(cache);
+  const T *ps = kernel.attention().alibi() ? in<T>(operands[5]) : nullptr;
   T *py = out<T>(y);
 
   parallelFor(batch * heads, (capacity + 1) * 2 * d, [&](int64_t begin, int64_t end) {
@@ -70,6 +71,7 @@ void decodeAttentionAs(const Kernel &kernel, const Operands &operands, const Ten
       auto keyRow = [&](int64_t j) { return j < length ? keys + j * d : newKey; };
       auto valueRow = [&](int64_t j) { return j < length ? values + j * d : newValue; };
       scores.resize(static_cast<size_t>(length + 1));
+      const T slope = ps ? ps[h] : T(0);
       T max = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j <= length; ++j) {
         const T *kRow = keyRow(j);
@@ -78,6 +80,8 @@ void decodeAttentionAs(const Kernel &kernel, const Operands &operands, const Ten
         for (int64_t c = 0; c < d; ++c)
           dot += qRow[c] * kRow[c];
         T score = dot * scale;
+        if (ps)
+          score += slope * static_cast<T>(j - length);
         scores[static_cast<size_t>(j)] = score;
         max = std::max(max, score);
       }

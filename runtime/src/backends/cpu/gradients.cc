@@ -270,7 +270,9 @@ void rotaryGradAs(const Kernel &kernel, const Operands &operands, const Results 
 template <typename T>
 void attentionGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2], *dy = operands[3];
-  const TensorRef *mask = operands.size() > 4 ? operands[4] : nullptr;
+  const bool alibi = kernel.attention().alibi();
+  const TensorRef *slopes = alibi ? operands.back() : nullptr;
+  const TensorRef *mask = operands.size() > (alibi ? 5u : 4u) ? operands[4] : nullptr;
   const int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
   const int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
   const int64_t group = heads / kvHeads;
@@ -281,6 +283,7 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
       mask ? broadcastStrides(mask->shape, {batch, heads, s, t}) : std::vector<int64_t>(4, 0);
   const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v), *pdy = in<T>(dy);
   const T *pm = mask ? in<T>(mask) : nullptr;
+  const T *ps = slopes ? in<T>(slopes) : nullptr;
   T *pdq = out<T>(results[0]), *pdk = out<T>(results[1]);
   T *pdv = out<T>(results[2]);
   constexpr int64_t kQueryBlock = 64;
@@ -300,7 +303,7 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
         T *dqHead = pdq + bh * s * d;
         for (int64_t i0 = 0; i0 < s; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, s - i0);
-          // Scores of the block: P = Q K^T * scale (+ mask), then each row's softmax.
+          // Scores of the block: P = Q K^T * scale (+ mask, + ALiBi), then each row's softmax.
           blasGemm(false, true, rows, t, d, scale, qHead + i0 * d, d, kHead, d, T(0),
                            p.data(), t);
           for (int64_t r = 0; r < rows; ++r) {
@@ -309,10 +312,14 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
             const int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
             const T *mRow =
                 pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
+            const T slope = ps ? ps[h] : T(0);
+            const int64_t position = i + t - s; // the query's own key position
             T max = kMinusInf;
             for (int64_t j = 0; j < visible; ++j) {
               if (mRow)
                 row[j] += mRow[j * maskStrides[3]];
+              if (ps)
+                row[j] += slope * static_cast<T>(j - position);
               max = std::max(max, row[j]);
             }
             if (max == kMinusInf) { // sees no key: no gradient

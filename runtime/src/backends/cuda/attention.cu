@@ -47,11 +47,12 @@ template <typename T> size_t sharedBytes(int64_t doubles, int64_t ts) {
 
 // --- ATTENTION ----------------------------------------------------------------------------------
 
-// softmax(q k^T * scale + mask) v per query row; a row that may see no key is zeros (NaN when a
-// score is NaN).
+// softmax(q k^T * scale + mask + alibi) v per query row; a row that may see no key is zeros (NaN
+// when a score is NaN).
 template <typename S>
-__global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mask, S *y,
-                                AttentionShape sh, MaskStrides ms, Compute<S> scale, bool causal) {
+__global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mask, const S *slopes,
+                                S *y, AttentionShape sh, MaskStrides ms, Compute<S> scale,
+                                bool causal) {
   using T = Compute<S>;
   extern __shared__ double shared[];
   double *acc = shared;                       // [dv]
@@ -67,12 +68,15 @@ __global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mas
     S *yRow = y + row * sh.dv;
     int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
     const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
+    const T slope = slopes ? load(slopes[h]) : T(0);
+    const int64_t position = i + sh.t - sh.s; // the query's own key position
     __syncthreads(); // the previous row is done with shared memory
     for (int64_t c = tid; c < sh.d; c += threads)
       qs[c] = load(q[row * sh.d + c]);
     __syncthreads();
     auto score = [&](int64_t j) {
-      return dot(qs, kHead + j * sh.d, sh.d) * scale + (mRow ? load(mRow[j * ms.t]) : T(0));
+      T x = dot(qs, kHead + j * sh.d, sh.d) * scale + (mRow ? load(mRow[j * ms.t]) : T(0));
+      return slopes ? x + slope * static_cast<T>(j - position) : x;
     };
 
     T rowMax = -dm::infinity<T>();
@@ -134,8 +138,8 @@ struct RowStats {
 
 template <typename S>
 __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *dy, const S *mask,
-                                   S *dq, RowStats stats, AttentionShape sh, MaskStrides ms,
-                                   Compute<S> scale, bool causal) {
+                                   const S *slopes, S *dq, RowStats stats, AttentionShape sh,
+                                   MaskStrides ms, Compute<S> scale, bool causal) {
   using T = Compute<S>;
   extern __shared__ double shared[];
   double *acc = shared;                      // [d]
@@ -153,6 +157,8 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
     S *dqRow = dq + row * sh.d;
     int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
     const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
+    const T slope = slopes ? load(slopes[h]) : T(0);
+    const int64_t position = i + sh.t - sh.s;
     __syncthreads();
     for (int64_t c = tid; c < sh.d; c += threads)
       qs[c] = load(q[row * sh.d + c]);
@@ -160,7 +166,8 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
       dys[c] = load(dy[row * sh.dv + c]);
     __syncthreads();
     auto score = [&](int64_t j) {
-      return scale * dot(qs, kHead + j * sh.d, sh.d) + (mRow ? load(mRow[j * ms.t]) : T(0));
+      T x = scale * dot(qs, kHead + j * sh.d, sh.d) + (mRow ? load(mRow[j * ms.t]) : T(0));
+      return slopes ? x + slope * static_cast<T>(j - position) : x;
     };
 
     T rowMax = -dm::infinity<T>();
@@ -218,8 +225,8 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
 
 template <typename S>
 __global__ void attentionGradKey(const S *q, const S *k, const S *v, const S *dy, const S *mask,
-                                 S *dk, S *dv, RowStats stats, AttentionShape sh, MaskStrides ms,
-                                 Compute<S> scale, bool causal) {
+                                 const S *slopes, S *dk, S *dv, RowStats stats, AttentionShape sh,
+                                 MaskStrides ms, Compute<S> scale, bool causal) {
   using T = Compute<S>;
   extern __shared__ double shared[];
   double *accK = shared;                       // [d]
@@ -251,11 +258,14 @@ __global__ void attentionGradKey(const S *q, const S *k, const S *v, const S *dy
     for (int64_t h = kvHead * sh.group(); h < (kvHead + 1) * sh.group(); ++h) {
       int64_t bh = b * sh.heads + h;
       const S *mRows = mask ? mask + b * ms.b + h * ms.h + j * ms.t : nullptr;
+      const T slope = slopes ? load(slopes[h]) : T(0);
       for (int64_t i0 = first; i0 < sh.s; i0 += threads) {
         int64_t i = i0 + tid, row = bh * sh.s + i;
         T p = T(0), ds = T(0);
         if (i < sh.s && rowMax[row] != -dm::infinity<T>()) {
           T score = scale * dot(q + row * sh.d, ks, sh.d) + (mRows ? load(mRows[i * ms.s]) : T(0));
+          if (slopes)
+            score += slope * static_cast<T>(j - (i + sh.t - sh.s));
           p = dm::exp(score - rowMax[row]) * inverse[row];
           ds = p * (dot(dy + row * sh.dv, vs, sh.dv) - delta[row]) * scale;
         }
@@ -297,11 +307,12 @@ __global__ void findBadLength(const int64_t *length, int64_t batch, int64_t capa
 }
 
 // One block per (sequence, query head): the cached keys [0, length) then the token's own, their
-// softmax (maximum first) and the weighted sum of the values, as the CPU backend.
+// softmax (maximum first) and the weighted sum of the values, as the CPU backend; ALiBi adds
+// slopes[h] * (j - length), the token being at position length.
 template <typename S>
 __global__ void decodeAttentionKernel(const S *q, const S *k, const S *v, const S *cache,
-                                      const int64_t *length, S *y, int64_t batch, int64_t heads,
-                                      int64_t kvHeads, int64_t capacity, int64_t d,
+                                      const int64_t *length, const S *slopes, S *y, int64_t batch,
+                                      int64_t heads, int64_t kvHeads, int64_t capacity, int64_t d,
                                       Compute<S> scale) {
   using T = Compute<S>;
   extern __shared__ double shared[];
@@ -326,7 +337,11 @@ __global__ void decodeAttentionKernel(const S *q, const S *k, const S *v, const 
       acc[c] = 0;
     }
     __syncthreads();
-    auto score = [&](int64_t j) { return dot(qs, keyRow(j), d) * scale; };
+    const T slope = slopes ? load(slopes[h]) : T(0);
+    auto score = [&](int64_t j) {
+      T x = dot(qs, keyRow(j), d) * scale;
+      return slopes ? x + slope * static_cast<T>(j - cached) : x;
+    };
     T rowMax = -dm::infinity<T>();
     for (int64_t j = tid; j <= cached; j += threads)
       rowMax = maxIgnoringNan(rowMax, score(j));
@@ -401,7 +416,7 @@ MaskStrides maskStrides(const Tensor *mask, const AttentionShape &sh) {
 } // namespace
 
 void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-               const Tensor &v, const Tensor *mask, const Tensor &y) {
+               const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y) {
   AttentionShape sh = attentionShape(q, k, v);
   MaskStrides ms = maskStrides(mask, sh);
   withFloatType(y.element, [&](auto type) {
@@ -410,14 +425,15 @@ void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Te
     checkSharedBytes(bytes, "attention");
     launch(ctx, "attention", attentionKernel<T>, blocksForRows(sh.batch * sh.heads * sh.s),
            kAttentionThreads, bytes, q.as<T>(), k.as<T>(), v.as<T>(),
-           mask ? mask->as<T>() : static_cast<T *>(nullptr), y.as<T>(), sh, ms,
+           mask ? mask->as<T>() : static_cast<T *>(nullptr),
+           slopes ? slopes->as<T>() : static_cast<T *>(nullptr), y.as<T>(), sh, ms,
            static_cast<Compute<T>>(scale), causal);
   });
 }
 
 void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                   const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor &dq,
-                   const Tensor &dk, const Tensor &dv) {
+                   const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor *slopes,
+                   const Tensor &dq, const Tensor &dk, const Tensor &dv) {
   AttentionShape sh = attentionShape(q, k, v);
   MaskStrides ms = maskStrides(mask, sh);
   int64_t queryRows = sh.batch * sh.heads * sh.s;
@@ -430,21 +446,23 @@ void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, cons
     std::byte *base = ctx.scratch(layout.bytes());
     RowStats stats{base + maxAt, base + inverseAt, base + deltaAt};
     const T *maskData = mask ? mask->as<T>() : nullptr;
+    const T *slopeData = slopes ? slopes->as<T>() : nullptr;
     size_t queryBytes = sharedBytes<C>(sh.d, sh.d + sh.dv + kAttentionThreads);
     size_t keyBytes = sharedBytes<C>(sh.d + sh.dv, sh.d + sh.dv + 2 * kAttentionThreads);
     checkSharedBytes(std::max(queryBytes, keyBytes), "attention gradient");
     launch(ctx, "attentionGrad (query rows)", attentionGradQuery<T>, blocksForRows(queryRows),
            kAttentionThreads, queryBytes, q.as<T>(), k.as<T>(), v.as<T>(), dy.as<T>(), maskData,
-           dq.as<T>(), stats, sh, ms, static_cast<C>(scale), causal);
+           slopeData, dq.as<T>(), stats, sh, ms, static_cast<C>(scale), causal);
     launch(ctx, "attentionGrad (key rows)", attentionGradKey<T>,
            blocksForRows(sh.batch * sh.kvHeads * sh.t), kAttentionThreads, keyBytes, q.as<T>(),
-           k.as<T>(), v.as<T>(), dy.as<T>(), maskData, dk.as<T>(), dv.as<T>(), stats, sh, ms,
-           static_cast<C>(scale), causal);
+           k.as<T>(), v.as<T>(), dy.as<T>(), maskData, slopeData, dk.as<T>(), dv.as<T>(), stats,
+           sh, ms, static_cast<C>(scale), causal);
   });
 }
 
 void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k, const Tensor &v,
-                     const Tensor &cache, const Tensor &length, const Tensor &y) {
+                     const Tensor &cache, const Tensor &length, const Tensor *slopes,
+                     const Tensor &y) {
   int64_t batch = q.shape[0], heads = q.shape[1], d = q.shape[3], kvHeads = k.shape[1];
   int64_t capacity = cache.shape[3];
   ctx.resetCheck();
@@ -464,8 +482,8 @@ void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k
     checkSharedBytes(bytes, "decode attention");
     launch(ctx, "decodeAttention", decodeAttentionKernel<T>, blocksForRows(batch * heads),
            kAttentionThreads, bytes, q.as<T>(), k.as<T>(), v.as<T>(), cache.as<T>(),
-           length.as<int64_t>(), y.as<T>(), batch, heads, kvHeads, capacity, d,
-           static_cast<Compute<T>>(scale));
+           length.as<int64_t>(), slopes ? slopes->as<T>() : static_cast<T *>(nullptr), y.as<T>(),
+           batch, heads, kvHeads, capacity, d, static_cast<Compute<T>>(scale));
   });
 }
 

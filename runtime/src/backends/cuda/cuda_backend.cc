@@ -170,6 +170,9 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     out.push_back(tensorOf(*ref));
   const Tensor &y = out[0];
   auto optional = [&](size_t i) { return in.size() > i ? &in[i] : nullptr; };
+  // The attention kernels' ALiBi slopes are their last operand.
+  const bool alibi = kernel.has_attention() && kernel.attention().alibi();
+  const Tensor *slopes = alibi ? &in.back() : nullptr;
   switch (kernel.op()) {
   case MATMUL:
     return matmul(ctx, in[0], in[1], y);
@@ -248,9 +251,10 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     return rotary(ctx, kernel.rotary().interleaved(), false, in[0], in[1], in[2], y);
   case ATTENTION:
     return attention(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
-                     in[2], optional(3), y);
+                     in[2], in.size() > (alibi ? 4u : 3u) ? &in[3] : nullptr, slopes, y);
   case DECODE_ATTENTION:
-    return decodeAttention(ctx, kernel.attention().scale(), in[0], in[1], in[2], in[3], in[4], y);
+    return decodeAttention(ctx, kernel.attention().scale(), in[0], in[1], in[2], in[3], in[4],
+                           slopes, y);
   case TAKE_ROWS:
     return takeRows(ctx, in[0], in[1], y);
   case KV_WRITE: // a cache on the device; one in the host pool runs on the host (execute)
@@ -270,7 +274,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     return rotary(ctx, kernel.rotary().interleaved(), true, in[0], in[1], in[2], y);
   case ATTENTION_GRAD:
     return attentionGrad(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
-                         in[2], in[3], optional(4), out[0], out[1], out[2]);
+                         in[2], in[3], in.size() > (alibi ? 5u : 4u) ? &in[4] : nullptr, slopes,
+                         out[0], out[1], out[2]);
   case GELU_GRAD:
     return geluGrad(ctx, kernel.gelu().tanh(), in[0], in[1], y);
   case SWIGLU_GRAD:

@@ -171,16 +171,17 @@ void matmul(Context &ctx, const Tensor &a, const Tensor &b, const Tensor &y);
 void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const Tensor &a,
           const Tensor &b, const Tensor *c, const Tensor &y);
 
-// attention.cu
+// attention.cu. `mask` and the ALiBi `slopes` [Hq] may be null.
 void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-               const Tensor &v, const Tensor *mask, const Tensor &y);
+               const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y);
 void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                   const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor &dq,
-                   const Tensor &dk, const Tensor &dv);
+                   const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor *slopes,
+                   const Tensor &dq, const Tensor &dk, const Tensor &dv);
 void rotary(Context &ctx, bool interleaved, bool transpose, const Tensor &x, const Tensor &cos,
             const Tensor &sin, const Tensor &y);
 void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k, const Tensor &v,
-                     const Tensor &cache, const Tensor &length, const Tensor &y);
+                     const Tensor &cache, const Tensor &length, const Tensor *slopes,
+                     const Tensor &y);
 
 // loss.cu
 void crossEntropy(Context &ctx, int64_t ignoreIndex, const Tensor &logits, const Tensor &labels,
