@@ -24,7 +24,7 @@ else:
     pytest.importorskip("transformers")
 
 from hf_harness import (HFArch, build_model, check_all, check_inference,  # noqa: E402
-                        check_training, export)
+                        export)
 from sl_helpers import check_ok  # noqa: E402
 
 # Tracing HF code warns about every Python branch on a shape; the checks here are what count.
