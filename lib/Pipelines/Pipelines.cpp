@@ -10,8 +10,26 @@
 
 namespace sl {
 
+namespace {
+/// The inputs training and generation feed themselves: the model is left with input_ids.
+void addBindOwnedInputs(mlir::OpPassManager &pm) {
+  static const std::string owned[] = {"attention_mask", "position_ids", "past_key_values"};
+  BindInputsPassOptions bind;
+  bind.inputs = owned;
+  bind.onlyInputIds = true;
+  pm.addPass(createBindInputsPass(bind));
+}
+} // namespace
+
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
-  pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq}));
+  // The options struct holds a reference: the names live here until the pass has copied them.
+  std::vector<std::string> inputs(options.bindInputs.begin(), options.bindInputs.end());
+  if (options.past == 0)
+    inputs.push_back("past_key_values");
+  BindInputsPassOptions bind;
+  bind.inputs = inputs;
+  pm.addPass(createBindInputsPass(bind));
+  pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq, options.past}));
   pm.addPass(mlir::createCanonicalizerPass());
   if (options.fuse)
     pm.addNestedPass<mlir::func::FuncOp>(createFuseTransformerPass());
@@ -35,6 +53,7 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
+  addBindOwnedInputs(pm);
   pm.addPass(createCheckSharedParamsPass());
   pm.addPass(createAppendLossPass());
   // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
@@ -78,6 +97,7 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   split.hostMemory = options.hostMemory;
   bool fuse = options.fuse;
   std::string precision = options.precision;
+  addBindOwnedInputs(pm);
   pm.addPass(createSplitGenerationPass(
       split,
       [fuse, precision](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
