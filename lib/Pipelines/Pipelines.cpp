@@ -120,7 +120,8 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
 void registerPipelines() {
   mlir::PassPipelineRegistration<GeneratePipelineOptions>(
       "sl-generate",
-      "Compile an imported language model for generation: two copies bound at the prompt "
+      "Compile an imported language model for generation: bind attention_mask, position_ids "
+      "and an empty past (sl-bind-inputs), then two copies bound at the prompt "
       "length and at one token, fused and partitioned into stages (sl-split-generation), then "
       "the explicit step of a prefill and a decode program over num-sub-batches sub-batches, "
       "each stage's weights fetched once per program run for every sub-batch, each "
@@ -134,7 +135,8 @@ void registerPipelines() {
 
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "sl-train",
-      "Compile an imported language model for training: warn about parameters that look like "
+      "Compile an imported language model for training: bind attention_mask, position_ids and "
+      "an empty past (sl-bind-inputs), warn about parameters that look like "
       "the exporter's merging of equal initializers rather than tied weights "
       "(sl-check-shared-params), append the loss, plan sub-batch size, "
       "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
@@ -148,7 +150,9 @@ void registerPipelines() {
       buildTrainPipeline);
   mlir::PassPipelineRegistration<InferPipelineOptions>(
       "sl-infer",
-      "Compile an imported model for inference: bind batch/seq sizes, fold shape arithmetic, "
+      "Compile an imported model for inference: bind an empty past (past_key_values.*, unless "
+      "past=N) and the inputs bind-inputs= names (attention_mask, position_ids), bind batch/seq "
+      "sizes (found from input_ids' dimensions), fold shape arithmetic, "
       "fuse transformer blocks (fuse=false to skip), simplify. With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);
