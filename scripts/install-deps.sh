@@ -48,6 +48,7 @@ HF_VENV="${SL_HF_VENV:-$root/.venv}"
 HF_PACKAGES=(
   transformers==4.41.2 tokenizers==0.19.1 huggingface-hub==0.23.5 safetensors==0.8.0
   regex==2026.11.19 tqdm==4.70.1 filelock==4.3.1 fsspec==2026.9.0
+  optimum==1.20.0
 )
 # The venv is ready when its interpreter imports every pinned package at its pinned version.
 hf_venv_ready() {

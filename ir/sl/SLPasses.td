@@ -11,9 +11,16 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
     Replaces the dynamic dimensions of every function's inputs with static sizes and propagates
     the new types through the body, so that the program is fully static and can be scheduled.
 
-    Which size a dimension takes comes from its ONNX name, recorded by the importer in the input's
-    `sl.dims` attribute: `batch`, `batch_size` and `N` take `batch`; `seq`, `sequence`,
-    `seq_len`, `sequence_length` and `S` take `seq`. An unnamed dynamic dimension takes `batch` on
+    Which size a dimension takes comes from how the inputs use its ONNX name, recorded by the
+    importer in each input's `sl.dims` attribute: the names of `input_ids`' dimensions (of the
+    first input when there is no `input_ids`) are the batch (axis 0, size `batch`) and the
+    sequence (axis 1, size `seq`), whatever they are called (`batch_size`, `b`, torch's
+    `input_ids_dynamic_axes_1`); a dynamic dimension of a `past_key_values.*` input that is not
+    the batch is the past length (size `past`); `attention_mask`'s axis 1, when its name is none
+    of these, covers the past and the new tokens (`seq + past`). Every input's dimension of one of
+    these names takes that size. Names not given by use keep a fixed meaning: `batch`,
+    `batch_size` and `N` take `batch`; `seq`, `sequence`, `seq_len`, `sequence_length` and `S`
+    take `seq`; `past_sequence_length` takes `past`. An unnamed dynamic dimension takes `batch` on
     axis 0 and `seq` on axis 1 (the model contract `[batch, seq, ...]`). Any other dynamic
     dimension is an error that names the input and the dimension.
 
@@ -29,6 +36,38 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
            "Size bound to batch dimensions (0: sl.plan's sub_batch_size, if any)">,
     Option<"seq", "seq", "int64_t", /*default=*/"0",
            "Size bound to sequence dimensions (0: none given)">,
+    Option<"past", "past", "int64_t", /*default=*/"0",
+           "Size bound to the past length of past_key_values inputs (0: none given; "
+           "sl-bind-inputs binds an empty past instead)">,
+  ];
+}
+
+def BindInputsPass : Pass<"sl-bind-inputs", "mlir::ModuleOp"> {
+  let summary = "compute the inputs a pipeline owns (mask, positions, empty past) from input_ids";
+  let description = [{
+    Hugging Face exports (Optimum's) take, beside `input_ids` [batch, seq], an `attention_mask`
+    [batch, past + seq], `position_ids` [batch or 1, seq] and, with a cache, `past_key_values.*`
+    [batch, heads, past, head size]. Where the pipeline feeds the model itself (training,
+    generation; inference without padding), they have one value: an all-ones mask, positions
+    `0 .. seq-1` in every row, and an empty past. For each input named in `inputs`, this pass
+    replaces the function argument with that value, computed from `input_ids`' shape, so that
+    sl-bind-shapes folds it to a constant and sl-fuse-transformer sees the causal mask
+    HF builds from it. Binding the past also drops the `present.*` outputs (the new cache, which
+    the pipeline keeps itself), so the model's outputs are its logits.
+
+    `inputs` takes `attention_mask`, `position_ids` and `past_key_values` (every
+    `past_key_values.*` input). With `only-input-ids`, any other input left is an error naming
+    it: training and generation feed only `input_ids`. A function without `input_ids` is left
+    as it is.
+
+    Example: `%mask: tensor<?x?xi64> {sl.name = "attention_mask"}` becomes
+    `sl.constant_of_shape (sl.shape %input_ids) {value = dense<1>}`.
+  }];
+  let options = [
+    ListOption<"inputs", "inputs", "std::string",
+               "Inputs to bind: attention_mask, position_ids, past_key_values">,
+    Option<"onlyInputIds", "only-input-ids", "bool", /*default=*/"false",
+           "Refuse a model left with an input other than input_ids">,
   ];
 }
 

@@ -433,6 +433,23 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
 OpFoldResult ConcatOp::fold(FoldAdaptor a) {
   if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
     return getInputs()[0];
+  // An empty past (a KV cache of length 0) joined with the new keys is the new keys.
+  Value onlyNonEmpty;
+  bool emptiesBesideOne = getType().hasStaticShape();
+  for (Value input : getInputs()) {
+    auto type = llvm::dyn_cast<RankedTensorType>(input.getType());
+    if (!type || !type.hasStaticShape()) {
+      emptiesBesideOne = false;
+      break;
+    }
+    if (type.getNumElements() == 0)
+      continue;
+    if (onlyNonEmpty)
+      emptiesBesideOne = false;
+    onlyNonEmpty = input;
+  }
+  if (emptiesBesideOne && onlyNonEmpty && onlyNonEmpty.getType() == getType())
+    return onlyNonEmpty;
   if (!foldable(getType()))
     return {};
   SmallVector<Values> inputs;

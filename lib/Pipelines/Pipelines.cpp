@@ -10,8 +10,26 @@
 
 namespace sl {
 
+namespace {
+/// The inputs training and generation feed themselves: the model is left with input_ids.
+void addBindOwnedInputs(mlir::OpPassManager &pm) {
+  static const std::string owned[] = {"attention_mask", "position_ids", "past_key_values"};
+  BindInputsPassOptions bind;
+  bind.inputs = owned;
+  bind.onlyInputIds = true;
+  pm.addPass(createBindInputsPass(bind));
+}
+} // namespace
+
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
-  pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq}));
+  // The options struct holds a reference: the names live here until the pass has copied them.
+  std::vector<std::string> inputs(options.bindInputs.begin(), options.bindInputs.end());
+  if (options.past == 0)
+    inputs.push_back("past_key_values");
+  BindInputsPassOptions bind;
+  bind.inputs = inputs;
+  pm.addPass(createBindInputsPass(bind));
+  pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq, options.past}));
   pm.addPass(mlir::createCanonicalizerPass());
   if (options.fuse)
     pm.addNestedPass<mlir::func::FuncOp>(createFuseTransformerPass());
@@ -35,6 +53,7 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
+  addBindOwnedInputs(pm);
   pm.addPass(createCheckSharedParamsPass());
   pm.addPass(createAppendLossPass());
   // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
@@ -78,6 +97,7 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   split.hostMemory = options.hostMemory;
   bool fuse = options.fuse;
   std::string precision = options.precision;
+  addBindOwnedInputs(pm);
   pm.addPass(createSplitGenerationPass(
       split,
       [fuse, precision](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
@@ -100,7 +120,8 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
 void registerPipelines() {
   mlir::PassPipelineRegistration<GeneratePipelineOptions>(
       "sl-generate",
-      "Compile an imported language model for generation: two copies bound at the prompt "
+      "Compile an imported language model for generation: bind attention_mask, position_ids "
+      "and an empty past (sl-bind-inputs), then two copies bound at the prompt "
       "length and at one token, fused and partitioned into stages (sl-split-generation), then "
       "the explicit step of a prefill and a decode program over num-sub-batches sub-batches, "
       "each stage's weights fetched once per program run for every sub-batch, each "
@@ -114,7 +135,8 @@ void registerPipelines() {
 
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "sl-train",
-      "Compile an imported language model for training: warn about parameters that look like "
+      "Compile an imported language model for training: bind attention_mask, position_ids and "
+      "an empty past (sl-bind-inputs), warn about parameters that look like "
       "the exporter's merging of equal initializers rather than tied weights "
       "(sl-check-shared-params), append the loss, plan sub-batch size, "
       "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
@@ -128,7 +150,9 @@ void registerPipelines() {
       buildTrainPipeline);
   mlir::PassPipelineRegistration<InferPipelineOptions>(
       "sl-infer",
-      "Compile an imported model for inference: bind batch/seq sizes, fold shape arithmetic, "
+      "Compile an imported model for inference: bind an empty past (past_key_values.*, unless "
+      "past=N) and the inputs bind-inputs= names (attention_mask, position_ids), bind batch/seq "
+      "sizes (found from input_ids' dimensions), fold shape arithmetic, "
       "fuse transformer blocks (fuse=false to skip), simplify. With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);

@@ -8,6 +8,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 
 namespace sl {
@@ -19,22 +20,75 @@ using namespace mlir;
 
 namespace {
 
-enum class DimRole { Batch, Seq, Unknown };
+enum class DimRole { Batch, Seq, Past, KeyLength, Unknown };
 
+/// Names exporters commonly give, for models that do not say by their inputs which is which.
 DimRole roleOfName(llvm::StringRef name) {
   return llvm::StringSwitch<DimRole>(name)
       .Cases("batch", "batch_size", "N", DimRole::Batch)
       .Cases("seq", "sequence", "seq_len", "sequence_length", "S", DimRole::Seq)
+      .Cases("past_sequence_length", "past_seq_len", "past_length", DimRole::Past)
       .Default(DimRole::Unknown);
+}
+
+llvm::StringRef dimName(func::FuncOp func, unsigned argIndex, unsigned axis) {
+  if (auto names = func.getArgAttrOfType<ArrayAttr>(argIndex, "sl.dims"))
+    if (axis < names.size())
+      if (auto str = llvm::dyn_cast<StringAttr>(names[axis]))
+        return str.getValue();
+  return {};
+}
+
+llvm::StringRef argName(func::FuncOp func, unsigned argIndex) {
+  if (auto name = func.getArgAttrOfType<StringAttr>(argIndex, "sl.name"))
+    return name.getValue();
+  return {};
+}
+
+bool isPastInput(llvm::StringRef name) {
+  return name.starts_with("past_key_values") || name.starts_with("past.");
+}
+
+/// The roles of a function's dimension names, from how its inputs use them: `input_ids` (or,
+/// without one, the first input) is [batch, seq]; a past key or value's dynamic dimension that is
+/// not the batch is the past length. So an export's own names (`b`/`s`, torch's
+/// `input_ids_dynamic_axes_1`, Optimum's `past_sequence_length`) bind whatever they are.
+llvm::StringMap<DimRole> rolesFromUse(func::FuncOp func) {
+  llvm::StringMap<DimRole> roles;
+  if (func.getNumArguments() == 0)
+    return roles;
+  unsigned ids = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (argName(func, i) == "input_ids")
+      ids = i;
+  auto idsType = llvm::dyn_cast<RankedTensorType>(func.getArgument(ids).getType());
+  if (!idsType)
+    return roles;
+  llvm::StringRef batchName = dimName(func, ids, 0);
+  if (idsType.getRank() >= 1 && !batchName.empty())
+    roles[batchName] = DimRole::Batch;
+  if (idsType.getRank() >= 2 && !dimName(func, ids, 1).empty())
+    roles.try_emplace(dimName(func, ids, 1), DimRole::Seq);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto type = llvm::dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+    if (!type || !isPastInput(argName(func, i)))
+      continue;
+    for (int64_t axis = 0; axis < type.getRank(); ++axis) {
+      llvm::StringRef name = dimName(func, i, axis);
+      if (ShapedType::isDynamic(type.getDimSize(axis)) && !name.empty() && name != batchName)
+        roles.try_emplace(name, DimRole::Past);
+    }
+  }
+  return roles;
 }
 
 struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
   using BindShapesPassBase::BindShapesPassBase;
 
   void runOnOperation() override {
-    if (batch < 0 || seq < 0) {
-      getOperation().emitError("sl-bind-shapes: batch and seq must be positive, got batch=")
-          << int64_t(batch) << " seq=" << int64_t(seq);
+    if (batch < 0 || seq < 0 || past < 0) {
+      getOperation().emitError("sl-bind-shapes: batch, seq and past cannot be negative, got batch=")
+          << int64_t(batch) << " seq=" << int64_t(seq) << " past=" << int64_t(past);
       return signalPassFailure();
     }
     // The kernels of a sub-batched step are shaped for one sub-batch, which sl-plan chose.
@@ -47,38 +101,59 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
         return signalPassFailure();
   }
 
-  FailureOr<int64_t> sizeFor(func::FuncOp func, unsigned argIndex, unsigned axis) {
-    llvm::StringRef dimName;
-    if (auto names = func.getArgAttrOfType<ArrayAttr>(argIndex, "sl.dims"))
-      if (axis < names.size())
-        if (auto str = llvm::dyn_cast<StringAttr>(names[axis]))
-          dimName = str.getValue();
-    DimRole role = roleOfName(dimName);
-    if (role == DimRole::Unknown && dimName.empty())
+  FailureOr<int64_t> sizeFor(func::FuncOp func, const llvm::StringMap<DimRole> &roles,
+                             unsigned argIndex, unsigned axis) {
+    llvm::StringRef name = dimName(func, argIndex, axis);
+    llvm::StringRef input = argName(func, argIndex);
+    DimRole role = DimRole::Unknown;
+    if (auto it = roles.find(name); !name.empty() && it != roles.end())
+      role = it->second;
+    else if (!name.empty())
+      role = roleOfName(name);
+    // The mask covers the past and the new tokens: [batch, past + seq].
+    if (role == DimRole::Unknown && input == "attention_mask" && axis == 1)
+      role = DimRole::KeyLength;
+    if (role == DimRole::Unknown && name.empty())
       role = axis == 0 ? DimRole::Batch : axis == 1 ? DimRole::Seq : DimRole::Unknown;
 
-    std::string input = "#" + std::to_string(argIndex);
-    if (auto name = func.getArgAttrOfType<StringAttr>(argIndex, "sl.name"))
-      input = "'" + name.getValue().str() + "'";
+    std::string what = "#" + std::to_string(argIndex);
+    if (!input.empty())
+      what = "'" + input.str() + "'";
     std::string dim = "dimension " + std::to_string(axis);
-    if (!dimName.empty())
-      dim += " ('" + dimName.str() + "')";
+    if (!name.empty())
+      dim += " ('" + name.str() + "')";
 
-    if (role == DimRole::Unknown)
-      return func.emitError("input ") << input << " " << dim
-                                      << " is dynamic and is neither a batch nor a sequence "
-                                         "dimension; export the model with it static";
-    int64_t size = role == DimRole::Batch ? batch : seq;
-    if (size == 0)
+    switch (role) {
+    case DimRole::Unknown:
       return func.emitError("input ")
-             << input << " " << dim << " is dynamic: give its size with "
-             << (role == DimRole::Batch ? "batch=N" : "seq=N");
-    return size;
+             << what << " " << dim
+             << " is dynamic and is none of input_ids' batch and sequence dimensions or the "
+                "past length of past_key_values; export the model with it static";
+    case DimRole::Past:
+      if (past == 0)
+        return func.emitError("input ")
+               << what << " " << dim
+               << " is the past length: bind the past (the sl-bind-inputs pass, "
+                  "bind-inputs=past_key_values in --sl-infer) or give its length with past=N";
+      return int64_t(past);
+    case DimRole::Batch:
+    case DimRole::Seq:
+    case DimRole::KeyLength: {
+      int64_t size = role == DimRole::Batch ? batch : seq;
+      if (size == 0)
+        return func.emitError("input ")
+               << what << " " << dim << " is dynamic: give its size with "
+               << (role == DimRole::Batch ? "batch=N" : "seq=N");
+      return role == DimRole::KeyLength ? size + past : size;
+    }
+    }
+    llvm_unreachable("every role is handled");
   }
 
   LogicalResult bindFunction(func::FuncOp func) {
     Block &entry = func.getBody().front();
     SmallVector<Type> argTypes;
+    llvm::StringMap<DimRole> roles = rolesFromUse(func);
     for (BlockArgument arg : entry.getArguments()) {
       auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
       if (type && !type.hasStaticShape()) {
@@ -86,7 +161,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
         for (auto [axis, dim] : llvm::enumerate(shape)) {
           if (!ShapedType::isDynamic(dim))
             continue;
-          FailureOr<int64_t> size = sizeFor(func, arg.getArgNumber(), axis);
+          FailureOr<int64_t> size = sizeFor(func, roles, arg.getArgNumber(), axis);
           if (failed(size))
             return failure();
           dim = *size;

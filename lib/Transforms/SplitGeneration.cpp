@@ -423,8 +423,13 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
     if (tableType.getRank() != like.getRank() || like.getRank() > x.getRank())
       return failure();
     int64_t axis = -1;
+    // Positions given per sequence ([batch, seq] position_ids) give cos/sin a batch dimension
+    // [b, 1, ...] where the table, bound at batch 1, has 1: the rows gathered for each sequence
+    // fill it.
+    bool perSequence = like.getRank() >= 2 && tableType.getDimSize(0) == 1 &&
+                       like.getDimSize(0) == b && b != 1;
     for (int64_t d = 0; d < like.getRank(); ++d) {
-      if (tableType.getDimSize(d) == like.getDimSize(d))
+      if (tableType.getDimSize(d) == like.getDimSize(d) || (d == 0 && perSequence))
         continue;
       if (axis >= 0 || like.getDimSize(d) != 1 || tableType.getDimSize(d) != c)
         return failure();
@@ -433,7 +438,7 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
     int64_t pad = axis < 1 ? x.getRank() - like.getRank() : 0;
     if (axis < 0 || axis + pad < 1)
       return failure();
-    for (int64_t d = 0; d < axis; ++d)
+    for (int64_t d = perSequence ? 1 : 0; d < axis; ++d)
       if (like.getDimSize(d) != 1)
         return failure();
     int64_t rest = 1;

@@ -7,7 +7,7 @@ func.func @missing_seq(%x: tensor<?x?xf32> {sl.dims = ["batch", "seq"], sl.name 
 
 // -----
 
-// expected-error @+1 {{input 'x' dimension 2 ('heads') is dynamic and is neither a batch nor a sequence dimension; export the model with it static}}
+// expected-error @+1 {{input 'x' dimension 2 ('heads') is dynamic and is none of input_ids' batch and sequence dimensions or the past length of past_key_values; export the model with it static}}
 func.func @unknown_name(%x: tensor<4x8x?xf32> {sl.dims = ["", "", "heads"], sl.name = "x"}) -> tensor<4x8x?xf32> {
   return %x : tensor<4x8x?xf32>
 }
@@ -40,4 +40,12 @@ func.func @bad_reshape(%x: tensor<?x6xf32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{sl.reshape: cannot reshape 'tensor<4x6xf32>' (24 elements) into 'tensor<4x4xf32>'}}
   %y = sl.reshape %x, %t : tensor<?x6xf32>, tensor<2xi64> -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
+}
+
+// -----
+
+// A past given at run time needs its length.
+// expected-error @+1 {{input 'past_key_values.0.key' dimension 2 ('past_sequence_length') is the past length: bind the past (the sl-bind-inputs pass, bind-inputs=past_key_values in --sl-infer) or give its length with past=N}}
+func.func @past_length(%ids: tensor<?x3xi64> {sl.dims = ["batch_size", ""], sl.name = "input_ids"}, %k: tensor<?x2x?x8xf32> {sl.dims = ["batch_size", "", "past_sequence_length", ""], sl.name = "past_key_values.0.key"}) -> tensor<?x3xi64> {
+  return %ids : tensor<?x3xi64>
 }

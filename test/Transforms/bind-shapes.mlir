@@ -101,3 +101,23 @@ func.func @refine(%x: tensor<?x?x64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x1xf
   %r = sl.slice %n, %m1, %min axes %one steps %m2 : (tensor<?x?x64xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x?x64xf32>
   return %n, %m, %e, %r : tensor<?x?x64xf32>, tensor<?x?x1xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>
 }
+
+// -----
+
+// Roles come from input_ids' dimensions, whatever their names: `b`/`s` here, and every input's
+// dimension of the same name takes the same size.
+// CHECK-LABEL: func.func @roles_from_input_ids
+// CHECK-SAME: tensor<4x16xi64>
+// CHECK-SAME: tensor<4x16x32xf32>
+func.func @roles_from_input_ids(%ids: tensor<?x?xi64> {sl.dims = ["b", "s"], sl.name = "input_ids"}, %h: tensor<?x?x32xf32> {sl.dims = ["b", "s", ""], sl.name = "h"}) -> tensor<?x?x32xf32> {
+  return %h : tensor<?x?x32xf32>
+}
+
+// -----
+
+// torch's names for list-form dynamic_axes.
+// CHECK-LABEL: func.func @list_axes
+// CHECK-SAME: tensor<4x16xi64>
+func.func @list_axes(%ids: tensor<?x?xi64> {sl.dims = ["input_ids_dynamic_axes_1", "input_ids_dynamic_axes_2"], sl.name = "input_ids"}) -> tensor<?x?xi64> {
+  return %ids : tensor<?x?xi64>
+}

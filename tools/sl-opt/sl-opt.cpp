@@ -136,6 +136,13 @@ int main(int argc, char **argv) {
   auto [inputFilename, outputFilename] =
       mlir::registerAndParseCLIOptions(argc, argv, kOverview, registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  // An error names its op and, for an imported model, the ONNX node: MLIR's note that prints the
+  // op would print a whole function for errors about a function's inputs. Given explicitly, the
+  // flag still turns it on.
+  auto &options = llvm::cl::getRegisteredOptions();
+  if (auto it = options.find("mlir-print-op-on-diagnostic"); it != options.end())
+    if (auto *flag = static_cast<llvm::cl::opt<bool> *>(it->second); flag->getNumOccurrences() == 0)
+      *flag = false;
 
   // Nothing is imported or compiled for an output that is the input.
   if (!outputIsNotAnInput(inputFilename, outputFilename, {}))

@@ -12,6 +12,15 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
                         llvm::cl::init(0)};
   Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length, for models with one"),
                       llvm::cl::init(0)};
+  Option<int64_t> past{*this, "past",
+                       llvm::cl::desc("Past length of past_key_values inputs given at run time "
+                                      "(0: the past is bound empty, sl-bind-inputs)"),
+                       llvm::cl::init(0)};
+  ListOption<std::string> bindInputs{
+      *this, "bind-inputs",
+      llvm::cl::desc("Inputs the model gets from the pipeline instead of the run: "
+                     "attention_mask (all ones), position_ids (0..seq-1); without padding, "
+                     "binding both lets attention fuse")};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse transformer blocks into fused ops (sl-fuse-transformer)"),
                     llvm::cl::init(true)};
