@@ -36,7 +36,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 // Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
 constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kHostToDeviceStream = 1;
@@ -387,7 +387,17 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
   };
   using Result = FailureOr<KernelPlan>;
   return llvm::TypeSwitch<Operation *, Result>(op)
-      .Case<MatmulOp>([&](auto) -> Result { return simple(pb::MATMUL); })
+      .Case<MatmulOp>([&](MatmulOp matmul) -> Result {
+        simple(pb::MATMUL);
+        // Version 5; a product without transposes carries no attributes, as in version 4.
+        if (matmul.getTransA() || matmul.getTransB()) {
+          pb::MatmulAttributes attrs;
+          attrs.set_trans_a(matmul.getTransA());
+          attrs.set_trans_b(matmul.getTransB());
+          plan.attributes = [attrs](pb::Kernel &k) { *k.mutable_matmul() = attrs; };
+        }
+        return plan;
+      })
       .Case<GemmOp>([&](GemmOp gemm) -> Result {
         pb::GemmAttributes attrs;
         attrs.set_trans_a(gemm.getTransA());

@@ -172,7 +172,7 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   auto optional = [&](size_t i) { return in.size() > i ? &in[i] : nullptr; };
   switch (kernel.op()) {
   case MATMUL:
-    return matmul(ctx, in[0], in[1], y);
+    return matmul(ctx, kernel.matmul().trans_a(), kernel.matmul().trans_b(), in[0], in[1], y);
   case GEMM: {
     const GemmAttributes &g = kernel.gemm();
     return gemm(ctx, g.trans_a(), g.trans_b(), g.alpha(), g.beta(), in[0], in[1], optional(2), y);
