@@ -184,9 +184,10 @@ def FoldMatmulTransposesPass : Pass<"sl-fold-matmul-transposes", "mlir::func::Fu
     disappear (the transpose folder). The backends pass the flags to the BLAS (cblas, cuBLAS), so
     the transposed matrices are never written.
 
-    Run it after `sl-autodiff`, whose gradient rules spell every transpose out: the weights read
-    transposed in the forward, the recomputation and the input gradients, and the activations
-    and output gradients of the weight gradients all fold. A transpose with another user (an
+    The pipelines run it after `sl-fuse-transformer` (which recognises q @ k^T by its transpose)
+    and, for training, again after `sl-autodiff`, whose gradient rules spell every transpose
+    out: the weights read transposed in the forward, the recomputation and the input gradients,
+    and the activations and output gradients of the weight gradients all fold. A transpose with another user (an
     elementwise op, a permutation of other dimensions) stays for that user, and a permutation
     that moves any dimension other than the last two (`[0, 2, 1, 3]`, the attention heads') is
     not a flag and stays.
