@@ -91,13 +91,23 @@ def SL_MatmulOp : SL_InferredOp<"matmul", [Pure]> {
     column vector; the added dimension is removed from the result. The contracting dimensions must
     agree. Operands and result share the element type; accumulation is at least fp32.
 
+    `trans_a` / `trans_b` say that the operand is stored with its last two dimensions swapped:
+    `lhs` is then [..., K, M] and `rhs` [..., N, K], and the product reads them transposed, as a
+    GEMM's transpose flags do, so that no transposed copy is ever written. A product with a flag
+    set has operands of rank 2 or more. `sl-fold-matmul-transposes` sets them; importers and
+    `sl-autodiff` write transposes as `sl.transpose`.
+
     Example:
 
     ```mlir
     %y = sl.matmul %x, %w : tensor<4x8x32xf32>, tensor<32x64xf32> -> tensor<4x8x64xf32>
+    // x @ w^T with w stored [64, 32], as a linear layer keeps its weight.
+    %z = sl.matmul %x, %v {trans_b = true} : tensor<4x8x32xf32>, tensor<64x32xf32> -> tensor<4x8x64xf32>
     ```
   }];
-  let arguments = (ins SL_FloatTensor:$lhs, SL_FloatTensor:$rhs);
+  let arguments = (ins SL_FloatTensor:$lhs, SL_FloatTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b);
   let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)

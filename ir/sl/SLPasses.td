@@ -211,6 +211,34 @@ def AutodiffPass : Pass<"sl-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 
+def FoldMatmulTransposesPass : Pass<"sl-fold-matmul-transposes", "mlir::func::FuncOp"> {
+  let summary = "read transposed matrix operands through GEMM transpose flags, never copied";
+  let description = [{
+    A transpose that only swaps the last two dimensions of a matrix product's operand becomes the
+    product's transpose flag: `sl.matmul %x, (sl.transpose %w [1, 0])` is
+    `sl.matmul %x, %w {trans_b = true}`, and a batched `[0, 1, 3, 2]` operand of a batched
+    product likewise; a flag already set is cleared (the transposes cancel). `sl.gemm` operands
+    fold the same way (rank 2, `[1, 0]`). A transpose of a product's result that swaps its last
+    two dimensions, where the transpose is the product's only user, becomes the product with its
+    operands exchanged: `(A B)^T = B^T A^T`. Transposes of transposes that restore the order
+    disappear (the transpose folder). The backends pass the flags to the BLAS (cblas, cuBLAS), so
+    the transposed matrices are never written.
+
+    The pipelines run it after `sl-fuse-transformer` (which recognises q @ k^T by its transpose)
+    and, for training, again after `sl-autodiff`, whose gradient rules spell every transpose
+    out: the weights read transposed in the forward, the recomputation and the input gradients,
+    and the activations and output gradients of the weight gradients all fold. A transpose with another user (an
+    elementwise op, a permutation of other dimensions) stays for that user, and a permutation
+    that moves any dimension other than the last two (`[0, 2, 1, 3]`, the attention heads') is
+    not a flag and stays.
+
+    Example: `%t = sl.transpose %w [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>` and
+    `%y = sl.matmul %x, %t : tensor<4x8x32xf32>, tensor<32x64xf32> -> tensor<4x8x64xf32>` become
+    `%y = sl.matmul %x, %w {trans_b = true} : tensor<4x8x32xf32>, tensor<64x32xf32> -> ...`.
+  }];
+  let dependentDialects = ["::sl::SLDialect"];
+}
+
 def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
   let summary = "the training step as SpeedLoader (or canonical) sub-batch loops with explicit transfers";
   let description = [{

@@ -82,7 +82,8 @@ double flopsOf(Operation *op) {
     return 0;
   if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
     auto lhs = rankedOf(matmul.getLhs());
-    return 2 * elementsOf(matmul.getType()) * double(lhs.getShape().back());
+    int64_t k = matmul.getTransA() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getShape().back();
+    return 2 * elementsOf(matmul.getType()) * double(k);
   }
   if (auto gemm = llvm::dyn_cast<GemmOp>(op)) {
     auto a = rankedOf(gemm.getA());

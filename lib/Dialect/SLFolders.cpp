@@ -290,9 +290,13 @@ OpFoldResult MatmulOp::fold(FoldAdaptor a) {
   if (!lhs || !rhs || !lhs->isFloat || !rhs->isFloat || lhs->shape.size() < 2 ||
       rhs->shape.size() < 2)
     return {};
-  int64_t m = lhs->shape[lhs->shape.size() - 2], k = lhs->shape.back();
-  int64_t n = rhs->shape.back();
-  if (rhs->shape[rhs->shape.size() - 2] != k)
+  // Stored [M, K] and [K, N], or [K, M] and [N, K] where transposed.
+  bool transA = getTransA(), transB = getTransB();
+  int64_t lRows = lhs->shape[lhs->shape.size() - 2], lCols = lhs->shape.back();
+  int64_t rRows = rhs->shape[rhs->shape.size() - 2], rCols = rhs->shape.back();
+  int64_t m = transA ? lCols : lRows, k = transA ? lRows : lCols;
+  int64_t n = transB ? rRows : rCols;
+  if ((transB ? rCols : rRows) != k)
     return {};
   ArrayRef<int64_t> batch = type.getShape().drop_back(2);
   SmallVector<int64_t> li = broadcastIndices(ArrayRef<int64_t>(lhs->shape).drop_back(2), batch);
@@ -306,7 +310,7 @@ OpFoldResult MatmulOp::fold(FoldAdaptor a) {
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0;
         for (int64_t t = 0; t < k; ++t)
-          sum += l[i * k + t] * r[t * n + j];
+          sum += l[transA ? t * m + i : i * k + t] * r[transB ? j * k + t : t * n + j];
         out.push_back(sum);
       }
   }

@@ -512,7 +512,8 @@ static LogicalResult checkResultSizes(std::optional<Location> loc, llvm::StringR
 
 SL_INFER(MatmulOp) {
   Adaptor adaptor(operands, attributes, properties, regions);
-  return pushInferred(inferMatmulType(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType()),
+  return pushInferred(inferMatmulType(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType(),
+                                      adaptor.getTransA(), adaptor.getTransB()),
                       types);
 }
 

@@ -81,7 +81,7 @@ FailureOr<RankedTensorType> inferBroadcastType(std::optional<Location> loc,
 }
 
 FailureOr<RankedTensorType> inferMatmulType(std::optional<Location> loc, Type lhsType,
-                                            Type rhsType) {
+                                            Type rhsType, bool transA, bool transB) {
   auto lhs = asRanked(loc, "sl.matmul", "lhs", lhsType);
   auto rhs = asRanked(loc, "sl.matmul", "rhs", rhsType);
   if (failed(lhs) || failed(rhs))
@@ -92,8 +92,17 @@ FailureOr<RankedTensorType> inferMatmulType(std::optional<Location> loc, Type lh
   if (lhs->getRank() == 0 || rhs->getRank() == 0)
     return emitOptionalError(loc, "sl.matmul: operands must have rank >= 1, got ",
                              shapeString(*lhs), " and ", shapeString(*rhs));
+  if ((transA || transB) && (lhs->getRank() < 2 || rhs->getRank() < 2))
+    return emitOptionalError(loc,
+                             "sl.matmul: with a transposed operand both operands must have rank "
+                             ">= 2, got ",
+                             shapeString(*lhs), " and ", shapeString(*rhs));
   // Promote rank-1 operands to matrices as NumPy does, remembering to drop the added dimension.
   SmallVector<int64_t> a(lhs->getShape()), b(rhs->getShape());
+  if (transA)
+    std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (transB)
+    std::swap(b[b.size() - 1], b[b.size() - 2]);
   bool lhsVector = a.size() == 1, rhsVector = b.size() == 1;
   if (lhsVector)
     a.insert(a.begin(), 1);
@@ -102,8 +111,9 @@ FailureOr<RankedTensorType> inferMatmulType(std::optional<Location> loc, Type lh
   int64_t k1 = a[a.size() - 1], k2 = b[b.size() - 2];
   if (dimsConflict(k1, k2))
     return emitOptionalError(loc, "sl.matmul: contracting dimensions differ: lhs ",
-                             shapeString(*lhs), " has ", k1, ", rhs ", shapeString(*rhs),
-                             " has ", k2);
+                             shapeString(*lhs), transA ? " (transposed)" : "", " has ", k1,
+                             ", rhs ", shapeString(*rhs), transB ? " (transposed)" : "", " has ",
+                             k2);
   auto batch = broadcastShapes(ArrayRef<int64_t>(a).drop_back(2),
                                ArrayRef<int64_t>(b).drop_back(2));
   if (!batch)

@@ -38,6 +38,9 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   // After folding: rotary tables and masks are computed in f32, only stored in bf16.
   if (options.precision != "f32")
     pm.addPass(createConvertPrecisionPass(ConvertPrecisionPassOptions{options.precision}));
+  // After fusion (sl-fuse-transformer recognises q @ k^T by its transpose): weights and other
+  // matrices read transposed become GEMM flags.
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
 }
 
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
@@ -50,6 +53,9 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
   buildInferPipeline(pm, infer);
   pm.addPass(createPartitionLayersPass());
   pm.addPass(createAutodiffPass());
+  // The gradient rules spell their transposes out (of weights, activations and output
+  // gradients); they fold into the products before scheduling copies them per sub-batch.
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
@@ -122,7 +128,8 @@ void registerPipelines() {
       "sl-generate",
       "Compile an imported language model for generation: bind attention_mask, position_ids "
       "and an empty past (sl-bind-inputs), then two copies bound at the prompt "
-      "length and at one token, fused and partitioned into stages (sl-split-generation), then "
+      "length and at one token, fused, with transposed matrices read through GEMM flags, and "
+      "partitioned into stages (sl-split-generation), then "
       "the explicit step of a prefill and a decode program over num-sub-batches sub-batches, "
       "each stage's weights fetched once per program run for every sub-batch, each "
       "(sub-batch, layer) KV cache chunk prefetched from the host pool and only the new keys and "
@@ -142,7 +149,8 @@ void registerPipelines() {
       "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
       "num-sub-batches=, live-blocks=, or chosen for device-memory= and host-memory=), bind "
       "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "
-      "differentiate each stage, and write the explicit SpeedLoader step (mode=speedloader, or "
+      "differentiate each stage, fold transposes into GEMM flags (sl-fold-matmul-transposes), "
+      "and write the explicit SpeedLoader step (mode=speedloader, or "
       "mode=canonical for the ZeRO-style baseline) with its streams, events and static memory "
       "plan. precision=bf16 stores the stages' tensors in bf16 (mixed precision: f32 loss, "
       "gradients accumulated in f32, f32 master weights in the runtime). With `-o FILE.slsched` sl-opt then writes the training schedule that "
@@ -153,7 +161,8 @@ void registerPipelines() {
       "Compile an imported model for inference: bind an empty past (past_key_values.*, unless "
       "past=N) and the inputs bind-inputs= names (attention_mask, position_ids), bind batch/seq "
       "sizes (found from input_ids' dimensions), fold shape arithmetic, "
-      "fuse transformer blocks (fuse=false to skip), simplify. With "
+      "fuse transformer blocks (fuse=false to skip), simplify, and read transposed matrices "
+      "through GEMM transpose flags (sl-fold-matmul-transposes). With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);
 }

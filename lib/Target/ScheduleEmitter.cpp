@@ -387,7 +387,17 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
   };
   using Result = FailureOr<KernelPlan>;
   return llvm::TypeSwitch<Operation *, Result>(op)
-      .Case<MatmulOp>([&](auto) -> Result { return simple(pb::MATMUL); })
+      .Case<MatmulOp>([&](MatmulOp matmul) -> Result {
+        simple(pb::MATMUL);
+        // Version 5; a product without transposes carries no attributes, as in version 4.
+        if (matmul.getTransA() || matmul.getTransB()) {
+          pb::MatmulAttributes attrs;
+          attrs.set_trans_a(matmul.getTransA());
+          attrs.set_trans_b(matmul.getTransB());
+          plan.attributes = [attrs](pb::Kernel &k) { *k.mutable_matmul() = attrs; };
+        }
+        return plan;
+      })
       .Case<GemmOp>([&](GemmOp gemm) -> Result {
         pb::GemmAttributes attrs;
         attrs.set_trans_a(gemm.getTransA());

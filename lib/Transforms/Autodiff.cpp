@@ -256,18 +256,25 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
       .Case<MatmulOp>([&](MatmulOp o) -> LogicalResult {
         if (typeOf(o.getLhs()).getRank() < 2 || typeOf(o.getRhs()).getRank() < 2)
           return o.emitError("sl-autodiff: matmul of a vector is not differentiated yet");
-        adj.accumulate(o.getLhs(), g.matmul(dy, g.transposeLast2(o.getRhs())));
-        auto lhs = typeOf(o.getLhs());
-        if (typeOf(o.getRhs()).getRank() == 2 && lhs.getRank() > 2) {
+        // The products are written for the operands as multiplied (op(A), op(B)), with the
+        // transposes spelled out; sl-fold-matmul-transposes turns them back into flags.
+        Value a = o.getTransA() ? g.transposeLast2(o.getLhs()) : o.getLhs();
+        Value bm = o.getTransB() ? g.transposeLast2(o.getRhs()) : o.getRhs();
+        Value da = g.matmul(dy, g.transposeLast2(bm));
+        adj.accumulate(o.getLhs(), o.getTransA() ? g.transposeLast2(da) : da);
+        auto lhs = typeOf(a);
+        Value db;
+        if (typeOf(bm).getRank() == 2 && lhs.getRank() > 2) {
           // A weight shared by every batch: one [K, rows] x [rows, N] product over all rows,
           // rather than a product per batch summed afterwards.
           int64_t k = lhs.getShape().back(), n = typeOf(dy).getShape().back();
           int64_t rows = lhs.getNumElements() / k;
-          Value x2 = g.reshape(o.getLhs(), {rows, k}), dy2 = g.reshape(dy, {rows, n});
-          adj.accumulate(o.getRhs(), g.matmul(g.transposeLast2(x2), dy2));
+          Value x2 = g.reshape(a, {rows, k}), dy2 = g.reshape(dy, {rows, n});
+          db = g.matmul(g.transposeLast2(x2), dy2);
         } else {
-          adj.accumulate(o.getRhs(), g.matmul(g.transposeLast2(o.getLhs()), dy));
+          db = g.matmul(g.transposeLast2(a), dy);
         }
+        adj.accumulate(o.getRhs(), o.getTransB() ? g.transposeLast2(db) : db);
         return success();
       })
       .Case<GemmOp>([&](GemmOp o) {

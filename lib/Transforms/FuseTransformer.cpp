@@ -807,6 +807,10 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
     std::optional<AttentionMatch> match = matchScores(softmax.getInput(), why);
     if (!match)
       return failure();
+    if (op.getTransA() || op.getTransB() || match->qk.getTransA() || match->qk.getTransB()) {
+      why = "a product reads a transposed operand (fuse before sl-fold-matmul-transposes)";
+      return failure();
+    }
     int64_t batch = match->scores.getDimSize(0), heads = match->scores.getDimSize(1);
     int64_t s = match->scores.getDimSize(2), t = match->scores.getDimSize(3);
     Value q = match->qk.getLhs(), k = match->kt.getInput(), v = op.getRhs();

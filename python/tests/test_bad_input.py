@@ -210,12 +210,12 @@ def test_onnx_model_given_as_schedule(tiny, tmp_path):
 
 def test_wrong_version(tiny, tmp_path):
     s = tiny.schedule(tiny.train)
-    supported = s.version
+    current = s.version
     s.version = 99
     path = tiny.write_schedule(s, "v99.slsched")
     refused(train_fails(tiny, tmp_path, schedule=path),
-            f"{path}: schedule version 99 is not supported (this runtime supports version "
-            f"{supported})")
+            f"{path}: schedule version 99 is not supported (this runtime supports versions 4 to "
+            f"{current})")
 
 
 def test_schedule_that_is_missing_or_a_directory(tiny, tmp_path):

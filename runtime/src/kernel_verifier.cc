@@ -32,8 +32,8 @@ std::optional<OpRule> opRule(OpKind op) {
   switch (op) {
   case COPY:
     return OpRule{1, 1, kNone, false, true, kCopy};
-  case MATMUL:
-    return OpRule{2, 2, kNone, false, false, kCompute};
+  case MATMUL: // version 5: optional transpose flags; none without them
+    return OpRule{2, 2, Kernel::kMatmul, false, false, kCompute};
   case GEMM:
     return OpRule{2, 3, Kernel::kGemm, true, false, kCompute}; // C is optional
   // TRANSPOSE may omit its attributes: a rank-0 transpose has an empty perm.
@@ -486,9 +486,14 @@ private:
   }
 
   void verifyMatmul() const {
-    std::optional<Shape> expected = matmulShape(in_[0], in_[1]);
-    if (!expected)
+    bool transA = k_.matmul().trans_a(), transB = k_.matmul().trans_b();
+    if ((transA || transB) && (in_[0].size() < 2 || in_[1].size() < 2))
       throw error("operand shapes ", formatShape(in_[0]), " and ", formatShape(in_[1]),
+                  " must both have rank >= 2 with a transpose flag");
+    std::optional<Shape> expected = matmulShape(in_[0], in_[1], transA, transB);
+    if (!expected)
+      throw error("operand shapes ", formatShape(in_[0]), transA ? " (transposed)" : "", " and ",
+                  formatShape(in_[1]), transB ? " (transposed)" : "",
                   " are incompatible for matmul");
     expectResult(*expected);
   }

@@ -10,6 +10,7 @@
 #include "slrt/read_file.h"
 #include "slrt/error.h"
 #include "slrt/schedule_verifier.h"
+#include "kernel_verifier.h"
 
 namespace slrt {
 
@@ -101,9 +102,20 @@ sl::schedule::Schedule parseSchedule(std::string_view bytes) {
   sl::schedule::Schedule schedule;
   if (bytes.size() > size_t(INT_MAX) || !schedule.ParseFromArray(bytes.data(), int(bytes.size())))
     throw Error("truncated or corrupt schedule (protobuf parse failed)");
-  if (schedule.version() != kScheduleVersion)
+  if (schedule.version() < kOldestScheduleVersion || schedule.version() > kScheduleVersion)
     throw makeError("schedule version ", schedule.version(),
-                    " is not supported (this runtime supports version ", kScheduleVersion, ")");
+                    " is not supported (this runtime supports versions ", kOldestScheduleVersion,
+                    " to ", kScheduleVersion, ")");
+  if (schedule.version() < 5)
+    for (int i = 0; i < schedule.kernels_size(); ++i)
+    {
+      if (schedule.kernels(i).has_matmul())
+        throw makeError(kernelText(i, schedule.kernels(i)), ": has matmul attributes, which ",
+                        "schedule version ", schedule.version(), " does not have (version 5 does)");
+      if (schedule.kernels(i).has_attention() && schedule.kernels(i).attention().alibi())
+        throw makeError(kernelText(i, schedule.kernels(i)), ": has ALiBi slopes, which ",
+                        "schedule version ", schedule.version(), " does not have (version 5 does)");
+    }
   if (schedule.end_magic() != kScheduleMagic)
     throw Error("truncated schedule (the end marker is missing)");
   verifySchedule(schedule);

@@ -48,11 +48,15 @@ bool broadcastsTo(const Shape &from, const Shape &to) {
   return true;
 }
 
-std::optional<Shape> matmulShape(const Shape &a, const Shape &b) {
-  if (a.empty() || b.empty())
+std::optional<Shape> matmulShape(const Shape &a, const Shape &b, bool transA, bool transB) {
+  if (a.empty() || b.empty() || (transA && a.size() < 2) || (transB && b.size() < 2))
     return std::nullopt;
   Shape pa = a.size() == 1 ? Shape{1, a[0]} : a;
   Shape pb = b.size() == 1 ? Shape{b[0], 1} : b;
+  if (transA)
+    std::swap(pa[pa.size() - 1], pa[pa.size() - 2]);
+  if (transB)
+    std::swap(pb[pb.size() - 1], pb[pb.size() - 2]);
   if (pa.back() != pb[pb.size() - 2])
     return std::nullopt;
   std::optional<Shape> batch =

@@ -723,3 +723,16 @@ func.func @matmul_batch() -> tensor<2x1x1xf32> {
   %c = sl.matmul %a, %b : tensor<2x1x2xf32>, tensor<2x1xf32> -> tensor<2x1x1xf32>
   return %c : tensor<2x1x1xf32>
 }
+
+// -----
+
+// Transpose flags fold as the product they stand for: [[1, 2], [3, 4]]^T @ [[1, 0], [0, 2]]^T.
+// CHECK-LABEL: func.func @matmul_transposed
+// CHECK-NEXT: %[[C:.+]] = sl.constant dense<{{\[}}[1.000000e+00, 6.000000e+00], [2.000000e+00, 8.000000e+00]]> : tensor<2x2xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @matmul_transposed() -> tensor<2x2xf32> {
+  %a = sl.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %b = sl.constant dense<[[1.0, 0.0], [0.0, 2.0]]> : tensor<2x2xf32>
+  %c = sl.matmul %a, %b {trans_a = true, trans_b = true} : tensor<2x2xf32>, tensor<2x2xf32> -> tensor<2x2xf32>
+  return %c : tensor<2x2xf32>
+}

@@ -41,6 +41,24 @@ func.func @matmul_contracting(%a: tensor<4x32xf32>, %b: tensor<16x8xf32>) -> ten
 
 // -----
 
+func.func @matmul_transposed_contracting(%a: tensor<4x32xf32>, %b: tensor<8x16xf32>) -> tensor<4x8xf32> {
+  // expected-error @+2 {{sl.matmul: contracting dimensions differ: lhs 'tensor<4x32xf32>' has 32, rhs 'tensor<8x16xf32>' (transposed) has 16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.matmul %a, %b {trans_b = true} : tensor<4x32xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @matmul_transposed_vector(%a: tensor<32xf32>, %b: tensor<8x32xf32>) -> tensor<8xf32> {
+  // expected-error @+2 {{sl.matmul: with a transposed operand both operands must have rank >= 2, got 'tensor<32xf32>' and 'tensor<8x32xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sl.matmul %a, %b {trans_b = true} : tensor<32xf32>, tensor<8x32xf32> -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
 func.func @matmul_batch(%a: tensor<3x4x32xf32>, %b: tensor<2x32x8xf32>) -> tensor<3x4x8xf32> {
   // expected-error @+2 {{batch dimensions of 'tensor<3x4x32xf32>' and 'tensor<2x32x8xf32>' cannot be broadcast together}}
   // expected-error @+1 {{failed to infer returned types}}

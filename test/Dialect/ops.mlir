@@ -33,6 +33,14 @@ func.func @broadcasting(%x: tensor<?x8x32xf32>, %w: tensor<32x16xf32>, %b: tenso
   return %z : tensor<?x8x16xf32>
 }
 
+// CHECK-LABEL: func.func @transposed_operands
+func.func @transposed_operands(%x: tensor<2x32x8xf32>, %w: tensor<16x32xf32>) -> tensor<2x8x16xf32> {
+  // Stored [..., K, M] and [N, K], read transposed; unset flags are not printed.
+  // CHECK: sl.matmul %{{.+}}, %{{.+}} {trans_a = true, trans_b = true} : tensor<2x32x8xf32>, tensor<16x32xf32> -> tensor<2x8x16xf32>
+  %y = sl.matmul %x, %w {trans_a = true, trans_b = true} : tensor<2x32x8xf32>, tensor<16x32xf32> -> tensor<2x8x16xf32>
+  return %y : tensor<2x8x16xf32>
+}
+
 // CHECK-LABEL: func.func @vectors
 func.func @vectors(%v: tensor<32xf32>, %m: tensor<2x32x16xf32>) -> tensor<2x16xf32> {
   // A rank-1 lhs is a row vector whose added dimension is dropped from the result.

@@ -253,6 +253,31 @@ func.func @forward(%x: tensor<2x3xf32>, %w: tensor<5x3xf32>) -> tensor<2x5xf32> 
 
 // -----
 
+// matmul with transpose flags: the rule works on op(A) = A^T and op(B) = B^T with the transposes
+// spelled out (sl-fold-matmul-transposes turns them back into flags): d op(A) = dy op(B)^T and
+// d op(B) = op(A)^T dy, each transposed back to its operand's stored shape.
+// CHECK-LABEL: func.func private @block_backward
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<3x2xf32>, %[[B:[a-z0-9]+]]: tensor<5x3xf32>, %[[DY:[a-z0-9]+]]: tensor<2x5xf32>)
+// CHECK: %[[OPA:.+]] = sl.transpose %[[A]] [1, 0] : tensor<3x2xf32> -> tensor<2x3xf32>
+// CHECK: %[[OPB:.+]] = sl.transpose %[[B]] [1, 0] : tensor<5x3xf32> -> tensor<3x5xf32>
+// CHECK: %[[OPBT:.+]] = sl.transpose %[[OPB]] [1, 0] : tensor<3x5xf32> -> tensor<5x3xf32>
+// CHECK: %[[DOPA:.+]] = sl.matmul %[[DY]], %[[OPBT]] : tensor<2x5xf32>, tensor<5x3xf32> -> tensor<2x3xf32>
+// CHECK: %[[DA:.+]] = sl.transpose %[[DOPA]] [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+// CHECK: %[[OPAT:.+]] = sl.transpose %[[OPA]] [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+// CHECK: %[[DOPB:.+]] = sl.matmul %[[OPAT]], %[[DY]] : tensor<3x2xf32>, tensor<2x5xf32> -> tensor<3x5xf32>
+// CHECK: %[[DB:.+]] = sl.transpose %[[DOPB]] [1, 0] : tensor<3x5xf32> -> tensor<5x3xf32>
+// CHECK: return %[[DA]], %[[DB]]
+func.func private @block(%a: tensor<3x2xf32>, %b: tensor<5x3xf32>) -> tensor<2x5xf32> {
+  %y = sl.matmul %a, %b {trans_a = true, trans_b = true} : tensor<3x2xf32>, tensor<5x3xf32> -> tensor<2x5xf32>
+  return %y : tensor<2x5xf32>
+}
+func.func @forward(%a: tensor<3x2xf32>, %b: tensor<5x3xf32>) -> tensor<2x5xf32> {
+  %y = sl.layer @block(%a, %b) params() {index = 0 : i64, stage = "block"} : (tensor<3x2xf32>, tensor<5x3xf32>) -> tensor<2x5xf32>
+  return %y : tensor<2x5xf32>
+}
+
+// -----
+
 // transpose
 // CHECK-LABEL: func.func private @block_backward
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x3x4xf32>, %[[DY:[a-z0-9]+]]: tensor<4x2x3xf32>)

@@ -59,8 +59,8 @@
 // HOST64: num_sub_batches = 66 : i64, {{.*}}predicted_host_bytes = 64768 : i64
 
 // With a batch, the sub-batch is the largest divisor of it that fits, at the number of
-// sub-batches it makes: 12 (one sub-batch) needs 9984 bytes, 6 (two) 7936, 4 (three) 6912.
-// DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6912 : i64, {{.*}}sub_batch_size = 4 : i64
+// sub-batches it makes: 12 (one sub-batch) needs 9984 bytes, 6 (two) 7936, 4 (three) 6400.
+// DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6400 : i64, {{.*}}sub_batch_size = 4 : i64
 
 // expected-error @+1 {{sl-plan: nothing sets the sub-batch size: give batch=, sub-batch-size= or a device-memory= budget to choose it from}}
 module {

@@ -187,6 +187,49 @@ TEST_F(CpuKernelsTest, MatmulMatchesNaiveWithBroadcastBatches) {
   }
 }
 
+// `t` with its last two dimensions swapped, stored row-major: what a MATMUL transpose flag reads.
+Tensor swappedLastTwo(const Tensor &t) {
+  Shape shape = t.shape;
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  std::swap(shape[shape.size() - 2], shape.back());
+  std::vector<float> values(t.values.size());
+  for (size_t matrix = 0; matrix < values.size() / size_t(rows * cols); ++matrix)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        values[matrix * rows * cols + j * rows + i] = t.values[matrix * rows * cols + i * cols + j];
+  return Tensor(shape, std::move(values));
+}
+
+TEST_F(CpuKernelsTest, MatmulTransposeFlagsMatchNaiveInAllFourCombinations) {
+  // Shapes of op(A) and op(B), as multiplied.
+  const MatmulCase cases[] = {
+      {{3, 4}, {4, 5}},           // plain
+      {{2, 3, 4}, {4, 5}},        // shared weight: the folded GEMM (or per batch when transA)
+      {{70, 90}, {90, 50}},       // several row blocks of the blocked GEMM
+      {{2, 1, 3, 4}, {3, 4, 5}},  // batch broadcast both ways
+      {{1, 3, 4}, {2, 4, 5}},     // A broadcast across B's batch
+      {{2, 3, 3, 4}, {2, 3, 4, 2}}, // equal batches
+      {{3, 0}, {0, 2}},           // empty sum: zeros
+  };
+  for (const MatmulCase &c : cases)
+    for (bool transA : {false, true})
+      for (bool transB : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << formatShape(c.a) << " @ " << formatShape(c.b)
+                                          << " transA " << transA << " transB " << transB);
+        Tensor a = Tensor::random(rng, c.a), b = Tensor::random(rng, c.b);
+        Tensor aStored = transA ? swappedLastTwo(a) : Tensor(a.shape, a.values);
+        Tensor bStored = transB ? swappedLastTwo(b) : Tensor(b.shape, b.values);
+        Shape yShape = matmulShape(aStored.shape, bStored.shape, transA, transB).value();
+        ASSERT_EQ(yShape, matmulShape(c.a, c.b).value());
+        Tensor y = Tensor::empty(yShape);
+        Kernel kernel = makeKernel(MATMUL);
+        kernel.mutable_matmul()->set_trans_a(transA);
+        kernel.mutable_matmul()->set_trans_b(transB);
+        run(kernel, {&aStored, &bStored}, y);
+        expectNear(y.values, naiveMatmul(a, b, yShape));
+      }
+}
+
 TEST_F(CpuKernelsTest, GemmMatchesNaiveForAllTransposesAndBroadcastC) {
   const int64_t m = 5, n = 4, k = 3;
   const Shape cShapes[] = {{m, n}, {n}, {1, n}, {m, 1}, {1}, {}};

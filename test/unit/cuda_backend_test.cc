@@ -796,6 +796,31 @@ TEST_F(CudaKernelTest, Matmul) {
             {{dtype, *matmulShape(sa, sb)}}, kReduction);
 }
 
+TEST_F(CudaKernelTest, MatmulTransposeFlags) {
+  // Stored shapes: A [..., K, M] with transA, B [..., N, K] with transB. The shared weight (one
+  // GEMM of batch * m rows, or per batch with transA), strided batches, batches broadcast both
+  // ways, and blocks larger than one tile.
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3, 5, 4}, {6, 5}}, {{3, 5, 4}, {3, 6, 5}}, {{2, 1, 5, 4}, {1, 3, 6, 5}},
+      {{257, 130}, {129, 257}}};
+  for (DType dtype : kFloats)
+    for (const auto &[sa, sb] : shapes)
+      for (int flags = 1; flags < 4; ++flags) {
+        bool transA = flags & 1, transB = flags & 2;
+        // The operand without its flag is stored as multiplied.
+        Shape a = sa, b = sb;
+        if (!transA)
+          std::swap(a[a.size() - 1], a[a.size() - 2]);
+        if (!transB)
+          std::swap(b[b.size() - 1], b[b.size() - 2]);
+        Kernel kernel = makeKernel(MATMUL);
+        kernel.mutable_matmul()->set_trans_a(transA);
+        kernel.mutable_matmul()->set_trans_b(transB);
+        check(kernel, {uniform(rng, a, dtype), uniform(rng, b, dtype)},
+              {{dtype, *matmulShape(a, b, transA, transB)}}, kReduction);
+      }
+}
+
 TEST_F(CudaKernelTest, Gemm) {
   struct Bias {
     std::vector<int64_t> c; // {} for no C; -1 stands for m, -2 for n

@@ -177,13 +177,42 @@ TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
 }
 
 TEST_F(ScheduleLoaderTest, RejectsWrongVersion) {
-  // Only the current version is accepted: 3 lacks the programs generation needs, 4 the ALiBi
-  // slopes (its runtime would take them for a mask).
-  for (uint32_t version : {0u, 1u, 2u, 3u, 4u, 6u}) {
+  // Versions 4 and 5 are accepted: 3 lacks the programs generation needs, 6 is in the future.
+  for (uint32_t version : {0u, 1u, 2u, 3u, 6u}) {
     mlp.schedule.set_version(version);
     EXPECT_THAT(loadError(), HasSubstr("schedule version " + std::to_string(version) +
-                                       " is not supported (this runtime supports version 5)"));
+                                       " is not supported (this runtime supports versions 4 to "
+                                       "5)"));
   }
+}
+
+TEST_F(ScheduleLoaderTest, LoadsVersion4WithoutTransposeFlags) {
+  mlp.schedule.set_version(4);
+  std::string path = mlp.write(dir.path());
+  EXPECT_EQ(loadSchedule(path).schedule.version(), 4u);
+}
+
+TEST_F(ScheduleLoaderTest, RejectsTransposeFlagsInVersion4) {
+  mlp.schedule.set_version(4);
+  mlp.schedule.mutable_kernels(TinyMlp::kMatmulKernel)->mutable_matmul();
+  EXPECT_THAT(loadError(), HasSubstr("kernel 5 'fc1.matmul' (MATMUL): has matmul attributes, "
+                                     "which schedule version 4 does not have (version 5 does)"));
+}
+
+TEST_F(ScheduleLoaderTest, RejectsAlibiInVersion4) {
+  TinyAttention block = TinyAttention::build(1);
+  block.schedule.set_version(4);
+  bool found = false;
+  for (sl::schedule::Kernel &k : *block.schedule.mutable_kernels())
+    if (k.has_attention()) {
+      k.mutable_attention()->set_alibi(true);
+      found = true;
+      break;
+    }
+  ASSERT_TRUE(found);
+  std::string path = block.write(dir.path());
+  EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
+              HasSubstr("has ALiBi slopes, which schedule version 4 does not have (version 5 does)"));
 }
 
 TEST_F(ScheduleLoaderTest, EndMarkerIsWrittenLastAfterConstants) {
@@ -258,6 +287,29 @@ TEST_F(ScheduleLoaderTest, RejectsMatmulShapeMismatch) {
   w1->set_shape(1, TinyMlp::kIn);
   EXPECT_THAT(loadError(), HasSubstr("kernel 5 'fc1.matmul' (MATMUL): operand shapes [2, 4] and "
                                      "[8, 4] are incompatible for matmul"));
+}
+
+TEST_F(ScheduleLoaderTest, ChecksMatmulShapesWithTheTransposeFlags) {
+  // w1 stored [8, 4] (the same bytes) and read transposed: [2, 4] x [4, 8] as before.
+  Buffer *w1 = mlp.schedule.mutable_buffers(TinyMlp::DW1);
+  w1->set_shape(0, TinyMlp::kHidden);
+  w1->set_shape(1, TinyMlp::kIn);
+  MatmulAttributes *flags = mlp.schedule.mutable_kernels(TinyMlp::kMatmulKernel)->mutable_matmul();
+  flags->set_trans_b(true);
+  std::string path = mlp.write(dir.path());
+  EXPECT_TRUE(loadSchedule(path).schedule.kernels(TinyMlp::kMatmulKernel).matmul().trans_b());
+  // x read transposed too would be [4, 2] x [4, 8].
+  flags->set_trans_a(true);
+  EXPECT_THAT(loadError(), HasSubstr("kernel 5 'fc1.matmul' (MATMUL): operand shapes [2, 4] "
+                                     "(transposed) and [8, 4] (transposed) are incompatible for "
+                                     "matmul"));
+  // A flag on a vector operand.
+  flags->set_trans_a(false);
+  Buffer *x = mlp.schedule.mutable_buffers(TinyMlp::DX);
+  x->clear_shape();
+  x->add_shape(TinyMlp::kBatch * TinyMlp::kIn);
+  EXPECT_THAT(loadError(), HasSubstr("kernel 5 'fc1.matmul' (MATMUL): operand shapes [8] and "
+                                     "[8, 4] must both have rank >= 2 with a transpose flag"));
 }
 
 TEST_F(ScheduleLoaderTest, RejectsMatmulResultShapeMismatch) {

@@ -29,9 +29,12 @@ mlir::FailureOr<mlir::RankedTensorType>
 inferBroadcastType(std::optional<mlir::Location> loc, llvm::StringRef opName, mlir::Type lhs,
                    mlir::Type rhs);
 
-/// NumPy matmul (ONNX MatMul), including rank-1 operands and broadcast batch dimensions.
+/// NumPy matmul (ONNX MatMul), including rank-1 operands and broadcast batch dimensions; with
+/// `transA` / `transB` the operand is read with its last two dimensions swapped (both operands
+/// then have rank 2 or more).
 mlir::FailureOr<mlir::RankedTensorType> inferMatmulType(std::optional<mlir::Location> loc,
-                                                        mlir::Type lhs, mlir::Type rhs);
+                                                        mlir::Type lhs, mlir::Type rhs,
+                                                        bool transA = false, bool transB = false);
 
 /// ONNX Gemm: rank-2 operands, optional transposes, optional C broadcast one way to [M, N].
 mlir::FailureOr<mlir::RankedTensorType> inferGemmType(std::optional<mlir::Location> loc,

@@ -30,8 +30,11 @@ std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b);
 bool broadcastsTo(const Shape &from, const Shape &to);
 
 // Result shape of numpy.matmul(a, b): rank-1 operands are promoted and the promoted dimension
-// dropped again, batch dimensions broadcast. nullopt for rank 0 or mismatched shapes.
-std::optional<Shape> matmulShape(const Shape &a, const Shape &b);
+// dropped again, batch dimensions broadcast. With `transA` / `transB` the operand (rank >= 2) is
+// read with its last two dimensions swapped (MATMUL's transpose flags). nullopt for rank 0, a
+// flagged vector or mismatched shapes.
+std::optional<Shape> matmulShape(const Shape &a, const Shape &b, bool transA = false,
+                                 bool transB = false);
 
 // Strides (in elements) for reading a row-major tensor of shape `from` as if it had been broadcast
 // to `to`: aligned to the right, 0 on broadcast dimensions. Requires broadcastsTo(from, to).

@@ -157,7 +157,7 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
   const TensorRef *y = results[0];
   switch (kernel.op()) {
   case MATMUL:
-    return cpu::matmul(operands, y);
+    return cpu::matmul(kernel, operands, y);
   case GEMM:
     return cpu::gemm(kernel, operands, y);
   case ADD:

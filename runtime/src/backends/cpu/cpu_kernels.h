@@ -100,7 +100,8 @@ inline void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, 
                      double *c, int64_t ldc) {
   dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-void matmul(const Operands &operands, const TensorRef *y);
+// MATMUL honours the kernel's transpose flags (absent: none).
+void matmul(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
 // attention.cc: ATTENTION, ROTARY.

@@ -71,12 +71,18 @@ void dgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alp
 
 namespace {
 
-// numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast.
-template <typename T> void matmulAs(const Operands &operands, const TensorRef *yRef) {
+// numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast. With the
+// transpose flags (version 5) an operand is stored with its last two dimensions swapped, and BLAS
+// reads it transposed: its leading dimension stays its stored row length.
+template <typename T>
+void matmulAs(const Kernel &kernel, const Operands &operands, const TensorRef *yRef) {
+  bool transA = kernel.matmul().trans_a(), transB = kernel.matmul().trans_b();
   const TensorRef *aRef = operands[0], *bRef = operands[1];
   Shape a = aRef->shape.size() == 1 ? Shape{1, aRef->shape[0]} : aRef->shape;
   Shape b = bRef->shape.size() == 1 ? Shape{bRef->shape[0], 1} : bRef->shape;
-  int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  int64_t lda = a.back(), ldb = b.back();
+  int64_t m = transA ? a.back() : a[a.size() - 2], k = transA ? a[a.size() - 2] : a.back();
+  int64_t n = transB ? b[b.size() - 2] : b.back();
   Shape aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
   const T *aData = in<T>(aRef), *bData = in<T>(bRef);
   T *y = out<T>(yRef);
@@ -88,17 +94,18 @@ template <typename T> void matmulAs(const Operands &operands, const TensorRef *y
     std::fill(y, y + total, T(0));
     return;
   }
-  if (elementCount(bBatch) == 1) {
+  if (elementCount(bBatch) == 1 && !transA) {
     // The common case (activations times a weight): every batch of A shares B, and A's batches
-    // are contiguous, so one GEMM of (batch * m) rows does it.
-    blasGemm(false, false, elementCount(aBatch) * m, n, k, T(1), aData, k, bData, n, T(0), y, n);
+    // are contiguous rows, so one GEMM of (batch * m) rows does it.
+    blasGemm(false, transB, elementCount(aBatch) * m, n, k, T(1), aData, lda, bData, ldb, T(0), y,
+             n);
     return;
   }
   Shape batch = *broadcastShapes(aBatch, bBatch);
   forEachElement<2>(batch, {broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch)},
                     [&](int64_t i, const std::array<int64_t, 2> &matrix) {
-                      blasGemm(false, false, m, n, k, T(1), aData + matrix[0] * m * k, k,
-                               bData + matrix[1] * k * n, n, T(0), y + i * m * n, n);
+                      blasGemm(transA, transB, m, n, k, T(1), aData + matrix[0] * m * k, lda,
+                               bData + matrix[1] * k * n, ldb, T(0), y + i * m * n, n);
                     });
 }
 
@@ -133,8 +140,8 @@ void gemmAs(const Kernel &kernel, const Operands &operands, const TensorRef *yRe
 
 } // namespace
 
-void matmul(const Operands &operands, const TensorRef *y) {
-  withFloatType(y->dtype, [&](auto type) { matmulAs<decltype(type)>(operands, y); });
+void matmul(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  withFloatType(y->dtype, [&](auto type) { matmulAs<decltype(type)>(kernel, operands, y); });
 }
 
 void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y) {

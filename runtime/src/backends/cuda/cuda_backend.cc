@@ -175,7 +175,7 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   const Tensor *slopes = alibi ? &in.back() : nullptr;
   switch (kernel.op()) {
   case MATMUL:
-    return matmul(ctx, in[0], in[1], y);
+    return matmul(ctx, kernel.matmul().trans_a(), kernel.matmul().trans_b(), in[0], in[1], y);
   case GEMM: {
     const GemmAttributes &g = kernel.gemm();
     return gemm(ctx, g.trans_a(), g.trans_b(), g.alpha(), g.beta(), in[0], in[1], optional(2), y);

@@ -167,7 +167,9 @@ void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v
              const Tensor *start);
 
 // linear_algebra.cu (cuBLAS and cuBLASLt: fp32 math for f32 and bf16, fp64 for f64)
-void matmul(Context &ctx, const Tensor &a, const Tensor &b, const Tensor &y);
+// MATMUL; transA / transB: the operand is stored with its last two dimensions swapped.
+void matmul(Context &ctx, bool transA, bool transB, const Tensor &a, const Tensor &b,
+            const Tensor &y);
 void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const Tensor &a,
           const Tensor &b, const Tensor *c, const Tensor &y);
 

@@ -1,4 +1,5 @@
-// MATMUL and GEMM through cuBLAS: sgemm with fp32 compute for f32 (the handle's math mode keeps
+// MATMUL and GEMM through cuBLAS, transposed operands as CUBLAS_OP_T (never copied): sgemm with
+// fp32 compute for f32 (the handle's math mode keeps
 // TF32 off, so results agree with the CPU backend to fp32 rounding), dgemm for f64, and for bf16
 // cublasGemmStridedBatchedEx with bf16 A, B and C, CUBLAS_COMPUTE_32F (tensor cores, fp32
 // accumulation) and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM whose C is
@@ -186,12 +187,17 @@ Dims broadcastShape(const Dims &a, const Dims &b) {
   return result;
 }
 
-// numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast.
+// numpy.matmul: rank-1 operands are promoted to matrices, batch dimensions broadcast. With the
+// transpose flags (version 5) an operand is stored with its last two dimensions swapped and
+// cuBLAS reads it transposed (CUBLAS_OP_T): its leading dimension stays its stored row length.
 template <typename T>
-void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor &yRef) {
+void matmulAs(Context &ctx, bool transA, bool transB, const Tensor &aRef, const Tensor &bRef,
+              const Tensor &yRef) {
   Dims a = aRef.shape.size() == 1 ? Dims{1, aRef.shape[0]} : aRef.shape;
   Dims b = bRef.shape.size() == 1 ? Dims{bRef.shape[0], 1} : bRef.shape;
-  int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  int64_t lda = a.back(), ldb = b.back();
+  int64_t m = transA ? a.back() : a[a.size() - 2], k = transA ? a[a.size() - 2] : a.back();
+  int64_t n = transB ? b[b.size() - 2] : b.back();
   Dims aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
   const T *aData = aRef.as<T>(), *bData = bRef.as<T>();
   T *y = yRef.as<T>();
@@ -204,10 +210,11 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
     return;
   }
   int64_t aCount = product(aBatch, 0, aBatch.size()), bCount = product(bBatch, 0, bBatch.size());
-  if (bCount == 1) {
-    // Activations times a weight: A's batches are contiguous, so one GEMM of (batch * m) rows.
-    return gemmBatched<T>(ctx, false, false, aCount * m, n, k, 1, aData, k, 0, bData, n, 0, 0, y, n,
-                          0, 1);
+  if (bCount == 1 && !transA) {
+    // Activations times a weight: A's batches are contiguous rows, so one GEMM of (batch * m)
+    // rows.
+    return gemmBatched<T>(ctx, false, transB, aCount * m, n, k, 1, aData, lda, 0, bData, ldb, 0,
+                          0, y, n, 0, 1);
   }
   Dims batch = broadcastShape(aBatch, bBatch);
   int64_t count = product(batch, 0, batch.size());
@@ -222,9 +229,9 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
     return true;
   };
   bool aDense = isDense(aStrides), bDense = isDense(bStrides);
-  if ((aCount == 1 || aDense) && bDense)
-    return gemmBatched<T>(ctx, false, false, m, n, k, 1, aData, k, aCount == 1 ? 0 : m * k, bData,
-                          n, k * n, 0, y, n, m * n, count);
+  if ((aCount == 1 || aDense) && (bCount == 1 || bDense))
+    return gemmBatched<T>(ctx, transA, transB, m, n, k, 1, aData, lda, aCount == 1 ? 0 : m * k,
+                          bData, ldb, bCount == 1 ? 0 : k * n, 0, y, n, m * n, count);
   // Batch dimensions that broadcast both ways: one GEMM per result matrix.
   std::vector<int64_t> index(batch.size(), 0);
   for (int64_t i = 0; i < count; ++i) {
@@ -233,8 +240,8 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
       aAt += index[d] * aStrides[d];
       bAt += index[d] * bStrides[d];
     }
-    gemmBatched<T>(ctx, false, false, m, n, k, 1, aData + aAt * m * k, k, 0, bData + bAt * k * n, n,
-                   0, 0, y + i * m * n, n, 0, 1);
+    gemmBatched<T>(ctx, transA, transB, m, n, k, 1, aData + aAt * m * k, lda, 0,
+                   bData + bAt * k * n, ldb, 0, 0, y + i * m * n, n, 0, 1);
     for (size_t d = batch.size(); d-- > 0;) {
       if (++index[d] < batch[d])
         break;
@@ -245,8 +252,10 @@ void matmulAs(Context &ctx, const Tensor &aRef, const Tensor &bRef, const Tensor
 
 } // namespace
 
-void matmul(Context &ctx, const Tensor &a, const Tensor &b, const Tensor &y) {
-  withFloatType(y.element, [&](auto type) { matmulAs<decltype(type)>(ctx, a, b, y); });
+void matmul(Context &ctx, bool transA, bool transB, const Tensor &a, const Tensor &b,
+            const Tensor &y) {
+  withFloatType(y.element,
+                [&](auto type) { matmulAs<decltype(type)>(ctx, transA, transB, a, b, y); });
 }
 
 // ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to Y. Y starts as
