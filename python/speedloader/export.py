@@ -17,6 +17,10 @@ Command line (with PYTHONPATH=python, using Debian's /usr/bin/python3)::
     /usr/bin/python3 -m speedloader.export --preset llama-30b --max-positions 544 --weightless \\
         --out big/model.onnx
 
+    # A Hugging Face save_pretrained directory (hf.py; needs transformers):
+    .venv/bin/python -m speedloader.export --hf DIR --out model.onnx [--train] [--weightless] \
+        [--weights CHECKPOINT.safetensors]
+
 ``--external-data``: the weights go to one file beside the model (``FILE.onnx.data``, ONNX external
 data) instead of inside it: needed past protobuf's 2 GB, where torch 1.13 would otherwise write one
 file per initializer.
