@@ -331,7 +331,6 @@ def attach_external_data(out: Path, model: torch.nn.Module,
     weight at a time. The file is written under a temporary name and renamed once complete.
     Returns (weight bytes, number of parameters)."""
     import onnx
-    import onnx.numpy_helper
 
     params = dict(model.named_parameters())
     aliases: Dict[str, List[str]] = collections.defaultdict(list)
@@ -347,9 +346,28 @@ def attach_external_data(out: Path, model: torch.nn.Module,
     g = m.graph
     data = data_file_of(out)
     tmp = data.with_name(data.name + ".tmp")
-    offset = total = 0
     inputs = list(g.input)
     del g.input[:]
+    try:
+        offset, total = _write_initializers(g, inputs, params, buffers, aliases, data, tmp, write)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    missing = set(params) - {t.name for t in g.initializer}
+    if missing:
+        tmp.unlink()
+        raise RuntimeError(f"torch.onnx.export left out parameters {sorted(missing)}")
+    onnx.save(m, str(out))
+    tmp.replace(data)
+    return total, len(params)
+
+
+def _write_initializers(g, inputs, params, buffers, aliases, data: Path, tmp: Path,
+                        write: Optional[WeightWriter]) -> Tuple[int, int]:
+    import onnx
+    import onnx.numpy_helper
+
+    offset = total = 0
     with open(tmp, "wb") as f:
         for v in inputs:
             p = params.get(v.name)
@@ -378,13 +396,7 @@ def attach_external_data(out: Path, model: torch.nn.Module,
             total += length
             offset += -(-length // EXTERNAL_DATA_ALIGNMENT) * EXTERNAL_DATA_ALIGNMENT
         f.truncate(offset)  # what no weight wrote stays sparse
-    missing = set(params) - {t.name for t in g.initializer}
-    if missing:
-        tmp.unlink()
-        raise RuntimeError(f"torch.onnx.export left out parameters {sorted(missing)}")
-    onnx.save(m, str(out))
-    tmp.replace(data)
-    return total, len(params)
+    return offset, total
 
 
 def _check(path: Path) -> None:

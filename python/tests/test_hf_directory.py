@@ -214,7 +214,8 @@ def test_bad_directories(tmp_path, capsys):
     err = _error(capsys, ["--hf", str(d), "--out", out])
     assert "weight 'model.layers.0.mlp.gate_proj.weight' is [48, 32]; config.json makes it " \
            "[40, 32]" in err
-    assert not os.path.exists(out)
+    assert not os.path.exists(out) and not os.path.exists(out + ".data.tmp")
+    assert not os.path.exists(out + ".data")
 
     # --hf takes its model from the directory.
     with pytest.raises(SystemExit):
