@@ -62,7 +62,7 @@ def save_tiny(kind, path, *, safetensors, seed=0):
 def hf_logits(directory, ids, state=None):
     model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
     if state is not None:
-        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()}, strict=False)
+        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
     with torch.no_grad():
         return model(torch.from_numpy(ids), use_cache=False).logits.numpy()
 
