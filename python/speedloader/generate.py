@@ -128,7 +128,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr)
-            print(f"{prog}: error: sl-run failed (exit {proc.returncode})", file=sys.stderr)
+            print(f"{prog}: error: sl-run failed (exit {proc.returncode}); line N of the "
+                  f"prompts file it names is the N-th prompt given here, as token ids",
+                  file=sys.stderr)
             return 1
         with open(out_file) as f:
             results = [json.loads(line) for line in f if line.strip()]
