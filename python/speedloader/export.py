@@ -323,13 +323,16 @@ WeightWriter = Callable[[str, List[str], Any], None]
 
 
 def attach_external_data(out: Path, model: torch.nn.Module,
-                         write: Optional[WeightWriter] = None) -> Tuple[int, int]:
+                         write: Optional[WeightWriter] = None,
+                         graph: Optional[Path] = None) -> Tuple[int, int]:
     """Turns the parameters that torch.onnx.export(..., export_params=False) left as graph inputs
     of `out` back into initializers, float32 external data in one file data_file_of(out), each
     at a multiple of EXTERNAL_DATA_ALIGNMENT. Without `write` the file is sparse (zeros, no disk
     blocks); with it, write(name, aliases, f) writes each weight's bytes at f's position, one
     weight at a time. The file is written under a temporary name and renamed once complete.
-    Returns (weight bytes, number of parameters)."""
+    With `graph`, torch's graph is read from there (a temporary, removed) and `out` is written
+    only at the end, after the data file: a failure leaves a previous `out` and its data as they
+    were. Returns (weight bytes, number of parameters)."""
     import onnx
 
     params = dict(model.named_parameters())
@@ -342,7 +345,8 @@ def attach_external_data(out: Path, model: torch.nn.Module,
     # Persistent buffers (GPT-2's causal mask) are graph inputs too without export_params: they
     # are small and real, so they go back inline, as the normal export writes them.
     buffers = {k: v for k, v in model.state_dict().items() if k not in params}
-    m = onnx.load(str(out), load_external_data=False)  # the graph torch wrote: no weights
+    # the graph torch wrote: no weights
+    m = onnx.load(str(graph or out), load_external_data=False)
     g = m.graph
     data = data_file_of(out)
     tmp = data.with_name(data.name + ".tmp")
@@ -357,8 +361,13 @@ def attach_external_data(out: Path, model: torch.nn.Module,
     if missing:
         tmp.unlink()
         raise RuntimeError(f"torch.onnx.export left out parameters {sorted(missing)}")
-    onnx.save(m, str(out))
-    tmp.replace(data)
+    if graph is None:
+        onnx.save(m, str(out))
+        tmp.replace(data)
+    else:
+        onnx.save(m, str(graph))
+        tmp.replace(data)
+        graph.replace(out)
     return total, len(params)
 
 

@@ -157,20 +157,6 @@ def export_hf(directory: os.PathLike, out: os.PathLike, *, train: bool = False,
     model = build_weightless(config)
     model.train(train)
     out.parent.mkdir(parents=True, exist_ok=True)
-    ids = torch.zeros((TRACE_BATCH, TRACE_SEQ), dtype=torch.int64)
-    axes = {0: "batch", 1: "seq"}
-    with warnings.catch_warnings(), _NoCopiesOf(model.parameters()), \
-            _shape_inference_without_values():
-        # Tracing HF code warns about every Python branch on a shape and every traced constant;
-        # sl-opt binds the shapes and the tests check the results.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        torch.onnx.export(
-            model, (ids,), str(out), input_names=["input_ids"], output_names=["logits"],
-            dynamic_axes={"input_ids": axes, "logits": axes}, opset_version=opset,
-            do_constant_folding=False, export_params=False,
-            training=torch.onnx.TrainingMode.PRESERVE if train else torch.onnx.TrainingMode.EVAL)
-
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
     used = set()
 
@@ -197,14 +183,34 @@ def export_hf(directory: os.PathLike, out: os.PathLike, *, train: bool = False,
         used.add(stored)
         used.update(aliases)
 
+    # torch writes the graph to a temporary: `out` (and its data) are replaced only once the
+    # whole export has worked.
+    graph = out.with_name(out.name + ".graph.tmp")
+    ids = torch.zeros((TRACE_BATCH, TRACE_SEQ), dtype=torch.int64)
     try:
-        total, count = attach_external_data(out, model, None if weightless else write)
-    except BaseException:
-        out.unlink(missing_ok=True)
-        raise
+        _trace(model, ids, graph, opset, train)
+        total, count = attach_external_data(out, model, None if weightless else write, graph)
+    finally:
+        graph.unlink(missing_ok=True)
     _check(out)
     unused = [] if files is None else [
         n for n in files.names() if n not in used and not n.endswith(CHECKPOINT_STATE_SUFFIXES)]
     return HFExport(onnx_path=out, data_path=data_file_of(out), model_type=config.model_type,
                     parameters=count, parameter_bytes=total, weightless=weightless,
                     unused=unused)
+
+
+def _trace(model, ids, graph: Path, opset: int, train: bool) -> None:
+    axes = {0: "batch", 1: "seq"}
+    with warnings.catch_warnings(), _NoCopiesOf(model.parameters()), \
+            _shape_inference_without_values():
+        # Tracing HF code warns about every Python branch on a shape and every traced constant;
+        # sl-opt binds the shapes and the tests check the results.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        torch.onnx.export(
+            model, (ids,), str(graph), input_names=["input_ids"], output_names=["logits"],
+            dynamic_axes={"input_ids": axes, "logits": axes}, opset_version=opset,
+            do_constant_folding=False, export_params=False,
+            training=torch.onnx.TrainingMode.PRESERVE if train else torch.onnx.TrainingMode.EVAL)
+

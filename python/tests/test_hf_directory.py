@@ -206,16 +206,20 @@ def test_bad_directories(tmp_path, capsys):
     err = _error(capsys, ["--hf", str(no_weights), "--out", out])
     assert "no weights" in err and "--weightless" in err
 
-    # A directory whose weights do not fit its config.
+    # A directory whose weights do not fit its config; the export it fails to replace stays.
     d = save_tiny("llama", tmp_path / "wide", safetensors=True)
+    assert export_main(["--hf", str(d), "--out", out]) == 0
+    capsys.readouterr()
+    before = [open(f, "rb").read() for f in (out, out + ".data")]
     cfg = json.loads((d / "config.json").read_text())
     cfg["intermediate_size"] = 40
     (d / "config.json").write_text(json.dumps(cfg))
     err = _error(capsys, ["--hf", str(d), "--out", out])
     assert "weight 'model.layers.0.mlp.gate_proj.weight' is [48, 32]; config.json makes it " \
            "[40, 32]" in err
-    assert not os.path.exists(out) and not os.path.exists(out + ".data.tmp")
-    assert not os.path.exists(out + ".data")
+    assert [open(f, "rb").read() for f in (out, out + ".data")] == before
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["m.onnx", "m.onnx.data", "empty", "odd", "vit", "noweights", "wide"])
 
     # --hf takes its model from the directory.
     with pytest.raises(SystemExit):
