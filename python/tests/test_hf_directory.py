@@ -245,3 +245,26 @@ def test_pickle_reader_reads_views_and_refuses_code(tmp_path):
 def test_error_type():
     with pytest.raises(HFDirectoryError):
         export_hf("/nonexistent/model", "/tmp/never.onnx")
+
+
+def test_safetensors_reader_widens_half_types(tmp_path):
+    """bf16 and f16 tensors (as save_pretrained writes a half-precision model) read as their
+    float32 values, exactly; an index naming a shard outside the directory is refused."""
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(0)
+    tensors = {"b": torch.randn(3, 5, generator=gen).to(torch.bfloat16),
+               "h": torch.randn(7, generator=gen).to(torch.float16),
+               "f": torch.randn(2, 2, generator=gen)}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    w = WeightFiles(tmp_path)
+    for name, t in tensors.items():
+        got = w.read_f32(name)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, t.float().numpy())
+
+    index = tmp_path / "bad" / "model.safetensors.index.json"
+    index.parent.mkdir()
+    index.write_text(json.dumps({"weight_map": {"b": "../model.safetensors"}}))
+    with pytest.raises(ValueError, match="is not a file in"):
+        WeightFiles(index.parent)
