@@ -23,6 +23,8 @@ PACKAGES=(
   python3 python3-torch python3-onnx python3-numpy python3-pytest
   # the venv for transformers (below) and the Debian packages transformers imports
   python3-venv python3-yaml python3-requests python3-packaging python3-typing-extensions
+  # chat templates (speedloader.generate --chat), rendered as transformers renders them
+  python3-jinja2
   # trace timelines (python/speedloader/plot_trace.py, docs/images)
   python3-matplotlib
 )

@@ -17,6 +17,10 @@ Command line (with PYTHONPATH=python, using Debian's /usr/bin/python3)::
     /usr/bin/python3 -m speedloader.export --preset llama-30b --max-positions 544 --weightless \\
         --out big/model.onnx
 
+    # A Hugging Face save_pretrained directory (hf.py; needs transformers):
+    .venv/bin/python -m speedloader.export --hf DIR --out model.onnx [--train] [--weightless] \
+        [--weights CHECKPOINT.safetensors]
+
 ``--external-data``: the weights go to one file beside the model (``FILE.onnx.data``, ONNX external
 data) instead of inside it: needed past protobuf's 2 GB, where torch 1.13 would otherwise write one
 file per initializer.
@@ -65,7 +69,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -267,6 +271,12 @@ def build_weightless(arch: str, config: Any) -> torch.nn.Module:
     equal). Buffers are real, as build_model makes them. For tracing, not for numbers."""
     with _EmptyOnMeta():
         model = build_model(arch, config, seed=0)
+    return make_weightless(model)
+
+
+def make_weightless(model: torch.nn.Module) -> torch.nn.Module:
+    """Replaces every parameter of `model` (built with its weights on the meta device, or
+    anywhere) by a stride-0 view of one element, a different value for each; returns `model`."""
     seen: Dict[int, torch.nn.Parameter] = {}  # a tied weight stays one parameter
     for module in model.modules():
         for name, p in list(module._parameters.items()):
@@ -293,9 +303,6 @@ def export_weightless(arch: str, config: Any, out: os.PathLike, *, opset: int = 
     """Exports `arch` at `config` without its weights: the graph that export_model(...,
     constant_folding=False) writes, whose initializers are external data in one sparse file
     data_file_of(out) of zeros (each weight at a multiple of EXTERNAL_DATA_ALIGNMENT)."""
-    import onnx
-    import onnx.numpy_helper
-
     a = _check_export_args(arch, opset, 2, batch, seq)
     model = build_weightless(arch, config)
     x = reference_input(arch, config, seed=0, input_rank=2, batch=batch, seq=seq)
@@ -304,44 +311,101 @@ def export_weightless(arch: str, config: Any, out: os.PathLike, *, opset: int = 
         _torch_export(a, model, x, out, input_rank=2, opset=opset, constant_folding=False,
                       export_params=False)
 
+    total, params = attach_external_data(out, model)
+    _check(out)
+    return WeightlessExport(onnx_path=out, data_path=data_file_of(out), parameter_bytes=total,
+                            parameters=params)
+
+
+# (parameter name, its tied aliases, the open data file) -> writes the weight at the file's
+# position; see attach_external_data.
+WeightWriter = Callable[[str, List[str], Any], None]
+
+
+def attach_external_data(out: Path, model: torch.nn.Module,
+                         write: Optional[WeightWriter] = None,
+                         graph: Optional[Path] = None) -> Tuple[int, int]:
+    """Turns the parameters that torch.onnx.export(..., export_params=False) left as graph inputs
+    of `out` back into initializers, float32 external data in one file data_file_of(out), each
+    at a multiple of EXTERNAL_DATA_ALIGNMENT. Without `write` the file is sparse (zeros, no disk
+    blocks); with it, write(name, aliases, f) writes each weight's bytes at f's position, one
+    weight at a time. The file is written under a temporary name and renamed once complete.
+    With `graph`, torch's graph is read from there (a temporary, removed) and `out` is written
+    only at the end, after the data file: a failure leaves a previous `out` and its data as they
+    were. Returns (weight bytes, number of parameters)."""
+    import onnx
+
     params = dict(model.named_parameters())
+    aliases: Dict[str, List[str]] = collections.defaultdict(list)
+    name_of = {id(p): name for name, p in params.items()}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for local, p in module._parameters.items():
+            if p is not None:
+                aliases[name_of[id(p)]].append(f"{module_name}.{local}" if module_name else local)
     # Persistent buffers (GPT-2's causal mask) are graph inputs too without export_params: they
     # are small and real, so they go back inline, as the normal export writes them.
     buffers = {k: v for k, v in model.state_dict().items() if k not in params}
-    m = onnx.load(str(out), load_external_data=False)  # the graph torch wrote: no weights
+    # the graph torch wrote: no weights
+    m = onnx.load(str(graph or out), load_external_data=False)
     g = m.graph
     data = data_file_of(out)
-    offset = total = 0
+    tmp = data.with_name(data.name + ".tmp")
     inputs = list(g.input)
     del g.input[:]
-    for v in inputs:
-        p = params.get(v.name)
-        if p is None and v.name in buffers:
-            g.initializer.append(onnx.numpy_helper.from_array(buffers[v.name].numpy(), v.name))
-            continue
-        if p is None:
-            g.input.append(v)
-            continue
-        if p.dtype != torch.float32:
-            raise ValueError(f"{v.name}: --weightless writes float32 weights, not {p.dtype}")
-        length = p.numel() * p.element_size()
-        t = onnx.TensorProto(name=v.name, data_type=onnx.TensorProto.FLOAT, dims=list(p.shape),
-                             data_location=onnx.TensorProto.EXTERNAL)
-        for key, value in (("location", data.name), ("offset", offset), ("length", length)):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, str(value)
-        g.initializer.append(t)
-        total += length
-        offset += -(-length // EXTERNAL_DATA_ALIGNMENT) * EXTERNAL_DATA_ALIGNMENT
+    try:
+        offset, total = _write_initializers(g, inputs, params, buffers, aliases, data, tmp, write)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     missing = set(params) - {t.name for t in g.initializer}
     if missing:
+        tmp.unlink()
         raise RuntimeError(f"torch.onnx.export left out parameters {sorted(missing)}")
-    onnx.save(m, str(out))
-    with open(data, "wb") as f:
-        f.truncate(offset)  # sparse: no block is written
-    _check(out)
-    return WeightlessExport(onnx_path=out, data_path=data, parameter_bytes=total,
-                            parameters=len(params))
+    if graph is None:
+        onnx.save(m, str(out))
+        tmp.replace(data)
+    else:
+        onnx.save(m, str(graph))
+        tmp.replace(data)
+        graph.replace(out)
+    return total, len(params)
+
+
+def _write_initializers(g, inputs, params, buffers, aliases, data: Path, tmp: Path,
+                        write: Optional[WeightWriter]) -> Tuple[int, int]:
+    import onnx
+    import onnx.numpy_helper
+
+    offset = total = 0
+    with open(tmp, "wb") as f:
+        for v in inputs:
+            p = params.get(v.name)
+            if p is None and v.name in buffers:
+                g.initializer.append(onnx.numpy_helper.from_array(buffers[v.name].numpy(),
+                                                                  v.name))
+                continue
+            if p is None:
+                g.input.append(v)
+                continue
+            if p.dtype != torch.float32:
+                raise ValueError(f"{v.name}: weights are written as float32, not {p.dtype}")
+            length = p.numel() * p.element_size()
+            t = onnx.TensorProto(name=v.name, data_type=onnx.TensorProto.FLOAT,
+                                 dims=list(p.shape), data_location=onnx.TensorProto.EXTERNAL)
+            for key, value in (("location", data.name), ("offset", offset), ("length", length)):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, str(value)
+            g.initializer.append(t)
+            if write is not None:
+                f.seek(offset)
+                write(v.name, aliases[v.name], f)
+                if f.tell() != offset + length:
+                    raise RuntimeError(f"{v.name}: {f.tell() - offset} bytes written for a "
+                                       f"weight of {length}")
+            total += length
+            offset += -(-length // EXTERNAL_DATA_ALIGNMENT) * EXTERNAL_DATA_ALIGNMENT
+        f.truncate(offset)  # what no weight wrote stays sparse
+    return offset, total
 
 
 def _check(path: Path) -> None:
@@ -408,7 +472,22 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Architectures: " + "; ".join(
             f"{n}: {get_arch(n).description}" for n in arch_names()))
     p.add_argument("--arch", choices=arch_names(),
-                   help="model architecture (required unless --preset gives it)")
+                   help="model architecture (required unless --preset or --hf gives it)")
+    p.add_argument("--hf", type=Path, metavar="DIR",
+                   help="export a Hugging Face save_pretrained directory instead (config.json "
+                        "and safetensors or pytorch_model.bin weights; needs transformers): "
+                        "input 'input_ids', output 'logits', opset 17, no constant folding, "
+                        "weights as float32 external data in FILE.onnx.data, read and written "
+                        "one tensor at a time. Takes --out, --train, --weights, --weightless "
+                        "and --opset only")
+    p.add_argument("--train", action="store_true",
+                   help="--hf: export for sl-opt --sl-train: train mode with "
+                        "TrainingMode.PRESERVE, every dropout probability set to 0 (default: "
+                        "eval mode, for --sl-infer and --sl-generate)")
+    p.add_argument("--weights", type=Path, metavar="FILE",
+                   help="--hf: read the weights from FILE (safetensors, such as sl-run's --save "
+                        "checkpoint, whose Adam moments are ignored; or a shard index) instead "
+                        "of the directory's")
     p.add_argument("--preset", choices=preset_names(),
                    help="a real model's sizes (its arch and every size option; options given "
                         "too replace the preset's, e.g. --max-positions): " + "; ".join(
@@ -454,6 +533,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.hf is not None:
+        return _main_hf(parser, args, argv)
+    for flag, given in (("--train", args.train), ("--weights", args.weights is not None)):
+        if given:
+            parser.error(f"{flag} goes with --hf")
     if args.preset is not None:
         preset_arch, _ = get_preset(args.preset)
         if args.arch not in (None, preset_arch):
@@ -530,6 +614,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if res.reference_dir is not None:
         print(f"wrote {res.input_file} {list(res.x.shape)} {res.x.dtype} and "
               f"{res.output_file} {list(res.y.shape)} {res.y.dtype}")
+    return 0
+
+
+def _main_hf(parser: argparse.ArgumentParser, args: argparse.Namespace,
+             argv: Optional[Sequence[str]]) -> int:
+    given = set(a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)
+                if a.startswith("--"))
+    allowed = {"--hf", "--out", "--train", "--weights", "--weightless", "--opset"}
+    others = sorted(given - allowed)
+    if others:
+        parser.error(f"--hf takes the model from the directory: {', '.join(others)} does not "
+                     f"go with it (it takes {', '.join(sorted(allowed - {'--hf'}))})")
+    if args.weightless and args.weights is not None:
+        parser.error("--weightless reads no weights: --weights does not go with it")
+    if args.out.is_dir():
+        parser.error(f"--out {args.out} is a directory; give a file name such as model.onnx")
+    from .hf import HFDirectoryError, HF_OPSET, export_hf
+
+    opset = args.opset if "--opset" in given else HF_OPSET
+
+    def log(msg: str) -> None:
+        print(f"{parser.prog}: {msg}", file=sys.stderr)
+
+    try:
+        r = export_hf(args.hf, args.out, train=args.train, weightless=args.weightless,
+                      weights=args.weights, opset=opset, log=log)
+    except (HFDirectoryError, OSError) as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 1
+    print(_format_summary(r.onnx_path, graph_summary(r.onnx_path)))
+    what = "sparse, zeros" if r.weightless else "float32 weights"
+    print(f"wrote {r.data_path}: {what}, {r.data_path.stat().st_size} bytes for {r.parameters} "
+          f"weights ({r.parameter_bytes / 1e9:.3f} GB) of the {r.model_type} model in {args.hf}")
+    if r.unused:
+        shown = ", ".join(r.unused[:5]) + (", ..." if len(r.unused) > 5 else "")
+        log(f"note: {len(r.unused)} stored tensors no parameter reads: {shown}")
     return 0
 
 
