@@ -52,8 +52,9 @@ trap 'rm -rf "$stage"' EXIT
 bundle="$stage/speedloader-runtime"
 mkdir -p "$bundle/bin" "$bundle/lib"
 for tool in sl-run cuda_backend_test; do
-  # Without symbols: a third of the size, and nothing on the GPU machine debugs with them.
-  strip --strip-unneeded -o "$bundle/bin/$tool" "$build/bin/$tool"
+  # Without host debug information but with the symbols (a crash's backtrace names functions), and
+  # with the device code's line tables (-lineinfo), which compute-sanitizer reports as file:line.
+  strip --strip-debug -o "$bundle/bin/$tool" "$build/bin/$tool"
 done
 # Fallbacks for a machine whose C++ runtime is missing or older than this one's; the suite puts
 # them on the library path only when the loader reports a library not found.
@@ -61,7 +62,8 @@ for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
   path="$(ldd "$bundle/bin/sl-run" | awk -v l="$lib" '$1 == l { print $3 }')"
   [ -n "$path" ] && cp -L "$path" "$bundle/lib/"
 done
-cp "$root/bench/gpu/run-gpu-suite.sh" "$root/bench/gpu/compare_backends.py" "$bundle/"
+cp "$root/bench/gpu/run-gpu-suite.sh" "$root/bench/gpu/compare_backends.py" \
+   "$root/bench/gpu/run_gtests.py" "$bundle/"
 
 if [ "$models" = 1 ]; then
   if [ ! -x "$build/bin/sl-opt" ]; then

@@ -5,7 +5,10 @@ sl-opt into train schedules (SpeedLoader and canonical mode, two sub-batches), i
 (fused and unfused ops) and, for the small ones, a generation schedule (two sub-batches, prompts of
 different lengths, PyTorch's greedy tokens kept to compare with), and written with its token file,
 an input and prompts under OUT, with OUT/manifest.json saying what to run. compare_backends.py
-runs every entry on the CPU and the CUDA backend there and compares.
+runs every entry on the CPU and the CUDA backend there and compares. The models of BF16 are also
+compiled with precision=bf16 (train, inference and generation): bf16 storage, f32 arithmetic in
+the kernels, so the two backends agree to bf16 rounding (the entry's own tolerances), and their
+greedy tokens must be equal to each other (not to PyTorch's f32 tokens).
 
     PYTHONPATH=python /usr/bin/python3 bench/gpu/make_models.py --sl-opt build/bin/sl-opt --out DIR
 """
@@ -40,6 +43,10 @@ STEPS = 20
 GENERATE = {"llama-gqa", "gpt2-tied"}
 PROMPT_LENGTHS = [3, 7, 1, 5, 2, 6, 4, 7]
 MAX_PROMPT, NEW_TOKENS = 7, 5
+# bf16 schedules of these models. Tolerances: a bf16 store rounds to 2^-8 relative, and the two
+# backends sum in different orders, so a value can land on either side of a rounding boundary.
+BF16 = {"llama-gqa", "gpt2-tied"}
+BF16_LOSS_RTOL, BF16_OUTPUT_RTOL = 2e-2, 2e-2
 
 
 def run(cmd):
@@ -90,6 +97,20 @@ def main():
                  d / sched])
             entries.append({"name": f"{name}/infer-fuse-{fuse}", "kind": "infer",
                             "schedule": f"{name}/{sched}", "input": f"{name}/input_ids.npy"})
+        if name in BF16:
+            sched = "train-speedloader-bf16.slsched"
+            run([args.sl_opt, d / "model.onnx",
+                 f"--sl-train=batch={batch} seq={seq} num-sub-batches={subbatches} "
+                 f"live-blocks=1 mode=speedloader precision=bf16", "-o", d / sched])
+            entries.append({"name": f"{name}/train-speedloader-bf16", "kind": "train",
+                            "schedule": f"{name}/{sched}", "data": f"{name}/tokens.bin",
+                            "steps": STEPS, "vocab": config.vocab, "loss_rtol": BF16_LOSS_RTOL})
+            sched = "infer-bf16.slsched"
+            run([args.sl_opt, d / "model.onnx", f"--sl-infer=batch=2 seq={seq} precision=bf16",
+                 "-o", d / sched])
+            entries.append({"name": f"{name}/infer-bf16", "kind": "infer",
+                            "schedule": f"{name}/{sched}", "input": f"{name}/input_ids.npy",
+                            "output_rtol": BF16_OUTPUT_RTOL})
         if name in GENERATE:
             prompts = [rng.integers(0, config.vocab, size=n).tolist() for n in PROMPT_LENGTHS]
             with open(d / "prompts.jsonl", "w") as f:
@@ -102,6 +123,13 @@ def main():
                             "schedule": f"{name}/generate.slsched",
                             "prompts": f"{name}/prompts.jsonl",
                             "expected": [greedy(exported.model, p) for p in prompts]})
+            if name in BF16:
+                run([args.sl_opt, d / "model.onnx",
+                     f"--sl-generate=batch=6 num-sub-batches=2 max-prompt-len={MAX_PROMPT} "
+                     f"max-new-tokens={NEW_TOKENS} precision=bf16", "-o", d / "generate-bf16.slsched"])
+                entries.append({"name": f"{name}/generate-bf16", "kind": "generate",
+                                "schedule": f"{name}/generate-bf16.slsched",
+                                "prompts": f"{name}/prompts.jsonl"})
     (args.out / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"{len(entries)} schedules in {args.out}")
 

@@ -1,7 +1,9 @@
 """sl-run --random-weights end to end: the model's files are never opened, the same seed gives
-the same tokens, another seed other tokens; train schedules refuse it; the report says so."""
+the same tokens, another seed other tokens; train schedules measure with it but keep nothing; the
+report says so."""
 
 import json
+import math
 import os
 
 from sl_helpers import check_ok
@@ -66,13 +68,30 @@ def test_random_weights_are_not_the_files(sl_tools, tmp_path):
     assert json.loads(report.read_text())["random_weights"] is None
 
 
-def test_train_schedule_refuses_random_weights(sl_tools, tmp_path):
+def test_train_schedule_measures_with_random_weights_but_keeps_nothing(sl_tools, tmp_path):
+    """A train schedule runs steps from random weights (to measure a model whose weights are not
+    at hand): the model file is never opened, the report says the weights were random, and the
+    same seed gives the same losses. Nothing trained from them may be kept: --save, --export-onnx
+    and --resume are refused before anything runs."""
     export_model("llama", CONFIG, tmp_path / "model.onnx", seed=0, constant_folding=False)
     sched = tmp_path / "train.slsched"
     check_ok(sl_tools._run([sl_tools.sl_opt, tmp_path / "model.onnx",
                             "--sl-train=batch=2 seq=4", "-o", sched]))
-    (tmp_path / "tokens.bin").write_bytes(bytes(64))
-    proc = sl_tools._run([sl_tools.sl_run, sched, "--data", tmp_path / "tokens.bin", "--steps",
-                          "1", "--random-weights", "3"])
-    assert proc.returncode == 1
-    assert "would silently train from noise" in proc.stderr
+    (tmp_path / "tokens.bin").write_bytes(bytes(b for i in range(128) for b in (i % 64, 0)))
+    losses = []
+    for i in range(2):
+        report = tmp_path / f"report{i}.json"
+        proc = sl_tools._run([sl_tools.sl_run, sched, "--data", tmp_path / "tokens.bin",
+                              "--steps", "2", "--random-weights", "3", "--report", report])
+        check_ok(proc)
+        r = json.loads(report.read_text())
+        assert r["random_weights"]["seed"] == 3
+        losses.append(r["train"]["losses"])
+    assert losses[0] == losses[1] and all(math.isfinite(x) for x in losses[0])
+    for flag in ("--save", "--export-onnx"):
+        proc = sl_tools._run([sl_tools.sl_run, sched, "--data", tmp_path / "tokens.bin",
+                              "--steps", "1", "--random-weights", "3", flag,
+                              tmp_path / "out.file"])
+        assert proc.returncode == 1
+        assert "--save, --export-onnx and --resume are refused with it" in proc.stderr
+        assert not (tmp_path / "out.file").exists()

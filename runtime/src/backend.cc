@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "slrt/device_rule.h"
 #include "slrt/error.h"
 
 #ifdef SLRT_WITH_CUDA
@@ -12,19 +13,10 @@ namespace slrt {
 namespace {
 
 #ifdef SLRT_WITH_CUDA
-// One GPU per rank: the ranks of a node take its devices in turn, as the NCCL communicator plugin
-// does (it counts the node's ranks with MPI; the launchers' environment says the same before MPI
-// is loaded). A run of one rank uses device 0.
+// One GPU per rank, by the rule of slrt/device_rule.h (the NCCL communicator checks that MPI's
+// count of the node's ranks agrees with the launcher's).
 int localDevice() {
-  int local = 0;
-  for (const char *variable : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                               "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
-    if (const char *value = std::getenv(variable)) {
-      local = std::atoi(value);
-      break;
-    }
-  int devices = cudaDeviceCountOrZero();
-  return devices > 0 && local > 0 ? local % devices : 0;
+  return deviceOfLocalRank(launcherLocalRank().value_or(0), cudaDeviceCountOrZero());
 }
 #endif
 

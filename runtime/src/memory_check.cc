@@ -128,6 +128,14 @@ MemoryNeed runMemoryNeed(const sl::schedule::Schedule &schedule, const RunMemory
   return need;
 }
 
+unsigned deviceStreamCount(const sl::schedule::Schedule &schedule) {
+  unsigned count = 0;
+  for (const sl::schedule::Stream &stream : schedule.streams())
+    if (stream.kind() != sl::schedule::HOST_COMPUTE)
+      ++count;
+  return count;
+}
+
 MemoryAvailable availableHostMemory(const std::string &root) {
   std::string meminfo = root + "/proc/meminfo";
   std::ifstream in(meminfo);
@@ -197,10 +205,16 @@ MemoryAvailable availableMemory(const Backend &backend) {
 
 void checkMemoryFits(const std::string &what, const MemoryNeed &need,
                      const MemoryAvailable &available) {
-  if (available.deviceBytes && need.deviceArena > *available.deviceBytes)
+  if (available.deviceBytes &&
+      saturatingAdd(need.deviceArena, need.deviceWorking) > *available.deviceBytes)
     throw makeError(what, ": the device arena needs ", bytesWithCount(need.deviceArena),
-                    " of device memory, but only ", bytesWithCount(*available.deviceBytes),
-                    " is available (", available.deviceSource,
+                    need.deviceWorking > 0
+                        ? " of device memory, plus " + bytesWithCount(need.deviceWorking) +
+                              " the backend uses beside it (library workspaces, scratch, "
+                              "kernels),"
+                        : std::string(" of device memory,"),
+                    " but only ", bytesWithCount(*available.deviceBytes), " is available (",
+                    available.deviceSource,
                     "); compile the model for a smaller device budget (sl-opt --sl-train=\"... "
                     "device-memory=BYTES\") or free the device");
 

@@ -1071,15 +1071,26 @@ TEST(CudaBackend, DeviceCountNeverThrows) { EXPECT_GE(cudaDeviceCountOrZero(), 0
 // What sl-run checks the arena against before it allocates: the arena comes out of it.
 TEST(CudaBackend, FreeMemoryShrinksByTheArena) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<Backend> backend = createCudaBackend(0);
-  std::optional<uint64_t> before = backend->deviceMemoryAvailable();
-  ASSERT_TRUE(before.has_value());
+  // Free memory is device-wide: another process (or the driver) freeing memory between the two
+  // readings makes one attempt look as if the arena took nothing. The arena must show in one of
+  // three attempts; a backend that allocates nothing never does.
   const uint64_t bytes = uint64_t{256} << 20;
-  ASSERT_GT(*before, bytes);
-  backend->allocate(bytes, 0);
-  std::optional<uint64_t> after = backend->deviceMemoryAvailable();
-  ASSERT_TRUE(after.has_value());
-  EXPECT_LE(*after, *before - bytes / 2);
+  uint64_t lastBefore = 0, lastAfter = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::unique_ptr<Backend> backend = createCudaBackend(0);
+    std::optional<uint64_t> before = backend->deviceMemoryAvailable();
+    ASSERT_TRUE(before.has_value());
+    ASSERT_GT(*before, bytes);
+    backend->allocate(bytes, 0);
+    std::optional<uint64_t> after = backend->deviceMemoryAvailable();
+    ASSERT_TRUE(after.has_value());
+    lastBefore = *before;
+    lastAfter = *after;
+    if (*after <= *before - bytes / 2)
+      return;
+  }
+  ADD_FAILURE() << "free device memory went from " << lastBefore << " to " << lastAfter
+                << " bytes around a " << bytes << "-byte arena, in each of three attempts";
 }
 
 TEST(CudaBackend, MemoryIsExactAndCopiesRoundTrip) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "slrt/backend.h"
+#include "slrt/device_rule.h"
 #include "slrt/error.h"
 #include "slrt/memory_check.h"
 #include "test_support.h"
@@ -105,6 +106,45 @@ TEST(MemoryFitsTest, ASeparateDeviceHoldsTheArenaAlone) {
   EXPECT_THAT(errorOf([&] { checkMemoryFits("t.slsched", need, available); }),
               AllOf(HasSubstr("needs 680 B (680 bytes) of host memory (host pool 500 B, AdamW"),
                     HasSubstr("only 679 B (679 bytes) is available (host)")));
+}
+
+// What the backend uses beside the arena counts against the free device memory with it.
+TEST(MemoryFitsTest, DeviceWorkingMemoryCountsWithTheArena) {
+  MemoryNeed need = runMemoryNeed(trainSchedule(), {true});
+  need.deviceWorking = 100;
+  MemoryAvailable available{680, "host", 1100, "free on the cuda device"};
+  EXPECT_NO_THROW(checkMemoryFits("t.slsched", need, available));
+  available.deviceBytes = 1099;
+  EXPECT_THAT(errorOf([&] { checkMemoryFits("t.slsched", need, available); }),
+              AllOf(HasSubstr("the device arena needs 1000 B (1000 bytes) of device memory, plus "
+                              "100 B (100 bytes) the backend uses beside it"),
+                    HasSubstr("only 1.07 KiB (1099 bytes) is available")));
+}
+
+TEST(MemoryFitsTest, DeviceStreamsAreAllButHostCompute) {
+  sl::schedule::Schedule s = trainSchedule();
+  for (auto kind : {sl::schedule::COMPUTE, sl::schedule::HOST_TO_DEVICE,
+                    sl::schedule::DEVICE_TO_HOST, sl::schedule::HOST_COMPUTE,
+                    sl::schedule::COLLECTIVE})
+    s.add_streams()->set_kind(kind);
+  EXPECT_EQ(deviceStreamCount(s), 4u);
+  EXPECT_EQ(createCpuBackend()->deviceWorkingBytes(4), 0u);
+}
+
+TEST(DeviceRuleTest, RanksOfANodeTakeItsDevicesInTurn) {
+  EXPECT_EQ(deviceOfLocalRank(0, 4), 0);
+  EXPECT_EQ(deviceOfLocalRank(3, 4), 3);
+  EXPECT_EQ(deviceOfLocalRank(5, 4), 1);
+  EXPECT_EQ(deviceOfLocalRank(2, 0), 0);
+  ::unsetenv("MPI_LOCALRANKID");
+  ::unsetenv("MV2_COMM_WORLD_LOCAL_RANK");
+  ::unsetenv("SLURM_LOCALID");
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+  EXPECT_EQ(launcherLocalRank(), 2);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2x", 1);
+  EXPECT_EQ(launcherLocalRank(), std::nullopt);
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(launcherLocalRank(), std::nullopt);
 }
 
 // A fake /proc and /sys/fs/cgroup under a directory of the test's own.

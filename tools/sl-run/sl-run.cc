@@ -272,8 +272,9 @@ void checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &o
 // Refuses a run whose arena, pool and host-side state do not fit in the memory free now.
 void checkMemory(const slrt::LoadedSchedule &loaded, const slrt::Backend &backend,
                  const slrt::RunMemoryOptions &options) {
-  slrt::checkMemoryFits(loaded.path, slrt::runMemoryNeed(loaded.schedule, options),
-                        slrt::availableMemory(backend));
+  slrt::MemoryNeed need = slrt::runMemoryNeed(loaded.schedule, options);
+  need.deviceWorking = backend.deviceWorkingBytes(slrt::deviceStreamCount(loaded.schedule));
+  slrt::checkMemoryFits(loaded.path, need, slrt::availableMemory(backend));
 }
 
 std::string flagList(const std::vector<std::string> &flags) {
@@ -382,11 +383,13 @@ int infer(const Options &options, slrt::Backend &backend, const slrt::LoadedSche
 }
 
 int train(const Options &options, slrt::Backend &backend, const slrt::LoadedSchedule &loaded) {
-  if (options.randomWeightsSeed)
-    throw makeError("--random-weights: ", loaded.path, " is a train schedule, and training from "
-                    "random weights would silently train from noise; export the model with the "
-                    "weights to start from (random weights are for generate and inference "
-                    "schedules, to measure speed)");
+  // Random weights measure a step's speed (a 7B-shaped probe whose weights are not at hand); what
+  // they train is noise from a non-model initialisation, so nothing of it may be kept.
+  if (options.randomWeightsSeed &&
+      (!options.savePath.empty() || !options.exportOnnxPath.empty() || !options.resumePath.empty()))
+    throw makeError("--random-weights: ", loaded.path, " trains from random weights only to "
+                    "measure its speed, so --save, --export-onnx and --resume are refused with it; "
+                    "export the model with the weights to start from");
   refuseFlags(options.generateFlagsGiven, "generate", loaded);
   if (!options.inferFlagsGiven.empty())
     throw makeError(flagList(options.inferFlagsGiven),
@@ -711,8 +714,9 @@ int main(int argc, char **argv) {
                  "Instead of reading the model's parameter files (which need not exist), fill "
                  "every parameter with random values: normal, std 0.02, in the parameter's "
                  "dtype, the same for a seed on any machine and thread count. For measuring "
-                 "generation and inference of models whose weights are not at hand; the report "
-                 "says so (\"random_weights\"). Train schedules refuse it")
+                 "generation, inference and training steps of models whose weights are not at "
+                 "hand; the report says so (\"random_weights\"). A train schedule refuses --save, "
+                 "--export-onnx and --resume with it")
       ->type_name("SEED");
   app.add_flag("--allow-external-paths", o.allowExternalPaths,
                "Read parameter files that the schedule names outside its own directory (an "

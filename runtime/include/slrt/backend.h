@@ -35,6 +35,14 @@ public:
   // (slrt/memory_check.h). A CUDA backend answers with cudaMemGetInfo's free bytes.
   virtual std::optional<uint64_t> deviceMemoryAvailable() const { return std::nullopt; }
 
+  // Device memory a run with `deviceStreams` device stream threads needs beyond its arena
+  // (library workspaces, scratch, loaded kernels), which sl-run's memory check adds to the arena.
+  // 0 where the arena is host memory.
+  virtual uint64_t deviceWorkingBytes(unsigned deviceStreams) const {
+    (void)deviceStreams;
+    return 0;
+  }
+
   // Allocates the device arena and the host pool, once, before anything else. Either may be 0
   // bytes.
   virtual void allocate(uint64_t deviceArenaBytes, uint64_t hostPoolBytes) = 0;

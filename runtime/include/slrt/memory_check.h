@@ -30,6 +30,9 @@ struct MemoryItem {
 struct MemoryNeed {
   uint64_t deviceArena = 0;
   std::vector<MemoryItem> host;
+  // Device memory the backend uses beyond the arena (Backend::deviceWorkingBytes); checked
+  // against the free device memory together with the arena.
+  uint64_t deviceWorking = 0;
 };
 
 // Which parts of sl-run's work a run does, beyond the schedule's arena and pool.
@@ -46,6 +49,10 @@ struct RunMemoryOptions {
 
 // The memory a run of `schedule` with `options` needs. Sums saturate at UINT64_MAX.
 MemoryNeed runMemoryNeed(const sl::schedule::Schedule &schedule, const RunMemoryOptions &options);
+
+// The schedule's streams whose kernels run on the device: COMPUTE, HOST_TO_DEVICE,
+// DEVICE_TO_HOST and COLLECTIVE (each is a host thread with a device context of its own).
+unsigned deviceStreamCount(const sl::schedule::Schedule &schedule);
 
 // Memory free now, and where each figure comes from (for messages).
 struct MemoryAvailable {

@@ -14,6 +14,7 @@
 
 #include "comm/mpi_host.h"
 #include "slrt/comm.h"
+#include "slrt/device_rule.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -36,7 +37,14 @@ public:
     int localRank = 0;
     MPI_Comm_rank(node, &localRank);
     MPI_Comm_free(&node);
-    device_ = localRank % devices;
+    // The CUDA backend chose its device from the launcher's local rank, before MPI started; the
+    // collectives must run on that device too.
+    std::optional<int> announced = launcherLocalRank();
+    if (announced && *announced != localRank)
+      throw makeError(mpi_.who(), "the launcher says this is local rank ", *announced,
+                      " of its node but MPI counts it as ", localRank,
+                      ", so its kernels and its collectives would run on different GPUs");
+    device_ = deviceOfLocalRank(localRank, devices);
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
 
@@ -65,12 +73,15 @@ public:
 
   void allGather(const float *shard, float *whole, size_t count,
                  const std::string &what) override {
+    // The executor's collective thread calls this: the current device is per thread.
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     checkNccl(ncclAllGather(shard, whole, count, ncclFloat32, comm_, stream_), what);
     waitForStream(what);
   }
 
   void reduceScatter(const float *whole, float *shard, size_t count,
                      const std::string &what) override {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     checkNccl(ncclReduceScatter(whole, shard, count, ncclFloat32, ncclSum, comm_, stream_), what);
     waitForStream(what);
   }

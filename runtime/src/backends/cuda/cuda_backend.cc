@@ -33,6 +33,14 @@ void check(cublasStatus_t status, const char *what) {
 // The call's text goes into the message, so a failure names exactly what failed.
 #define SLRT_CHECK(call) check((call), #call)
 
+// Device memory a run uses beyond its arena (sl-run's memory check counts it): per device stream
+// thread, a cuBLAS handle's workspace (32 MiB on Hopper) and the context's scratch (cuBLASLt's
+// 32 MiB workspace, attention and reduction temporaries); per run, the kernels' modules (loaded
+// lazily) and the NCCL buffers. Estimates until measured on a GPU: the GPU suite records the
+// peak device memory of each run beside its arena (bench/gpu/compare_backends.py).
+constexpr uint64_t kDeviceWorkingPerStreamBytes = uint64_t{96} << 20;
+constexpr uint64_t kDeviceWorkingFixedBytes = uint64_t{256} << 20;
+
 } // namespace
 
 Context::Context(int device) {
@@ -55,8 +63,10 @@ void Context::release() noexcept {
     cublasLtDestroy(cublasLt_);
   if (cublas_)
     cublasDestroy(cublas_);
-  if (scratch_)
-    cudaFree(scratch_);
+  if (scratch_ && stream_) {
+    cudaFreeAsync(scratch_, stream_);
+    cudaStreamSynchronize(stream_);
+  }
   if (checkWords_)
     cudaFree(checkWords_);
   if (checkHost_)
@@ -90,13 +100,17 @@ cublasLtHandle_t Context::cublasLt() {
 
 std::byte *Context::scratch(size_t bytes) {
   if (bytes > scratchBytes_) {
-    // The stream is idle here (every kernel ends with synchronize), so the old block is unused.
+    // Stream-ordered: kernels queued before this use the old block until they finish; a
+    // cudaFree/cudaMalloc here would synchronise the whole device (and, with NCCL kernels in
+    // flight on another stream, could deadlock).
     size_t grown = std::max(bytes, 2 * scratchBytes_);
     if (scratch_)
-      SLRT_CHECK(cudaFree(scratch_));
+      SLRT_CHECK(cudaFreeAsync(scratch_, stream_));
     scratch_ = nullptr;
     scratchBytes_ = 0;
-    SLRT_CHECK(cudaMalloc(&scratch_, grown));
+    void *block = nullptr;
+    SLRT_CHECK(cudaMallocAsync(&block, grown, stream_));
+    scratch_ = static_cast<std::byte *>(block);
     scratchBytes_ = grown;
   }
   return scratch_;
@@ -364,18 +378,33 @@ public:
   // Every execute and copy has waited for its own work, so only the calling thread's stream can
   // hold anything (nothing, unless a call failed half-way).
   void synchronize() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = contexts_.find(std::this_thread::get_id());
-    if (found != contexts_.end())
-      found->second->synchronize();
+    // The lock only finds the context; waiting for the stream under it would serialise every
+    // other thread's context() behind this wait. A context lives until release(), which runs
+    // only when no stream thread is left.
+    Context *ctx = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto found = contexts_.find(std::this_thread::get_id());
+      if (found != contexts_.end())
+        ctx = found->second.get();
+    }
+    if (ctx) {
+      SLRT_CHECK(cudaSetDevice(device_));
+      ctx->synchronize();
+    }
+  }
+
+  uint64_t deviceWorkingBytes(unsigned deviceStreams) const override {
+    return kDeviceWorkingFixedBytes + uint64_t{deviceStreams} * kDeviceWorkingPerStreamBytes;
   }
 
 private:
   // The calling thread's context, created on its first call.
   Context &context() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    // The current device is per host thread (and a new thread may reuse an old one's id).
+    // The current device is per host thread (and a new thread may reuse an old one's id): every
+    // thread that touches the device sets it here, by the one rule of slrt/device_rule.h.
     SLRT_CHECK(cudaSetDevice(device_));
+    std::lock_guard<std::mutex> lock(mutex_);
     std::unique_ptr<Context> &slot = contexts_[std::this_thread::get_id()];
     if (!slot)
       slot = std::make_unique<Context>(device_);

@@ -72,9 +72,11 @@ public:
   cublasHandle_t cublas();
   // Created on first use; cuBLASLt takes the stream with each call.
   cublasLtHandle_t cublasLt();
-  // At least `bytes` of device memory, valid until the next call. Grows (never shrinks) only
-  // while the stream is idle, which it is at the start of a kernel: every kernel ends with
-  // synchronize().
+  // At least `bytes` of device memory for the kernels enqueued next on stream(), valid until the
+  // next call. It grows (never shrinks) in stream order: the old block is freed and the new one
+  // allocated with cudaFreeAsync/cudaMallocAsync on stream(), so kernels already queued finish
+  // with the old block, no other stream or device-wide synchronisation is involved, and nothing
+  // here depends on the stream being idle.
   // A launcher calls it at most once (a second call may free what the first returned while kernels
   // that use it are queued); ScratchLayout carves one allocation into several arrays.
   std::byte *scratch(size_t bytes);
