@@ -1,0 +1,85 @@
+"""The performance part's table: sl-run's probe reports against PyTorch's roofline (run-gpu-perf.sh).
+
+Per op kind that dominates a step: our achieved rate against PyTorch's at the same shapes (GEMM
+TFLOP/s from the probe's matmul FLOPs over MATMUL seconds, attention TFLOP/s, host-to-device
+GB/s of our copies over the H2D stream's busy seconds against pinned copies), then the step's
+tokens/s and MFU (6 x matmul parameters x tokens/s over the measured best bf16 GEMM rate, and
+over the H100 SXM datasheet's 989 TFLOP/s dense bf16).
+
+    python3 perf_summary.py --roofline roofline.json --train train-report.json \
+        [--infer infer-report.json] [--layers 2 --hidden 4096 --ffn 11008 --vocab 32000 ...]
+"""
+
+import argparse
+import json
+
+DATASHEET_BF16_TFLOPS = 989.0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--roofline", required=True)
+    p.add_argument("--train")
+    p.add_argument("--infer")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--ffn", type=int, default=11008)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--seq", type=int, default=2048)
+    a = p.parse_args()
+    roof = json.load(open(a.roofline))
+    best_bf16 = max(g["tflops"] for g in roof["gemm"] if g["dtype"] == "bfloat16")
+    sdpa = {x["name"]: x["tflops"] for x in roof["attention"]}
+    # Parameters that matmuls read per token: q, k, v, o, gate, up, down per layer, and the head.
+    matmul_params = a.layers * (4 * a.hidden * a.hidden + 3 * a.hidden * a.ffn) + a.hidden * a.vocab
+    head_dim = a.hidden // a.heads
+    rows = []
+    for kind, path in (("train", a.train), ("infer", a.infer)):
+        if not path:
+            continue
+        r = json.load(open(path))
+        ops = r.get("ops", {})
+        if kind == "train":
+            tokens = r["train"]["tokens_per_step"]
+            seconds = r["train"]["step_seconds"][-1] if r["train"].get("step_seconds") else \
+                r["train"]["seconds"] / max(1, r["train"]["steps"])
+            passes = 3 + 1  # forward, recompute, backward (2x)
+            attn_passes = 1 + 1 + 2.5
+        else:
+            tokens = 4 * a.seq
+            seconds = r["wall_seconds"]
+            passes, attn_passes = 1, 1
+        matmul_flops = 2 * matmul_params * tokens * passes
+        attn_flops = 4 * a.layers * (tokens / a.seq) * a.heads * a.seq * a.seq * head_dim / 2
+        mm_s = ops.get("MATMUL", {}).get("seconds", 0) + ops.get("GEMM", {}).get("seconds", 0)
+        at_s = sum(ops.get(k, {}).get("seconds", 0) for k in ("ATTENTION", "ATTENTION_GRAD"))
+        rows.append((kind, "GEMM TFLOP/s", matmul_flops / mm_s / 1e12 if mm_s else 0, best_bf16))
+        rows.append((kind, "attention TFLOP/s", attn_flops * attn_passes / at_s / 1e12 if at_s else 0,
+                     sdpa["sdpa causal forward+backward" if kind == "train" else
+                          "sdpa causal forward"]))
+        h2d = next((s for s in r.get("streams", []) if s["kind"] == "h2d"), None)
+        h2d_bytes = r.get("bytes_moved", {}).get("host_to_device", 0)
+        if h2d and h2d["busy_seconds"] > 0:
+            rows.append((kind, "H2D GB/s", h2d_bytes / h2d["busy_seconds"] / 1e9,
+                         roof["copies"]["h2d_gbps"]))
+        tps = tokens / seconds
+        model_flops = (6 if kind == "train" else 2) * matmul_params * tps
+        rows.append((kind, "tokens/s", tps, None))
+        rows.append((kind, "MFU vs best GEMM", model_flops / (best_bf16 * 1e12), None))
+        rows.append((kind, "MFU vs 989 TFLOP/s", model_flops / (DATASHEET_BF16_TFLOPS * 1e12), None))
+        top = sorted(ops.items(), key=lambda kv: -kv[1]["seconds"])[:8]
+        rows.append((kind, "busiest ops (s)", ", ".join(f"{k} {v['seconds']:.3f}" for k, v in top),
+                     None))
+    print(f"\n{'probe':6} {'figure':20} {'sl-run':>12} {'PyTorch':>10} {'ratio':>7}")
+    for kind, name, ours, theirs in rows:
+        if isinstance(ours, str):
+            print(f"{kind:6} {name:20} {ours}")
+        elif theirs:
+            print(f"{kind:6} {name:20} {ours:12.2f} {theirs:10.2f} {ours / theirs:7.2f}")
+        else:
+            print(f"{kind:6} {name:20} {ours:12.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU suite's performance part (issue 22), one device-tool call (about 5 minutes): PyTorch's
+# roofline at the probe's shapes (torch_roofline.py), then the 7B-shaped probes of
+# make_probes.sh on the CUDA backend with --random-weights, --report and --trace, then the table
+# (perf_summary.py). From the repository root, carrying build-bundle (the runtime bundle and
+# build-bundle/probes):
+#
+#   bash bench/gpu/run-gpu-perf.sh build-bundle/speedloader-runtime.tar.gz build-bundle/probes
+#
+# Writes to $OUT (at most 8 files): roofline.json, train-report.json, infer-report.json,
+# train-trace.json.gz, infer-trace.json.gz, perf.log, perf-summary.txt.
+set -uo pipefail
+bundle="${1:-build-bundle/speedloader-runtime.tar.gz}"
+probes="$(cd "${2:-build-bundle/probes}" && pwd)"
+out="${OUT:-$PWD/gpu-perf-out}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mkdir -p "$out"
+exec > >(tee -a "$out/perf.log") 2>&1
+export PYTHONUNBUFFERED=1
+work="$(mktemp -d)"
+tar -C "$work" -xzf "$bundle" || { echo "cannot unpack $bundle"; exit 1; }
+b="$work/speedloader-runtime"
+for lib in $(ldd "$b/bin/sl-run" | awk '/not found/ { print $1 }'); do
+  dir="$(find /usr/local/cuda /usr/local /opt /usr/lib -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)"
+  [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+timeout -k 10 150 python3 "$here/torch_roofline.py" --out "$out/roofline.json"
+status=$?
+timeout -k 10 200 "$b/bin/sl-run" "$probes/train.slsched" --backend cuda --random-weights 0 \
+  --data "$probes/tokens.bin" --steps 3 --vocab 32000 --report "$out/train-report.json" \
+  --trace "$work/train-trace.json" || status=1
+timeout -k 10 100 "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
+  --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
+  --trace "$work/infer-trace.json" || status=1
+for t in train infer; do [ -f "$work/$t-trace.json" ] && gzip -c "$work/$t-trace.json" > "$out/$t-trace.json.gz"; done
+python3 "$here/perf_summary.py" --roofline "$out/roofline.json" --train "$out/train-report.json" \
+  --infer "$out/infer-report.json" | tee "$out/perf-summary.txt"
+[ "$status" = 0 ] && echo "PERF PART RAN" || echo "PERF PART HAD FAILURES"
+exit "$status"
