@@ -108,6 +108,7 @@ private:
   FailureOr<Results> flatten();
   FailureOr<Results> slice();
   FailureOr<Results> split();
+  FailureOr<SmallVector<Value>> splitPieces(Value x, int64_t axis, ArrayRef<int64_t> sizes);
   FailureOr<Results> layerNorm();
   FailureOr<Results> minMax(bool max);
   FailureOr<Results> compare(llvm::StringRef type);
@@ -386,6 +387,14 @@ FailureOr<Results> Converter::split() {
   if (int64_t(sizes.size()) != outputs)
     return error() << "split into " << sizes.size() << " pieces but the node has " << outputs
                    << " outputs";
+  return splitPieces(*x, axis, sizes);
+}
+
+// The pieces of x along `axis` of the given sizes (Split's outputs, SplitToSequence's items): each
+// size non-negative, and their sum the dimension where it is static.
+FailureOr<SmallVector<Value>> Converter::splitPieces(Value x, int64_t axis,
+                                                     ArrayRef<int64_t> sizes) {
+  RankedTensorType type = typeOf(x);
   int64_t total = 0;
   for (int64_t size : sizes) {
     if (size < 0)
@@ -395,19 +404,19 @@ FailureOr<Results> Converter::split() {
   if (!type.isDynamicDim(axis) && total != type.getDimSize(axis))
     return error() << "split sizes add up to " << total << ", but dimension " << axis << " of "
                    << type << " is " << type.getDimSize(axis);
-  Results results;
+  SmallVector<Value> pieces;
   int64_t start = 0;
   for (int64_t size : sizes) {
     FailureOr<Value> piece =
-        im.build<SliceOp>(node, *x, im.constantInts(loc, {start}),
+        im.build<SliceOp>(node, x, im.constantInts(loc, {start}),
                           im.constantInts(loc, {start + size}), im.constantInts(loc, {axis}),
                           Value());
     if (failed(piece))
       return failure();
-    results.push_back(*piece);
+    pieces.push_back(*piece);
     start += size;
   }
-  return results;
+  return pieces;
 }
 
 FailureOr<Results> Converter::layerNorm() {
@@ -725,26 +734,13 @@ FailureOr<Results> Converter::splitToSequence() {
         sizes.push_back(std::min(chunk, dim - start));
     } else {
       sizes = *known;
-      int64_t total = 0;
-      for (int64_t size : sizes) {
-        if (size < 0)
-          return error() << "split size " << size << " is negative";
-        total += size;
-      }
-      if (total != dim)
-        return error() << "split sizes add up to " << total << ", but dimension " << axis
-                       << " of " << type << " is " << dim;
     }
   }
+  FailureOr<SmallVector<Value>> pieces = splitPieces(*x, axis, sizes);
+  if (failed(pieces))
+    return failure();
   Sequence sequence{type.getElementType(), {}};
-  int64_t start = 0;
-  for (int64_t size : sizes) {
-    FailureOr<Value> piece =
-        im.build<SliceOp>(node, *x, im.constantInts(loc, {start}),
-                          im.constantInts(loc, {start + size}), im.constantInts(loc, {axis}),
-                          Value());
-    if (failed(piece))
-      return failure();
+  for (FailureOr<Value> piece : *pieces) {
     if (squeezeAxis) {
       SmallVector<Value> dims;
       for (int64_t d = 0; d < type.getRank(); ++d)
@@ -755,7 +751,6 @@ FailureOr<Results> Converter::splitToSequence() {
         return failure();
     }
     sequence.items.push_back(*piece);
-    start += size;
   }
   Results results;
   defineOutput(results, 0, std::move(sequence));

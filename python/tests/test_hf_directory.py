@@ -24,6 +24,7 @@ if os.environ.get("SL_REQUIRE_TRANSFORMERS") == "1":
 else:
     transformers = pytest.importorskip("transformers")
 
+from hf_harness import LogitsOnly  # noqa: E402
 from sl_helpers import check_ok  # noqa: E402
 from speedloader.export import main as export_main  # noqa: E402
 from speedloader.hf import HFDirectoryError, export_hf  # noqa: E402
@@ -139,17 +140,9 @@ def test_train_then_export_trained_weights(sl_tools, tmp_path):
                             steps, "--lr", lr, "--save", ckpt, "--report", report]))
     losses = json.loads(report.read_text())["train"]["losses"]
 
-    class Logits(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids):
-            return self.m(input_ids=ids, use_cache=False).logits
-
     model = transformers.AutoModelForCausalLM.from_pretrained(d)
     model.train()
-    want = torch_training(Logits(model), tokens, VOCAB, batch=batch, seq=seq, steps=steps, lr=lr,
+    want = torch_training(LogitsOnly(model), tokens, VOCAB, batch=batch, seq=seq, steps=steps, lr=lr,
                           wd=0.01)
     np.testing.assert_allclose(losses, want, rtol=1e-4)
 

@@ -25,6 +25,7 @@ else:
     transformers = pytest.importorskip("transformers")
     tokenizers = pytest.importorskip("tokenizers")
 
+from hf_harness import LogitsOnly  # noqa: E402
 from sl_helpers import check_ok  # noqa: E402
 from speedloader.data import main as data_main  # noqa: E402
 from speedloader.export import main as export_main  # noqa: E402
@@ -242,16 +243,8 @@ def test_tokenized_data_trains(sl_tools, model_dir, tmp_path):
     losses = json.loads(report.read_text())["train"]["losses"]
     assert np.isfinite(losses).all()
 
-    class Logits(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids):
-            return self.m(input_ids=ids, use_cache=False).logits
-
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).train()
-    want = torch_training(Logits(model), tokens, model.config.vocab_size, batch=batch, seq=seq,
+    want = torch_training(LogitsOnly(model), tokens, model.config.vocab_size, batch=batch, seq=seq,
                           steps=steps, lr=lr, wd=0.01)
     np.testing.assert_allclose(losses, want, rtol=1e-4)
     assert losses[-1] < losses[0]
