@@ -193,6 +193,8 @@ Tensor swappedLastTwo(const Tensor &t) {
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
   std::swap(shape[shape.size() - 2], shape.back());
   std::vector<float> values(t.values.size());
+  if (rows * cols == 0) // an empty matrix: nothing to move (and no count of matrices to divide)
+    return Tensor(shape, std::move(values));
   for (size_t matrix = 0; matrix < values.size() / size_t(rows * cols); ++matrix)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
