@@ -12,6 +12,7 @@ over the H100 SXM datasheet's 989 TFLOP/s dense bf16).
 
 import argparse
 import json
+import os
 
 DATASHEET_BF16_TFLOPS = 989.0
 
@@ -28,17 +29,25 @@ def main():
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--seq", type=int, default=2048)
     a = p.parse_args()
-    roof = json.load(open(a.roofline))
-    best_bf16 = max(g["tflops"] for g in roof["gemm"] if g["dtype"] == "bfloat16")
+    # A part that failed on the GPU leaves its file missing: summarise what is there.
+    def load(path, what):
+        if path and os.path.exists(path):
+            return json.load(open(path))
+        if path:
+            print(f"perf_summary.py: no {what} ({path}): that part failed (perf.log)")
+        return None
+
+    roof = load(a.roofline, "roofline") or {"gemm": [], "attention": [], "copies": {}}
+    best_bf16 = max((g["tflops"] for g in roof["gemm"] if g["dtype"] == "bfloat16"), default=None)
     sdpa = {x["name"]: x["tflops"] for x in roof["attention"]}
     # Parameters that matmuls read per token: q, k, v, o, gate, up, down per layer, and the head.
     matmul_params = a.layers * (4 * a.hidden * a.hidden + 3 * a.hidden * a.ffn) + a.hidden * a.vocab
     head_dim = a.hidden // a.heads
     rows = []
     for kind, path in (("train", a.train), ("infer", a.infer)):
-        if not path:
+        r = load(path, f"{kind} report")
+        if r is None:
             continue
-        r = json.load(open(path))
         ops = r.get("ops", {})
         if kind == "train":
             tokens = r["train"]["tokens_per_step"]
@@ -56,17 +65,18 @@ def main():
         at_s = sum(ops.get(k, {}).get("seconds", 0) for k in ("ATTENTION", "ATTENTION_GRAD"))
         rows.append((kind, "GEMM TFLOP/s", matmul_flops / mm_s / 1e12 if mm_s else 0, best_bf16))
         rows.append((kind, "attention TFLOP/s", attn_flops * attn_passes / at_s / 1e12 if at_s else 0,
-                     sdpa["sdpa causal forward+backward" if kind == "train" else
-                          "sdpa causal forward"]))
+                     sdpa.get("sdpa causal forward+backward" if kind == "train" else
+                              "sdpa causal forward")))
         h2d = next((s for s in r.get("streams", []) if s["kind"] == "h2d"), None)
         h2d_bytes = r.get("bytes_moved", {}).get("host_to_device", 0)
         if h2d and h2d["busy_seconds"] > 0:
             rows.append((kind, "H2D GB/s", h2d_bytes / h2d["busy_seconds"] / 1e9,
-                         roof["copies"]["h2d_gbps"]))
+                         roof["copies"].get("h2d_gbps")))
         tps = tokens / seconds
         model_flops = (6 if kind == "train" else 2) * matmul_params * tps
         rows.append((kind, "tokens/s", tps, None))
-        rows.append((kind, "MFU vs best GEMM", model_flops / (best_bf16 * 1e12), None))
+        if best_bf16:
+            rows.append((kind, "MFU vs best GEMM", model_flops / (best_bf16 * 1e12), None))
         rows.append((kind, "MFU vs 989 TFLOP/s", model_flops / (DATASHEET_BF16_TFLOPS * 1e12), None))
         top = sorted(ops.items(), key=lambda kv: -kv[1]["seconds"])[:8]
         rows.append((kind, "busiest ops (s)", ", ".join(f"{k} {v['seconds']:.3f}" for k, v in top),

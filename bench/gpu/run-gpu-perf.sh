@@ -8,7 +8,8 @@
 #   bash bench/gpu/run-gpu-perf.sh build-bundle/speedloader-runtime.tar.gz build-bundle/probes
 #
 # Writes to $OUT (at most 8 files): roofline.json, train-report.json, infer-report.json,
-# train-trace.json.gz, infer-trace.json.gz, perf.log, perf-summary.txt.
+# train-trace.json.gz, infer-trace.json.gz, perf.log, perf-summary.txt. The whole stays within
+# $PERF_SECONDS (default 300): each part gets a timeout from what is left.
 set -uo pipefail
 bundle="${1:-build-bundle/speedloader-runtime.tar.gz}"
 probes="$(cd "${2:-build-bundle/probes}" && pwd)"
@@ -17,6 +18,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
 exec > >(tee -a "$out/perf.log") 2>&1
 export PYTHONUNBUFFERED=1
+deadline=$((SECONDS + ${PERF_SECONDS:-300}))
+# Seconds for a part that wants at most $1: what is left, less $2 kept for the parts after it.
+allow() {
+  local left=$((deadline - SECONDS - ${2:-0}))
+  [ "$left" -lt 1 ] && left=1
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
 work="$(mktemp -d)"
 tar -C "$work" -xzf "$bundle" || { echo "cannot unpack $bundle"; exit 1; }
 b="$work/speedloader-runtime"
@@ -25,12 +33,12 @@ for lib in $(ldd "$b/bin/sl-run" | awk '/not found/ { print $1 }'); do
   [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-timeout -k 10 150 python3 "$here/torch_roofline.py" --out "$out/roofline.json"
+timeout -k 10 "$(allow 70 100)" python3 "$here/torch_roofline.py" --out "$out/roofline.json"
 status=$?
-timeout -k 10 200 "$b/bin/sl-run" "$probes/train.slsched" --backend cuda --random-weights 0 \
+timeout -k 10 "$(allow 150 25)" "$b/bin/sl-run" "$probes/train.slsched" --backend cuda --random-weights 0 \
   --data "$probes/tokens.bin" --steps 3 --vocab 32000 --report "$out/train-report.json" \
   --trace "$work/train-trace.json" || status=1
-timeout -k 10 100 "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
+timeout -k 10 "$(allow 80 3)" "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
   --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
   --trace "$work/infer-trace.json" || status=1
 for t in train infer; do [ -f "$work/$t-trace.json" ] && gzip -c "$work/$t-trace.json" > "$out/$t-trace.json.gz"; done

@@ -106,8 +106,8 @@ echo "=== kernel and schedule tests (cuda_backend_test, one process per test) ==
 # One process per test: a faulting kernel leaves a sticky error only in its own process, and a
 # crash is one failed test, not a missing XML. FreeMemoryShrinksByTheArena reads the device's
 # free memory, so it runs last, alone. Only the test of the no-GPU message may skip here.
-timeout -k 10 "$(allow 240 200)" python3 "$here/run_gtests.py" "$b/bin/cuda_backend_test" \
-  --out "$out/cuda_backend_test.xml" --timeout 60 --budget "$(allow 230 200)" \
+timeout -k 10 "$(allow 240 170)" python3 "$here/run_gtests.py" "$b/bin/cuda_backend_test" \
+  --out "$out/cuda_backend_test.xml" --timeout 60 --budget "$(allow 230 170)" \
   --alone 'CudaBackend.FreeMemoryShrinksByTheArena' \
   --allow-skip 'CudaBackend.SaysClearlyWhenThereIsNoGpu'
 code=$?
@@ -129,7 +129,7 @@ fi
 echo "=== end to end: bundled schedules, CPU against CUDA backend ==="
 if [ -d "$b/models" ]; then
   # timeout signals compare_backends.py's whole process group (its sl-run too), then kills it.
-  timeout -k 10 "$(allow 240 150)" python3 "$here/compare_backends.py" --sl-run "$b/bin/sl-run" \
+  timeout -k 10 "$(allow 240 90)" python3 "$here/compare_backends.py" --sl-run "$b/bin/sl-run" \
     --models "$b/models" --out "$out/e2e.json" --timeout 120
   code=$?
   summaryLine="$(python3 -c "import json; r=json.load(open('$out/e2e.json'))['runs']; print(f'{sum(x[\"pass\"] for x in r)}/{len(r)} schedules agree')" 2>/dev/null)"
@@ -180,9 +180,9 @@ else
     record sanitizer FAIL "the sanitizer did not start (exit $probeCode): $(tail -1 <<< "$probe")"
   else
     {
-      sanitize memcheck "$(allow 120 100)" "$b/bin/cuda_backend_test" --gtest_brief=1 \
+      sanitize memcheck "$(allow 100 60)" "$b/bin/cuda_backend_test" --gtest_brief=1 \
         --gtest_filter='CudaKernelTest.*:-CudaKernelTest.Matmul:CudaKernelTest.Gemm'
-      sanitize racecheck "$(allow 90 70)" "$b/bin/cuda_backend_test" --gtest_brief=1 \
+      sanitize racecheck "$(allow 60 40)" "$b/bin/cuda_backend_test" --gtest_brief=1 \
         --gtest_filter='CudaKernelTest.Attention*:CudaKernelTest.DecodeAttention:CudaKernelTest.Softmax*:CudaKernelTest.*Norm*:CudaKernelTest.CrossEntropy*:CudaKernelTest.Reduce'
       # initcheck: the CUDA arena is not zeroed (the CPU backend's is), so a schedule that reads
       # arena memory before writing it passes on the CPU and reads garbage here. One train
@@ -190,9 +190,9 @@ else
       if [ -d "$b/models/llama-gqa" ]; then
         m="$b/models/llama-gqa"
         work="$(mktemp -d)"
-        sanitize initcheck "$(allow 60 35)" "$b/bin/sl-run" "$m/train-speedloader.slsched" \
+        sanitize initcheck "$(allow 40 20)" "$b/bin/sl-run" "$m/train-speedloader.slsched" \
           --backend cuda --data "$m/tokens.bin" --steps 2 --vocab 64
-        sanitize initcheck "$(allow 60 5)" "$b/bin/sl-run" "$m/generate.slsched" --backend cuda \
+        sanitize initcheck "$(allow 40 3)" "$b/bin/sl-run" "$m/generate.slsched" --backend cuda \
           --prompts "$m/prompts.jsonl" --output "$work/tokens.jsonl" --temperature 0
       fi
     } > "$out/sanitizer.log" 2>&1
