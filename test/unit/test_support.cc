@@ -547,6 +547,37 @@ std::vector<float> TinyAttention::referenceY(const std::vector<int64_t> &ids) co
   return y;
 }
 
+Schedule ShiftedLookup::build() {
+  ScheduleBuilder b;
+  uint32_t ids = b.buffer("ids", HOST, I64, {3});
+  uint32_t one = b.buffer("one", HOST, I64, {3});
+  uint32_t emb = b.buffer("emb", HOST, F32, {4, 2});
+  uint32_t y = b.buffer("y", HOST, F32, {3, 2});
+  uint32_t idsDev = b.buffer("ids.dev", DEVICE, I64, {3});
+  uint32_t oneDev = b.buffer("one.dev", DEVICE, I64, {3});
+  uint32_t embDev = b.buffer("emb.dev", DEVICE, F32, {4, 2});
+  uint32_t shifted = b.buffer("shifted", DEVICE, I64, {3});
+  uint32_t yDev = b.buffer("y.dev", DEVICE, F32, {3, 2});
+  b.input("ids", ids);
+  b.output("y", y);
+  b.constant(one, std::vector<int64_t>{1});
+  b.constant(emb, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+  b.schedule.set_num_events(5);
+  b.kernel(COPY, "ids.h2d", {ids}, idsDev).add_record_events(0);
+  b.kernel(COPY, "one.h2d", {one}, oneDev).add_record_events(1);
+  b.kernel(COPY, "emb.h2d", {emb}, embDev).add_record_events(2);
+  Kernel &add = b.kernel(ADD, "shift", {idsDev, oneDev}, shifted);
+  add.add_wait_events(0);
+  add.add_wait_events(1);
+  Kernel &gather = b.kernel(GATHER, "lookup", {embDev, shifted}, yDev);
+  gather.mutable_axis()->set_axis(0);
+  gather.add_wait_events(2);
+  gather.add_record_events(3);
+  b.kernel(COPY, "y.d2h", {yDev}, y).add_wait_events(3);
+
+  return b.schedule;
+}
+
 Schedule StreamedSchedule::build() {
   ScheduleBuilder b;
   Stream *host = b.schedule.add_streams();

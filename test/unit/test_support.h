@@ -158,6 +158,15 @@ struct StreamedSchedule {
   static sl::schedule::Schedule build();
 };
 
+// A schedule whose GATHER indices are computed, not an input (so the executor cannot check them
+// before the run; the kernel must): y = GATHER(emb, ids + 1) with emb a constant [4, 2] holding
+// 0..7 and ids i64 [3] the input. ids {0, 3, 1} makes kernel kLookupKernel ('lookup') fail on
+// index 4 (element 1); ids {0, 2, 1} gives y = {2, 3, 6, 7, 4, 5}.
+struct ShiftedLookup {
+  enum : int { kLookupKernel = 4 };
+  static sl::schedule::Schedule build();
+};
+
 // A tiny train schedule (kind "train", slrt/trainer.h) built from forward kernels, so that its loss
 // and gradients are easy to compute by hand:
 //   x = GATHER(emb, input_ids)                       [B, S, D], emb a constant [V, D]

@@ -1,9 +1,15 @@
 // MATMUL and GEMM through cuBLAS, transposed operands as CUBLAS_OP_T (never copied): sgemm with
 // fp32 compute for f32 (the handle's math mode keeps
 // TF32 off, so results agree with the CPU backend to fp32 rounding), dgemm for f64, and for bf16
-// cublasGemmStridedBatchedEx with bf16 A, B and C, CUBLAS_COMPUTE_32F (tensor cores, fp32
-// accumulation) and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM whose C is
-// a bias row added as is (beta 1) runs as one cuBLASLt matmul with the bias epilogue.
+// one cuBLASLt matmul with bf16 A, B and C, CUBLAS_COMPUTE_32F (tensor cores, fp32 accumulation)
+// and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM whose C is a bias row
+// added as is (beta 1) uses the bias epilogue.
+//
+// Rounded once: cuBLAS's own bf16 GEMM (cublasGemmStridedBatchedEx) may split k and add the parts
+// in bf16 (seen on an H200, 2026-11-26: m 64, n 128, k 96, beta 1, one bf16 ulp off in some
+// elements), so the bf16 path asks cuBLASLt for algorithms whose split-k parts are summed in fp32
+// (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK), and uses cublasGemmStridedBatchedEx only where
+// cuBLASLt has no algorithm at all.
 #include <climits>
 #include <cstdint>
 
@@ -26,41 +32,7 @@ int cublasInt(int64_t value, const char *what) {
   return static_cast<int>(value);
 }
 
-// Row-major C = alpha * op(A) op(B) + beta * C for `batch` matrices at the given element strides
-// (0: one matrix shared by every batch). cuBLAS is column-major, and a row-major matrix is the
-// column-major view of its transpose: C^T = op(B)^T op(A)^T, so the operands swap and keep their
-// transpose flags, each with its row length as the leading dimension.
-// alpha and beta are in the compute type (float for bf16 storage).
-template <typename T>
-void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                 Compute<T> alpha, const T *a, int64_t lda, int64_t strideA, const T *b,
-                 int64_t ldb, int64_t strideB, Compute<T> beta, T *c, int64_t ldc, int64_t strideC,
-                 int64_t batch) {
-  int im = cublasInt(m, "m"), in = cublasInt(n, "n"), ik = cublasInt(k, "k");
-  int ia = std::max(1, cublasInt(lda, "lda")), ib = std::max(1, cublasInt(ldb, "ldb"));
-  int ic = std::max(1, cublasInt(ldc, "ldc")), count = cublasInt(batch, "batch count");
-  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if constexpr (std::is_same_v<T, float>)
-    check(cublasSgemmStridedBatched(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, ib, strideB, a,
-                                    ia, strideA, &beta, c, ic, strideC, count),
-          "cublasSgemmStridedBatched");
-  else if constexpr (std::is_same_v<T, double>)
-    check(cublasDgemmStridedBatched(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, ib, strideB, a,
-                                    ia, strideA, &beta, c, ic, strideC, count),
-          "cublasDgemmStridedBatched");
-  else {
-    static_assert(std::is_same_v<T, bf16>);
-    // alpha and beta in CUBLAS_COMPUTE_32F's scale type.
-    static_assert(std::is_same_v<Compute<T>, float>);
-    check(cublasGemmStridedBatchedEx(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, CUDA_R_16BF, ib,
-                                     strideB, a, CUDA_R_16BF, ia, strideA, &beta, c, CUDA_R_16BF,
-                                     ic, strideC, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmStridedBatchedEx (bf16, fp32 compute)");
-  }
-}
-
-// --- the bias epilogue (bf16) -------------------------------------------------------------------
+// --- bf16 through cuBLASLt -------------------------------------------------------------------
 
 // cuBLASLt descriptors, destroyed however the call ends.
 struct LtDescriptors {
@@ -96,14 +68,17 @@ uint32_t alignmentOf(const void *pointer) {
 // What the heuristic may use; more helps large GEMMs (NVIDIA suggests 32 MiB on Hopper).
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
-// Row-major Y [m, n] = alpha * op(A) op(B) + bias, bias [n] added to every row, as one cuBLASLt
-// matmul with CUBLASLT_EPILOGUE_BIAS: bf16 A, B, bias and Y, fp32 compute and scale, the sum
+// Row-major, for `batch` matrices at the given element strides (0: one matrix shared by every
+// batch): Y = alpha * op(A) op(B) + beta * Y, or, with a bias [n] (beta then unused),
+// alpha * op(A) op(B) + bias added to every row (CUBLASLT_EPILOGUE_BIAS), as one cuBLASLt matmul:
+// bf16 A, B, bias and Y, fp32 compute and scale, split-k parts (if any) summed in fp32, each result
 // rounded once. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T, whose rows (n of
 // them) are what Lt's bias vector runs along. Returns false, having enqueued nothing, when
 // cuBLASLt has no algorithm for these shapes and alignments.
-bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                float alpha, const bf16 *a, int64_t lda, const bf16 *b, int64_t ldb,
-                const bf16 *bias, bf16 *y) {
+bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+            const bf16 *a, int64_t lda, int64_t strideA, const bf16 *b, int64_t ldb,
+            int64_t strideB, float beta, bf16 *y, int64_t ldy, int64_t strideY, int64_t batch,
+            const bf16 *bias) {
   uint64_t um = static_cast<uint64_t>(m), un = static_cast<uint64_t>(n);
   uint64_t uk = static_cast<uint64_t>(k);
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -118,24 +93,36 @@ bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, in
   // Lt's first operand is B (stored [k, n] row-major, i.e. n x k column-major, or transposed).
   setDesc(CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB, "cublasLtMatmulDescSetAttribute (TRANSA)");
   setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA, "cublasLtMatmulDescSetAttribute (TRANSB)");
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue,
-          "cublasLtMatmulDescSetAttribute (EPILOGUE)");
-  const void *biasPointer = bias;
-  setDesc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer,
-          "cublasLtMatmulDescSetAttribute (BIAS_POINTER)");
-  int32_t biasType = CUDA_R_16BF;
-  setDesc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType,
-          "cublasLtMatmulDescSetAttribute (BIAS_DATA_TYPE)");
-  // Stored shapes (rows, columns, leading dimension), column-major.
-  check(cublasLtMatrixLayoutCreate(&lt.a, CUDA_R_16BF, transB ? uk : un, transB ? un : uk,
-                                   static_cast<int64_t>(std::max<int64_t>(1, ldb))),
-        "cublasLtMatrixLayoutCreate (B)");
-  check(cublasLtMatrixLayoutCreate(&lt.b, CUDA_R_16BF, transA ? um : uk, transA ? uk : um,
-                                   static_cast<int64_t>(std::max<int64_t>(1, lda))),
-        "cublasLtMatrixLayoutCreate (A)");
-  check(cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, un, um, std::max<int64_t>(1, n)),
-        "cublasLtMatrixLayoutCreate (Y)");
+  if (bias) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue,
+            "cublasLtMatmulDescSetAttribute (EPILOGUE)");
+    const void *biasPointer = bias;
+    setDesc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer,
+            "cublasLtMatmulDescSetAttribute (BIAS_POINTER)");
+    int32_t biasType = CUDA_R_16BF;
+    setDesc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType,
+            "cublasLtMatmulDescSetAttribute (BIAS_DATA_TYPE)");
+    beta = 0.0f;
+  }
+  // Stored shapes (rows, columns, leading dimension), column-major, and the batch.
+  auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t columns, int64_t ld,
+                    int64_t stride, const char *what) {
+    check(cublasLtMatrixLayoutCreate(&out, CUDA_R_16BF, rows, columns, std::max<int64_t>(1, ld)),
+          what);
+    if (batch > 1) {
+      int32_t count = cublasInt(batch, "batch count");
+      check(cublasLtMatrixLayoutSetAttribute(out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                             sizeof count),
+            what);
+      check(cublasLtMatrixLayoutSetAttribute(out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                             &stride, sizeof stride),
+            what);
+    }
+  };
+  layout(lt.a, transB ? uk : un, transB ? un : uk, ldb, strideB, "cublasLtMatrixLayoutCreate (B)");
+  layout(lt.b, transA ? um : uk, transA ? uk : um, lda, strideA, "cublasLtMatrixLayoutCreate (A)");
+  layout(lt.d, un, um, ldy, strideY, "cublasLtMatrixLayoutCreate (Y)");
   check(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate");
   auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void *value,
                            size_t size, const char *what) {
@@ -144,6 +131,11 @@ bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, in
   size_t workspaceBytes = kLtWorkspaceBytes;
   setPreference(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes, sizeof workspaceBytes,
                 "cublasLtMatmulPreferenceSetAttribute (MAX_WORKSPACE_BYTES)");
+  // Split-k parts summed in the compute type (fp32) only: in place or in the output type (bf16)
+  // would round each result more than once. No split at all (NONE) is always allowed.
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  setPreference(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions,
+                "cublasLtMatmulPreferenceSetAttribute (REDUCTION_SCHEME_MASK)");
   // The arena's offsets are the compiler's: tell the heuristic how aligned the buffers really are
   // (it assumes 256 bytes otherwise).
   uint32_t alignA = alignmentOf(b), alignB = alignmentOf(a), alignD = alignmentOf(y);
@@ -157,7 +149,7 @@ bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, in
                 "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_D_BYTES)");
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
-  // C is Y itself with beta 0 (never read); the bias pointer's alignment counts too.
+  // C is Y itself (read when beta is not 0); the bias pointer's alignment counts too.
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &result, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
@@ -169,11 +161,47 @@ bool gemmBiasLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, in
     throw makeError("cuBLASLt chose an algorithm that needs ", result.workspaceSize,
                     " bytes of workspace, more than the ", workspaceBytes, " it was offered");
   void *workspace = result.workspaceSize > 0 ? ctx.scratch(result.workspaceSize) : nullptr;
-  const float beta = 0.0f;
   check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y, lt.d,
                        &result.algo, workspace, result.workspaceSize, ctx.stream()),
-        "cublasLtMatmul (bf16, bias epilogue)");
+        bias ? "cublasLtMatmul (bf16, bias epilogue)" : "cublasLtMatmul (bf16)");
   return true;
+}
+
+// Row-major C = alpha * op(A) op(B) + beta * C for `batch` matrices at the given element strides
+// (0: one matrix shared by every batch). cuBLAS is column-major, and a row-major matrix is the
+// column-major view of its transpose: C^T = op(B)^T op(A)^T, so the operands swap and keep their
+// transpose flags, each with its row length as the leading dimension.
+// alpha and beta are in the compute type (float for bf16 storage).
+template <typename T>
+void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 Compute<T> alpha, const T *a, int64_t lda, int64_t strideA, const T *b,
+                 int64_t ldb, int64_t strideB, Compute<T> beta, T *c, int64_t ldc, int64_t strideC,
+                 int64_t batch) {
+  int im = cublasInt(m, "m"), in = cublasInt(n, "n"), ik = cublasInt(k, "k");
+  int ia = std::max(1, cublasInt(lda, "lda")), ib = std::max(1, cublasInt(ldb, "ldb"));
+  int ic = std::max(1, cublasInt(ldc, "ldc")), count = cublasInt(batch, "batch count");
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>)
+    check(cublasSgemmStridedBatched(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, ib, strideB, a,
+                                    ia, strideA, &beta, c, ic, strideC, count),
+          "cublasSgemmStridedBatched");
+  else if constexpr (std::is_same_v<T, double>)
+    check(cublasDgemmStridedBatched(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, ib, strideB, a,
+                                    ia, strideA, &beta, c, ic, strideC, count),
+          "cublasDgemmStridedBatched");
+  else {
+    static_assert(std::is_same_v<T, bf16>);
+    // alpha and beta in CUBLAS_COMPUTE_32F's scale type.
+    static_assert(std::is_same_v<Compute<T>, float>);
+    if (gemmLt(ctx, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc,
+               strideC, batch, nullptr))
+      return;
+    check(cublasGemmStridedBatchedEx(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, CUDA_R_16BF, ib,
+                                     strideB, a, CUDA_R_16BF, ia, strideA, &beta, c, CUDA_R_16BF,
+                                     ic, strideC, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx (bf16, fp32 compute)");
+  }
 }
 
 Dims broadcastShape(const Dims &a, const Dims &b) {
@@ -270,8 +298,8 @@ void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const
     return;
   bool biasRow = c && beta == 1.0f && (c->shape == Dims{n} || c->shape == Dims{1, n});
   if (y.element == Element::kBF16 && biasRow && k > 0 &&
-      gemmBiasLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], b.as<bf16>(),
-                 b.shape[1], c->as<bf16>(), y.as<bf16>()))
+      gemmLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], 0, b.as<bf16>(),
+             b.shape[1], 0, 0.0f, y.as<bf16>(), n, 0, 1, c->as<bf16>()))
     return;
   double betaUsed = 0;
   if (c && beta != 0.0f) {
