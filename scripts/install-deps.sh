@@ -68,3 +68,24 @@ else
   "$HF_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${HF_PACKAGES[@]}"
   hf_venv_ready || { echo "install-deps: $HF_VENV is incomplete after pip install" >&2; exit 1; }
 fi
+
+# The cuDNN frontend's headers (header-only C++; the CUDA backend's fused attention), from the
+# nvidia-cudnn-frontend wheel, unpacked into build-deps/ (git-ignored), where CMake looks for them.
+# cuDNN itself comes from the CUDA installation and is loaded at run time.
+FRONTEND_VERSION=1.32.0
+FRONTEND_DIR="$root/build-deps/cudnn-frontend"
+if [ -f "$FRONTEND_DIR/VERSION" ] && [ "$(cat "$FRONTEND_DIR/VERSION")" = "$FRONTEND_VERSION" ]; then
+  echo "install-deps: cuDNN frontend $FRONTEND_VERSION present"
+else
+  echo "install-deps: fetching the cuDNN frontend $FRONTEND_VERSION headers"
+  wheels="$(mktemp -d)"
+  /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$wheels" "nvidia-cudnn-frontend==$FRONTEND_VERSION"
+  rm -rf "$FRONTEND_DIR"
+  mkdir -p "$FRONTEND_DIR"
+  /usr/bin/python3 -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith('include/')])" \
+    "$(ls "$wheels"/nvidia_cudnn_frontend-*.whl)" "$FRONTEND_DIR"
+  echo "$FRONTEND_VERSION" > "$FRONTEND_DIR/VERSION"
+  rm -rf "$wheels"
+fi

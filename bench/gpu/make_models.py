@@ -37,6 +37,10 @@ MODELS = {
     # Rows longer than one attention tile (160 keys > 128 threads), wider GEMMs.
     "llama-wide": ("llama", LlamaConfig(layers=2, hidden=256, heads=8, kv_heads=2, ffn=512,
                                         vocab=512, max_positions=256), 4, 160, 2),
+    # Head dim 64: in bf16 its attention runs through cuDNN (cudnn_attention.cc), so 20 training
+    # steps of cuDNN's fused attention and its gradient are compared with the CPU backend.
+    "llama-d64": ("llama", LlamaConfig(layers=2, hidden=128, heads=2, kv_heads=1, ffn=256,
+                                       vocab=256, max_positions=64), 4, 64, 2),
 }
 STEPS = 20
 # Generation (the models whose positions allow it): prompts of these lengths, greedy.
@@ -45,7 +49,7 @@ PROMPT_LENGTHS = [3, 7, 1, 5, 2, 6, 4, 7]
 MAX_PROMPT, NEW_TOKENS = 7, 5
 # bf16 schedules of these models. Tolerances: a bf16 store rounds to 2^-8 relative, and the two
 # backends sum in different orders, so a value can land on either side of a rounding boundary.
-BF16 = {"llama-gqa", "gpt2-tied"}
+BF16 = {"llama-gqa", "gpt2-tied", "llama-d64"}
 BF16_LOSS_RTOL, BF16_OUTPUT_RTOL = 2e-2, 2e-2
 
 

@@ -28,10 +28,7 @@ allow() {
 work="$(mktemp -d)"
 tar -C "$work" -xzf "$bundle" || { echo "cannot unpack $bundle"; exit 1; }
 b="$work/speedloader-runtime"
-for lib in $(ldd "$b/bin/sl-run" | awk '/not found/ { print $1 }'); do
-  dir="$(find /usr/local/cuda /usr/local /opt /usr/lib -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)"
-  [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+source "$here/gpu-libs.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 timeout -k 10 "$(allow 70 100)" python3 "$here/torch_roofline.py" --out "$out/roofline.json"
 status=$?

@@ -83,16 +83,10 @@ else
 fi
 head -4 "$b/MANIFEST"
 
-# cuBLAS (and, on an older system, the C++ runtime) where the loader does not find them itself.
+# cuBLAS, cuDNN and the CUDA runtime (gpu-libs.sh), and, on an older system, the C++ runtime,
+# where the loader does not find them itself.
 missing() { ldd "$b/bin/sl-run" "$b/bin/cuda_backend_test" | awk '/not found/ { print $1 }' | sort -u; }
-for lib in $(missing); do
-  case "$lib" in
-    libcublas*)
-      dir="$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets /usr/local \
-               /opt /usr/lib -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)"
-      [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
-  esac
-done
+source "$here/gpu-libs.sh"
 [ -n "$(missing)" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$b/lib"
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 ldd "$b/bin/sl-run"

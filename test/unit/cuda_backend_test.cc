@@ -930,6 +930,87 @@ TEST_F(CudaKernelTest, AttentionGradient) {
     }
 }
 
+// cuDNN's fused attention (cudnn_attention.cc) against the reference kernels on the same GPU, bf16,
+// at the head dims it takes: MHA, GQA and MQA, causal or not, rows longer than one tile. cuDNN
+// multiplies the probabilities by V in bf16 (the reference keeps them in fp32), so the tolerance is
+// bf16's: norm-wise ||cudnn - ref|| <= 1e-2 ||ref|| (2e-2 for gradients, which sum over more
+// rounded terms), and each element within 2^-4 (1 + |ref|); NaN never passes. It needs cuDNN 9 on
+// the machine (SLRT_CUDNN_ATTENTION=require makes its absence a failure, not a fallback).
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    const char *old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_)
+      old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+void expectNear(const Value &got, const Value &ref, double normTolerance, const std::string &what) {
+  ASSERT_EQ(got.numel(), ref.numel()) << what;
+  double diff = 0, norm = 0;
+  int64_t bad = -1;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    double g = getFloat(got, i), r = getFloat(ref, i);
+    ASSERT_FALSE(std::isnan(g)) << what << ": element " << i << " is NaN";
+    diff += (g - r) * (g - r);
+    norm += r * r;
+    if (bad < 0 && std::abs(g - r) > 0.0625 * (1 + std::abs(r)))
+      bad = i;
+  }
+  EXPECT_LE(std::sqrt(diff), normTolerance * std::sqrt(norm)) << what;
+  EXPECT_LT(bad, 0) << what << ": element " << bad << " is " << getFloat(got, bad)
+                    << ", the reference kernel's " << getFloat(ref, bad);
+}
+
+TEST_F(CudaKernelTest, CudnnAttentionAgainstTheReferenceKernel) {
+  const AttentionCase cases[] = {
+      {2, 4, 4, 256, 256, 64, 64, true, false},    // MHA, causal
+      {1, 8, 2, 200, 200, 128, 128, true, false},  // GQA, causal, a partial tile
+      {2, 4, 1, 130, 130, 96, 96, false, false},   // MQA, not causal
+  };
+  for (const AttentionCase &c : cases)
+    for (OpKind op : {ATTENTION, ATTENTION_GRAD}) {
+      Kernel k = makeKernel(op);
+      k.mutable_attention()->set_causal(c.causal);
+      k.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
+      bool grad = op == ATTENTION_GRAD;
+      std::vector<Value> operands = attentionOperands(rng, c, BF16, grad);
+      std::vector<ResultSpec> results = {{BF16, {c.batch, c.heads, c.s, grad ? c.d : c.dv}}};
+      if (grad) {
+        results.push_back({BF16, {c.batch, c.kvHeads, c.t, c.d}});
+        results.push_back({BF16, {c.batch, c.kvHeads, c.t, c.dv}});
+      }
+      Outcome fused, reference;
+      {
+        ScopedEnv env("SLRT_CUDNN_ATTENTION", "require");
+        fused = runOn(*gpu, k, operands, results);
+      }
+      {
+        ScopedEnv env("SLRT_CUDNN_ATTENTION", "0");
+        reference = runOn(*gpu, k, operands, results);
+      }
+      std::string what = describe(k, operands) + " (seed " + std::to_string(seed) + ")";
+      ASSERT_EQ(fused.error, "") << what;
+      ASSERT_EQ(reference.error, "") << what;
+      for (size_t r = 0; r < results.size(); ++r)
+        expectNear(fused.results[r], reference.results[r], grad ? 2e-2 : 1e-2,
+                   what + " result " + std::to_string(r));
+    }
+}
+
 TEST_F(CudaKernelTest, RotaryAndItsGradient) {
   for (DType dtype : kFloats)
     for (bool interleaved : {false, true})

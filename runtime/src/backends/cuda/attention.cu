@@ -8,6 +8,7 @@
 // double, as the CPU backend does; accumulation runs in key order, so results do not depend on the
 // launch.
 #include "backends/cuda/cuda_device.cuh"
+#include "backends/cuda/cudnn_attention.h"
 
 namespace slrt::cuda {
 namespace {
@@ -417,6 +418,8 @@ MaskStrides maskStrides(const Tensor *mask, const AttentionShape &sh) {
 
 void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
                const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y) {
+  if (cudnnAttention(ctx, causal, scale, q, k, v, mask, slopes, y))
+    return;
   AttentionShape sh = attentionShape(q, k, v);
   MaskStrides ms = maskStrides(mask, sh);
   withFloatType(y.element, [&](auto type) {
@@ -434,6 +437,8 @@ void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Te
 void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
                    const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor *slopes,
                    const Tensor &dq, const Tensor &dk, const Tensor &dv) {
+  if (cudnnAttentionGrad(ctx, causal, scale, q, k, v, dy, mask, slopes, dq, dk, dv))
+    return;
   AttentionShape sh = attentionShape(q, k, v);
   MaskStrides ms = maskStrides(mask, sh);
   int64_t queryRows = sh.batch * sh.heads * sh.s;

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cudnn_attention.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 
@@ -59,6 +60,8 @@ Context::~Context() { release(); }
 
 // Errors are ignored: this runs from the destructor and from the constructor's failure path.
 void Context::release() noexcept {
+  destroyCudnnAttention(cudnnAttention);
+  cudnnAttention = nullptr;
   if (cublasLt_)
     cublasLtDestroy(cublasLt_);
   if (cublas_)

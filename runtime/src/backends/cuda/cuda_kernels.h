@@ -35,6 +35,8 @@ namespace cuda {
 
 using Dims = std::vector<int64_t>;
 
+struct CudnnAttention; // cudnn_attention.h
+
 // The element types the kernels compute on (bf16 stored, computed in fp32); kOther covers the
 // dtypes that only move (f16), which the data-movement kernels handle by size.
 enum class Element : uint8_t { kF32, kF64, kBF16, kI64, kI32, kBool, kOther };
@@ -81,6 +83,10 @@ public:
   // that use it are queued); ScratchLayout carves one allocation into several arrays.
   std::byte *scratch(size_t bytes);
   void synchronize();
+
+  // cuDNN's attention state for this context (cudnn_attention.cc), created on first use; owned
+  // here, destroyed before the stream.
+  CudnnAttention *cudnnAttention = nullptr;
 
   // Validation: resetCheck() enqueues firstBad = UINT64_MAX and count = 0 in checkWords(); the
   // checking kernels atomicMin the position of a bad element into word 0 (and may atomicAdd a
