@@ -71,14 +71,15 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 // Row-major, for `batch` matrices at the given element strides (0: one matrix shared by every
 // batch): Y = alpha * op(A) op(B) + beta * Y, or, with a bias [n] (beta then unused),
 // alpha * op(A) op(B) + bias added to every row (CUBLASLT_EPILOGUE_BIAS), as one cuBLASLt matmul:
-// bf16 A, B, bias and Y, fp32 compute and scale, split-k parts (if any) summed in fp32, each result
-// rounded once. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T, whose rows (n of
+// bf16 A, B and bias, Y of yType (bf16, or fp32 for gemm's beta path), fp32 compute and scale,
+// split-k parts (if any) summed in fp32, each result rounded once. `workspace` (its bytes at
+// least kLtWorkspaceBytes) when the caller holds the context's scratch already, else null. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T, whose rows (n of
 // them) are what Lt's bias vector runs along. Returns false, having enqueued nothing, when
 // cuBLASLt has no algorithm for these shapes and alignments.
 bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
             const bf16 *a, int64_t lda, int64_t strideA, const bf16 *b, int64_t ldb,
-            int64_t strideB, float beta, bf16 *y, int64_t ldy, int64_t strideY, int64_t batch,
-            const bf16 *bias) {
+            int64_t strideB, float beta, void *y, cudaDataType_t yType, int64_t ldy,
+            int64_t strideY, int64_t batch, const bf16 *bias, void *workspace = nullptr) {
   uint64_t um = static_cast<uint64_t>(m), un = static_cast<uint64_t>(n);
   uint64_t uk = static_cast<uint64_t>(k);
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -107,9 +108,8 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
   }
   // Stored shapes (rows, columns, leading dimension), column-major, and the batch.
   auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t columns, int64_t ld,
-                    int64_t stride, const char *what) {
-    check(cublasLtMatrixLayoutCreate(&out, CUDA_R_16BF, rows, columns, std::max<int64_t>(1, ld)),
-          what);
+                    int64_t stride, const char *what, cudaDataType_t type = CUDA_R_16BF) {
+    check(cublasLtMatrixLayoutCreate(&out, type, rows, columns, std::max<int64_t>(1, ld)), what);
     if (batch > 1) {
       int32_t count = cublasInt(batch, "batch count");
       check(cublasLtMatrixLayoutSetAttribute(out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -122,7 +122,7 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
   };
   layout(lt.a, transB ? uk : un, transB ? un : uk, ldb, strideB, "cublasLtMatrixLayoutCreate (B)");
   layout(lt.b, transA ? um : uk, transA ? uk : um, lda, strideA, "cublasLtMatrixLayoutCreate (A)");
-  layout(lt.d, un, um, ldy, strideY, "cublasLtMatrixLayoutCreate (Y)");
+  layout(lt.d, un, um, ldy, strideY, "cublasLtMatrixLayoutCreate (Y)", yType);
   check(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate");
   auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void *value,
                            size_t size, const char *what) {
@@ -160,7 +160,8 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
   if (result.workspaceSize > workspaceBytes)
     throw makeError("cuBLASLt chose an algorithm that needs ", result.workspaceSize,
                     " bytes of workspace, more than the ", workspaceBytes, " it was offered");
-  void *workspace = result.workspaceSize > 0 ? ctx.scratch(result.workspaceSize) : nullptr;
+  if (!workspace && result.workspaceSize > 0)
+    workspace = ctx.scratch(result.workspaceSize);
   check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y, lt.d,
                        &result.algo, workspace, result.workspaceSize, ctx.stream()),
         bias ? "cublasLtMatmul (bf16, bias epilogue)" : "cublasLtMatmul (bf16)");
@@ -194,8 +195,8 @@ void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, i
     static_assert(std::is_same_v<T, bf16>);
     // alpha and beta in CUBLAS_COMPUTE_32F's scale type.
     static_assert(std::is_same_v<Compute<T>, float>);
-    if (gemmLt(ctx, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc,
-               strideC, batch, nullptr))
+    if (gemmLt(ctx, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,
+               CUDA_R_16BF, ldc, strideC, batch, nullptr))
       return;
     check(cublasGemmStridedBatchedEx(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, CUDA_R_16BF, ib,
                                      strideB, a, CUDA_R_16BF, ia, strideA, &beta, c, CUDA_R_16BF,
@@ -299,7 +300,7 @@ void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const
   bool biasRow = c && beta == 1.0f && (c->shape == Dims{n} || c->shape == Dims{1, n});
   if (y.element == Element::kBF16 && biasRow && k > 0 &&
       gemmLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], 0, b.as<bf16>(),
-             b.shape[1], 0, 0.0f, y.as<bf16>(), n, 0, 1, c->as<bf16>()))
+             b.shape[1], 0, 0.0f, y.as<bf16>(), CUDA_R_16BF, n, 0, 1, c->as<bf16>()))
     return;
   double betaUsed = 0;
   if (c && beta != 0.0f) {
@@ -308,6 +309,19 @@ void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const
   }
   if (k == 0)
     return scale(ctx, betaUsed, y);
+  if (y.element == Element::kBF16 && betaUsed != 0) {
+    // With a bf16 C and beta != 0, cuBLAS and cuBLASLt rounded alpha * op(A) op(B) to bf16 before
+    // adding beta * C on an H200 (2026-11-26: one bf16 ulp off in m 64, n 128, k 96 with a
+    // transposed operand, also with split-k summed in fp32): the sum is made in an fp32 Y
+    // (C widened into it) and rounded to bf16 once, by CAST.
+    size_t accBytes = (static_cast<size_t>(m * n) * sizeof(float) + 255) / 256 * 256;
+    std::byte *base = ctx.scratch(accBytes + kLtWorkspaceBytes);
+    Tensor acc{base, Element::kF32, sizeof(float), {m, n}};
+    cast(ctx, y, acc);
+    if (gemmLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], 0, b.as<bf16>(),
+               b.shape[1], 0, beta, acc.data, CUDA_R_32F, n, 0, 1, nullptr, base + accBytes))
+      return cast(ctx, acc, y);
+  }
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
     gemmBatched<T>(ctx, transA, transB, m, n, k, static_cast<Compute<T>>(alpha), a.as<T>(),
