@@ -2,8 +2,8 @@
 // fp32 compute for f32 (the handle's math mode keeps
 // TF32 off, so results agree with the CPU backend to fp32 rounding), dgemm for f64, and for bf16
 // one cuBLASLt matmul with bf16 A, B and C, CUBLAS_COMPUTE_32F (tensor cores, fp32 accumulation)
-// and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM whose C is a bias row
-// added as is (beta 1) uses the bias epilogue.
+// and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM that adds a C (beta not
+// 0, a bias row too) sums in an fp32 Y and rounds it once (gemm, below).
 //
 // Rounded once: cuBLAS's own bf16 GEMM (cublasGemmStridedBatchedEx) may split k and add the parts
 // in bf16 (seen on an H200, 2026-11-26: m 64, n 128, k 96, beta 1, one bf16 ulp off in some
@@ -69,17 +69,15 @@ uint32_t alignmentOf(const void *pointer) {
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 // Row-major, for `batch` matrices at the given element strides (0: one matrix shared by every
-// batch): Y = alpha * op(A) op(B) + beta * Y, or, with a bias [n] (beta then unused),
-// alpha * op(A) op(B) + bias added to every row (CUBLASLT_EPILOGUE_BIAS), as one cuBLASLt matmul:
-// bf16 A, B and bias, Y of yType (bf16, or fp32 for gemm's beta path), fp32 compute and scale,
-// split-k parts (if any) summed in fp32, each result rounded once. `workspace` (its bytes at
-// least kLtWorkspaceBytes) when the caller holds the context's scratch already, else null. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T, whose rows (n of
-// them) are what Lt's bias vector runs along. Returns false, having enqueued nothing, when
-// cuBLASLt has no algorithm for these shapes and alignments.
+// batch): Y = alpha * op(A) op(B) + beta * Y as one cuBLASLt matmul: bf16 A and B, Y of yType
+// (bf16, or fp32 for gemm's sum with a C), fp32 compute and scale, split-k parts (if any) summed
+// in fp32. `workspace` (at least kLtWorkspaceBytes) when the caller holds the context's scratch
+// already, else null. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T. Returns false,
+// having enqueued nothing, when cuBLASLt has no algorithm for these shapes and alignments.
 bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
             const bf16 *a, int64_t lda, int64_t strideA, const bf16 *b, int64_t ldb,
             int64_t strideB, float beta, void *y, cudaDataType_t yType, int64_t ldy,
-            int64_t strideY, int64_t batch, const bf16 *bias, void *workspace = nullptr) {
+            int64_t strideY, int64_t batch, void *workspace = nullptr) {
   uint64_t um = static_cast<uint64_t>(m), un = static_cast<uint64_t>(n);
   uint64_t uk = static_cast<uint64_t>(k);
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -94,18 +92,6 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
   // Lt's first operand is B (stored [k, n] row-major, i.e. n x k column-major, or transposed).
   setDesc(CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB, "cublasLtMatmulDescSetAttribute (TRANSA)");
   setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA, "cublasLtMatmulDescSetAttribute (TRANSB)");
-  if (bias) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue,
-            "cublasLtMatmulDescSetAttribute (EPILOGUE)");
-    const void *biasPointer = bias;
-    setDesc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer,
-            "cublasLtMatmulDescSetAttribute (BIAS_POINTER)");
-    int32_t biasType = CUDA_R_16BF;
-    setDesc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType,
-            "cublasLtMatmulDescSetAttribute (BIAS_DATA_TYPE)");
-    beta = 0.0f;
-  }
   // Stored shapes (rows, columns, leading dimension), column-major, and the batch.
   auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t columns, int64_t ld,
                     int64_t stride, const char *what, cudaDataType_t type = CUDA_R_16BF) {
@@ -149,7 +135,7 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
                 "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_D_BYTES)");
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
-  // C is Y itself (read when beta is not 0); the bias pointer's alignment counts too.
+  // C is Y itself (read when beta is not 0).
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &result, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
@@ -164,7 +150,7 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
     workspace = ctx.scratch(result.workspaceSize);
   check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y, lt.d,
                        &result.algo, workspace, result.workspaceSize, ctx.stream()),
-        bias ? "cublasLtMatmul (bf16, bias epilogue)" : "cublasLtMatmul (bf16)");
+        "cublasLtMatmul (bf16)");
   return true;
 }
 
@@ -196,7 +182,7 @@ void gemmBatched(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, i
     // alpha and beta in CUBLAS_COMPUTE_32F's scale type.
     static_assert(std::is_same_v<Compute<T>, float>);
     if (gemmLt(ctx, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,
-               CUDA_R_16BF, ldc, strideC, batch, nullptr))
+               CUDA_R_16BF, ldc, strideC, batch))
       return;
     check(cublasGemmStridedBatchedEx(ctx.cublas(), opB, opA, in, im, ik, &alpha, b, CUDA_R_16BF, ib,
                                      strideB, a, CUDA_R_16BF, ia, strideA, &beta, c, CUDA_R_16BF,
@@ -289,18 +275,12 @@ void matmul(Context &ctx, bool transA, bool transB, const Tensor &a, const Tenso
 
 // ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to Y. Y starts as
 // C broadcast, so that cuBLAS adds beta * Y in place; without C, or with beta 0, cuBLAS overwrites
-// Y and C is never read. A bf16 C that is one row ([n] or [1, n]) added with beta 1 is the bias
-// of cuBLASLt's epilogue instead, where cuBLASLt has an algorithm for it.
+// Y and C is never read. A bf16 GEMM with a C sums in fp32 (below).
 void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const Tensor &a,
           const Tensor &b, const Tensor *c, const Tensor &y) {
   int64_t m = y.shape[0], n = y.shape[1];
   int64_t k = transA ? a.shape[0] : a.shape[1];
   if (m == 0 || n == 0)
-    return;
-  bool biasRow = c && beta == 1.0f && (c->shape == Dims{n} || c->shape == Dims{1, n});
-  if (y.element == Element::kBF16 && biasRow && k > 0 &&
-      gemmLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], 0, b.as<bf16>(),
-             b.shape[1], 0, 0.0f, y.as<bf16>(), CUDA_R_16BF, n, 0, 1, c->as<bf16>()))
     return;
   double betaUsed = 0;
   if (c && beta != 0.0f) {
@@ -310,16 +290,17 @@ void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const
   if (k == 0)
     return scale(ctx, betaUsed, y);
   if (y.element == Element::kBF16 && betaUsed != 0) {
-    // With a bf16 C and beta != 0, cuBLAS and cuBLASLt rounded alpha * op(A) op(B) to bf16 before
-    // adding beta * C on an H200 (2026-11-26: one bf16 ulp off in m 64, n 128, k 96 with a
-    // transposed operand, also with split-k summed in fp32): the sum is made in an fp32 Y
-    // (C widened into it) and rounded to bf16 once, by CAST.
+    // With a bf16 Y and beta != 0, cuBLAS and cuBLASLt rounded alpha * op(A) op(B) to bf16 before
+    // adding beta * C on an H200 (2026-11-26: one bf16 ulp off with a full C, m 64, n 128, k 96,
+    // also with split-k summed in fp32; so did cuBLASLt's bias epilogue with a bias row): the sum
+    // is made in an fp32 Y (C widened into it) and rounded to bf16 once, by CAST. It costs an
+    // fp32 pass over Y (the fused bias epilogue would not, if cuBLASLt rounded once).
     size_t accBytes = (static_cast<size_t>(m * n) * sizeof(float) + 255) / 256 * 256;
     std::byte *base = ctx.scratch(accBytes + kLtWorkspaceBytes);
     Tensor acc{base, Element::kF32, sizeof(float), {m, n}};
     cast(ctx, y, acc);
     if (gemmLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], 0, b.as<bf16>(),
-               b.shape[1], 0, beta, acc.data, CUDA_R_32F, n, 0, 1, nullptr, base + accBytes))
+               b.shape[1], 0, beta, acc.data, CUDA_R_32F, n, 0, 1, base + accBytes))
       return cast(ctx, acc, y);
   }
   withFloatType(y.element, [&](auto type) {
