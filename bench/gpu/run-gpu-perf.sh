@@ -38,6 +38,24 @@ timeout -k 10 "$(allow 150 25)" "$b/bin/sl-run" "$probes/train.slsched" --backen
 timeout -k 10 "$(allow 80 3)" "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
   --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
   --trace "$work/infer-trace.json" || status=1
+# The train probe's variants (make_probes.sh), one line each: the same tokens per step in another
+# schedule mode or sub-batch count.
+for variant in "$probes"/train-*.slsched; do
+  [ -f "$variant" ] || continue
+  name="$(basename "$variant" .slsched)"
+  timeout -k 10 "$(allow 60 3)" "$b/bin/sl-run" "$variant" --backend cuda --random-weights 0 \
+    --data "$probes/tokens.bin" --steps 3 --vocab 32000 --report "$work/$name-report.json" \
+    > "$work/$name.log" 2>&1 || { status=1; tail -3 "$work/$name.log"; }
+  python3 - "$work/$name-report.json" "$name" <<'PY' || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+t, plan = r["train"], r.get("plan", {})
+print(f"{sys.argv[2]:16} mode {plan.get('mode')} N {plan.get('num_sub_batches')}: "
+      f"last step {t['step_seconds'][-1]:.3f} s, {t['tokens_per_step'] / t['step_seconds'][-1]:.0f} "
+      f"tokens/s, H2D {t['bytes_host_to_device'][-1] / 1e9:.2f} GB, D2H "
+      f"{t['bytes_device_to_host'][-1] / 1e9:.2f} GB per step, arena {r['device_arena_bytes'] / 2**30:.2f} GiB")
+PY
+done | tee "$out/variants.txt"
 for t in train infer; do [ -f "$work/$t-trace.json" ] && gzip -c "$work/$t-trace.json" > "$out/$t-trace.json.gz"; done
 python3 "$here/perf_summary.py" --roofline "$out/roofline.json" --train "$out/train-report.json" \
   --infer "$out/infer-report.json" | tee "$out/perf-summary.txt"
