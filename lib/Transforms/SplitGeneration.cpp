@@ -771,7 +771,13 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
       return failure();
     cache.tables = std::move(*compiled);
   }
-  auto prefill = compile(b, maxPromptLen, /*partition=*/true);
+  // The prefill's rotary tables ([P, head size]) must fold to constants as well, as in the tables'
+  // copy above: at P = 2048 they are past the default fold limit.
+  FailureOr<OwningOpRef<ModuleOp>> prefill = failure();
+  {
+    sl::ScopedFoldLimit limit(std::max<int64_t>(sl::kMaxFoldedElements, maxPromptLen * 1024));
+    prefill = compile(b, maxPromptLen, /*partition=*/true);
+  }
   auto decode = compile(b, 1, /*partition=*/true);
   if (failed(prefill) || failed(decode))
     return failure();

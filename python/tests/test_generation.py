@@ -144,3 +144,30 @@ def test_bad_prompts(sl_tools, exported):
         assert proc.returncode != 0, describe(proc)
         assert message in proc.stderr and f"{path}:2:" in proc.stderr, describe(proc)
         assert not out.exists(), f"{name}: a partial output was left"
+
+
+def test_long_prompts_past_the_fold_limit(sl_tools, tmp_path):
+    """Prompts whose rotary tables (the prefill's [max-prompt-len, head size / 2] frequencies,
+    here 1030 x 64) are past the default fold limit of 65536 elements: they must still fold to
+    constants (llama2-7b at prompt 2048 failed to compile before: "a block must return its output
+    and the keys and values of each KV cache it reads"), and greedy decoding still equals
+    PyTorch's."""
+    config = LlamaConfig(layers=2, hidden=256, heads=2, kv_heads=1, ffn=64, vocab=64,
+                         max_positions=1040)
+    res = export_model("llama", config, tmp_path / "model.onnx", seed=5, constant_folding=False,
+                       batch=1, seq=8)
+    rng = np.random.default_rng(13)
+    prompts = [rng.integers(0, config.vocab, size=n) for n in (1030, 4)]
+    new = 3
+    want = [torch_greedy(res.model, p, new) for p in prompts]
+    write_prompts(tmp_path / "prompts.jsonl", prompts)
+    sched = tmp_path / "gen.slsched"
+    check_ok(sl_tools._run([sl_tools.sl_opt, tmp_path / "model.onnx",
+                            f"--sl-generate=batch=2 max-prompt-len=1030 max-new-tokens={new}",
+                            "-o", sched]))
+    out = tmp_path / "out.jsonl"
+    proc = sl_tools._run([sl_tools.sl_run, sched, "--prompts", tmp_path / "prompts.jsonl",
+                          "--output", out, "--temperature", 0])
+    check_ok(proc)
+    got = read_outputs(out)
+    assert [g["tokens"] for g in got] == want, describe(proc)
