@@ -25,6 +25,11 @@ PYTHONPATH="$root/python" /usr/bin/python3 -m speedloader.export --preset llama2
   --sl-train="batch=4 seq=2048 num-sub-batches=2 live-blocks=1 precision=bf16 mode=canonical"
 "$slopt" "$work/model.onnx" -o "$out/train-n4.slsched" \
   --sl-train="batch=4 seq=2048 num-sub-batches=4 live-blocks=1 precision=bf16"
+# Generation: 4 prompts of 2048 tokens, 32 new tokens each, bf16, weights streamed from the host.
+"$slopt" "$work/model.onnx" -o "$out/generate.slsched" \
+  --sl-generate="batch=4 max-prompt-len=2048 max-new-tokens=32 precision=bf16"
+/usr/bin/python3 -c "import json, numpy as np; rng = np.random.default_rng(1); \
+open('$out/prompts.jsonl', 'w').writelines(json.dumps({'tokens': rng.integers(0, 32000, 2048).tolist()}) + '\\n' for _ in range(4))"
 /usr/bin/python3 -c "import numpy as np; rng = np.random.default_rng(0); \
 rng.integers(0, 32000, size=4 * 2048 * 8 + 1).astype('<u2').tofile('$out/tokens.bin'); \
 np.save('$out/input_ids.npy', rng.integers(0, 32000, size=(4, 2048)))"
