@@ -486,6 +486,14 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor a) {
+  // Steps of 1 that keep every dimension's size select everything: the slice is its data, even
+  // when that is known only at run time (HF's `mask[:, :, :, :T]` of a T-long padding mask).
+  if (getData().getType() == getType() && getType().hasStaticShape()) {
+    std::optional<SmallVector<int64_t>> steps =
+        getSteps() ? constantInts(a.getSteps()) : SmallVector<int64_t>{};
+    if (steps && llvm::all_of(*steps, [](int64_t step) { return step == 1; }))
+      return getData();
+  }
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   if (!data)
     data = partialShapeValues(getData());
