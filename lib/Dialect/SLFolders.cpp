@@ -486,6 +486,14 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor a) {
+  // Steps of 1 that keep every dimension's size select everything: the slice is its data, even
+  // when that is known only at run time (HF's `mask[:, :, :, :T]` of a T-long padding mask).
+  if (getData().getType() == getType() && getType().hasStaticShape()) {
+    std::optional<SmallVector<int64_t>> steps =
+        getSteps() ? constantInts(a.getSteps()) : SmallVector<int64_t>{};
+    if (steps && llvm::all_of(*steps, [](int64_t step) { return step == 1; }))
+      return getData();
+  }
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   if (!data)
     data = partialShapeValues(getData());
@@ -639,9 +647,44 @@ OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
   return gatherValues(*data, indices, getType());
 }
 
+/// Whether `picks` (index tuples of k integers) name every slice of `shape` once, in order: tuple
+/// t is the coordinates of slice t, counted row-major over the first k dimensions. Negative
+/// indices count from the end.
+static bool coversInOrder(const Values &picks, ArrayRef<int64_t> shape) {
+  if (picks.isFloat || picks.shape.empty())
+    return false;
+  int64_t k = picks.shape.back();
+  if (k < 1 || k > int64_t(shape.size()))
+    return false;
+  int64_t slices = 1;
+  for (int64_t d = 0; d < k; ++d)
+    slices *= shape[d];
+  if (picks.size() != slices * k)
+    return false;
+  for (int64_t t = 0; t < slices; ++t) {
+    int64_t rest = t;
+    for (int64_t d = k - 1; d >= 0; --d) {
+      int64_t index = picks.ints[t * k + d];
+      if (index < 0)
+        index += shape[d];
+      if (index != rest % shape[d])
+        return false;
+      rest /= shape[d];
+    }
+  }
+  return true;
+}
+
 OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {
+  // The indices are a constant already in the IR; reading them costs no more than it holds.
+  auto picks = valuesOf(a.getIndices(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
+  // Writing every element of `data`, in order, with no reduction is `updates` itself, whatever
+  // `data` and `updates` are: HF's `mask[..., :n] = masked_fill(...)` when n is the whole
+  // length, which keeps a padding mask known only at run time schedulable.
+  if (picks && getReduction() == "none" && getUpdates().getType() == getType() &&
+      getType().hasStaticShape() && coversInOrder(*picks, getType().getShape()))
+    return getUpdates();
   auto data = valuesOf(a.getData());
-  auto picks = valuesOf(a.getIndices());
   auto updates = valuesOf(a.getUpdates());
   if (!data || !picks || !updates || picks->isFloat || data->isFloat != updates->isFloat ||
       !foldable(getType()))

@@ -585,10 +585,46 @@ struct AttentionMatch {
   // of the scales applied after it was added, which apply to it too.
   DenseElementsAttr bias;
   double biasScale = 1.0;
+  // A padding mask known only at run time (from the user's attention_mask), added as the fused
+  // op's mask: the value itself, or, when it came combined with the causal mask, the condition
+  // and fill of a where that keeps only the padding part (paddingFillIfTrue says which side).
+  Value padding;
+  Value paddingCondition;
+  double paddingFill = 0;
+  bool paddingFillIfTrue = true;
 };
 
 /// Bias constants up to this many elements are kept in the IR as the attention's mask operand.
 constexpr int64_t kMaxBiasElements = int64_t(1) << 22;
+
+/// Through the broadcasts, reshapes and casts between a mask and the scores it is added to.
+Value throughMaskViews(Value v) {
+  while (true) {
+    if (auto expand = defining<ExpandOp>(v))
+      v = expand.getInput();
+    else if (auto reshape = defining<ReshapeOp>(v))
+      v = reshape.getInput();
+    else if (auto cast = defining<CastOp>(v))
+      v = cast.getInput();
+    else
+      return v;
+  }
+}
+
+/// Whether `term`, not a constant, is HF's additive padding mask built from the user's 0/1
+/// attention_mask m: (1 - m) * fill with fill at most -1e4 (GPT-2's).
+bool isPaddingMask(Value term) {
+  auto mul = defining<MulOp>(throughMaskViews(term));
+  if (!mul)
+    return false;
+  for (auto [x, c] : bothOrders(mul)) {
+    auto sub = defining<SubOp>(throughMaskViews(x));
+    auto one = sub ? scalarOf(sub.getLhs()) : std::nullopt;
+    if (scalarOf(c) && *scalarOf(c) <= -1e4 && one && *one == 1.0 && !evaluate(sub.getRhs()))
+      return true;
+  }
+  return false;
+}
 
 /// Takes apart the scores a softmax normalises, by meaning rather than by one exporter's
 /// spelling: scaling by positive constants, the causal mask (added, or selected with where in
@@ -666,10 +702,49 @@ std::optional<AttentionMatch> matchScores(Value scores, std::string &why) {
           peeled = true;
         }
       }
+      // A padding mask known at run time, alone (GPT-2) or combined with the causal mask by a
+      // where that fills where the padding drops and keeps the causal mask elsewhere (LLaMA's
+      // and Mistral's where(pad, min, causal)): the fused op adds the padding part as its mask
+      // and applies the causal part itself. What the causal part drops is dropped either way.
+      for (auto [x, term] : bothOrders(add)) {
+        if (peeled || match.padding || match.paddingCondition ||
+            typeOf(x).getShape() != type.getShape() ||
+            !llvm::isa<FloatType>(typeOf(term).getElementType()) || match.scale != 1.0 ||
+            evaluate(term))
+          continue;
+        if (isPaddingMask(term)) {
+          match.padding = term;
+          scores = x;
+          peeled = true;
+          continue;
+        }
+        Value inner = term;
+        while (auto expand = defining<ExpandOp>(inner))
+          inner = expand.getInput();
+        auto where = defining<WhereOp>(inner);
+        if (!where || evaluate(where.getCondition()))
+          continue;
+        auto fillY = scalarOf(where.getY()), fillX = scalarOf(where.getX());
+        if (fillX && *fillX <= -1e4 && classifyMask(where.getY(), s, t) == MaskKind::Causal) {
+          match.paddingFill = *fillX;
+          match.paddingFillIfTrue = true;
+        } else if (fillY && *fillY <= -1e4 &&
+                   classifyMask(where.getX(), s, t) == MaskKind::Causal) {
+          match.paddingFill = *fillY;
+          match.paddingFillIfTrue = false;
+        } else {
+          continue;
+        }
+        match.paddingCondition = where.getCondition();
+        causal = true;
+        scores = x;
+        peeled = true;
+      }
       if (peeled)
         continue;
       why = "a term added to the scores is not a constant (a causal mask, zeros or a position "
-            "bias)";
+            "bias) nor a padding mask known at run time ((1 - mask) * min, or a where of it with "
+            "the causal mask), added after the scale";
       return std::nullopt;
     }
     if (auto mul = defining<MulOp>(scores)) {
@@ -872,6 +947,29 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
       } else {
         auto type = RankedTensorType::get(shape, biasType.getElementType());
         bias = rewriter.create<ConstantOp>(op.getLoc(), type, makeDense(type, values));
+      }
+    }
+    if (match->padding || match->paddingCondition) {
+      if (bias) {
+        why = "the scores have both a position bias that is not ALiBi and a padding mask known "
+              "at run time, and sl.attention takes one mask";
+        return failure();
+      }
+      bias = match->padding;
+      if (match->paddingCondition) {
+        auto elementType = match->scores.getElementType();
+        auto scalar = RankedTensorType::get({}, elementType);
+        Value fill = rewriter.create<ConstantOp>(
+            op.getLoc(), scalar, makeDense(scalar, ArrayRef<double>{match->paddingFill}));
+        Value zero = rewriter.create<ConstantOp>(op.getLoc(), scalar,
+                                                 makeDense(scalar, ArrayRef<double>{0.0}));
+        auto condition = typeOf(match->paddingCondition);
+        auto type = RankedTensorType::get(condition.getShape(), elementType);
+        bias = match->paddingFillIfTrue
+                   ? rewriter.create<WhereOp>(op.getLoc(), type, match->paddingCondition, fill,
+                                              zero)
+                   : rewriter.create<WhereOp>(op.getLoc(), type, match->paddingCondition, zero,
+                                              fill);
       }
     }
     auto attention = rewriter.create<AttentionOp>(op.getLoc(), resultType, q, k, v, bias, slopes,

@@ -6,7 +6,8 @@ Optimum's decoder exports take `attention_mask` and `position_ids` beside `input
 downloaded) exported with and without past, each export must:
 
 - infer a left-padded batch with the mask and positions given at run time equal to PyTorch on
-  the real tokens, and, with them bound (`bind-inputs=`), with every attention fused;
+  the real tokens, and, with them bound (`bind-inputs=`), equal to PyTorch, every attention
+  fused either way (a run-time padding mask is the fused attention's mask);
 - train three AdamW steps with PyTorch's losses (--sl-train binds the mask, positions and past);
 - generate greedily what HF `generate` does, attention fused (hf_harness.check_generation).
 
@@ -38,9 +39,8 @@ _DECODER = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=L, num_a
                 num_key_value_heads=2, vocab_size=64, max_position_embeddings=32,
                 attention_dropout=0.0, use_cache=False)
 _ROPE_FUSED = {"RMS_NORM": 2 * L + 1, "ROTARY": 2 * L, "ATTENTION": L, "SWIGLU": L}
-# LLaMA's Optimum export writes its causal mask with ScatterND, which the importer does not read
-# yet; it joins this list when it does.
 ARCHS = [
+    HFArch("llama", "LlamaConfig", "LlamaForCausalLM", dict(_DECODER), _ROPE_FUSED),
     HFArch("mistral", "MistralConfig", "MistralForCausalLM", dict(_DECODER), _ROPE_FUSED),
     HFArch("qwen2", "Qwen2Config", "Qwen2ForCausalLM", dict(_DECODER), _ROPE_FUSED),
     HFArch("gpt2", "GPT2Config", "GPT2LMHeadModel",
@@ -78,13 +78,13 @@ def check_padded_inference(arch, model, onnx_path, tools, tmp, batch=2, seq=7):
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0).astype(np.int64)
     for name, value in (("ids", ids), ("mask", mask), ("pos", positions)):
         np.save(tmp / f"{name}.npy", value)
-    sched = tmp / "padded.slsched"
+    sched, report = tmp / "padded.slsched", tmp / "padded.json"
     check_ok(tools._run([tools.sl_opt, onnx_path, f"--sl-infer=batch={batch} seq={seq}", "-o",
                          sched]))
     check_ok(tools._run([tools.sl_run, sched, "--input", f"input_ids={tmp / 'ids.npy'}",
                          "--input", f"attention_mask={tmp / 'mask.npy'}",
                          "--input", f"position_ids={tmp / 'pos.npy'}",
-                         "--output", f"logits={tmp / 'logits.npy'}"]))
+                         "--output", f"logits={tmp / 'logits.npy'}", "--report", report]))
     with torch.no_grad():
         want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                      position_ids=torch.from_numpy(positions), use_cache=False).logits.numpy()
@@ -92,6 +92,9 @@ def check_padded_inference(arch, model, onnx_path, tools, tmp, batch=2, seq=7):
     real = mask.astype(bool)
     rel = float(np.abs(got[real] - want[real]).max() / np.abs(want[real]).max())
     assert rel <= 1e-4, f"{arch.name}: padded logits differ by {rel:.3g} of the largest logit"
+    ops = ops_of(report)
+    for kind, count in arch.fused.items():
+        assert ops.get(kind, 0) == count, f"{arch.name}: padded: {kind}: {ops}"
 
     # Without padding, the mask and positions bound: every attention fuses.
     sched, report = tmp / "bound.slsched", tmp / "bound.json"

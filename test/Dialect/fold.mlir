@@ -443,6 +443,28 @@ func.func @slice() -> (tensor<3xi64>, tensor<5xi64>, tensor<3xi64>, tensor<2x2xi
 
 // -----
 
+// A slice with steps of 1 that keeps the whole shape is its data, even a run-time value (HF's
+// mask[:, :, :, :T]); a reversing step or a smaller shape is not.
+// CHECK-LABEL: func.func @slice_whole
+// CHECK-SAME: (%[[X:.+]]: tensor<2x7xf32>)
+// CHECK: %[[REV:.+]] = sl.slice %[[X]]
+// CHECK: %[[PART:.+]] = sl.slice %[[X]]
+// CHECK: return %[[X]], %[[X]], %[[REV]], %[[PART]]
+func.func @slice_whole(%x: tensor<2x7xf32>) -> (tensor<2x7xf32>, tensor<2x7xf32>, tensor<2x7xf32>, tensor<2x6xf32>) {
+  %zero = sl.constant dense<0> : tensor<1xi64>
+  %one = sl.constant dense<1> : tensor<1xi64>
+  %seven = sl.constant dense<7> : tensor<1xi64>
+  %m1 = sl.constant dense<-1> : tensor<1xi64>
+  %min = sl.constant dense<-9223372036854775808> : tensor<1xi64>
+  %a = sl.slice %x, %zero, %seven axes %one steps %one : (tensor<2x7xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x7xf32>
+  %b = sl.slice %x, %zero, %seven axes %one : (tensor<2x7xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x7xf32>
+  %c = sl.slice %x, %m1, %min axes %one steps %m1 : (tensor<2x7xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x7xf32>
+  %d = sl.slice %x, %one, %seven axes %one : (tensor<2x7xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x6xf32>
+  return %a, %b, %c, %d : tensor<2x7xf32>, tensor<2x7xf32>, tensor<2x7xf32>, tensor<2x6xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @expand
 // CHECK-SAME: (%[[X:.+]]: tensor<1x4xf32>)
 // CHECK-DAG: %[[ROWS:.+]] = sl.constant dense<{{\[}}[1, 2], [1, 2], [1, 2]]> : tensor<3x2xi64>

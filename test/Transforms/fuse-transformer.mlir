@@ -646,3 +646,115 @@ func.func @gelu_bloom(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = sl.mul %xh, %u : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// A padded batch with the mask given at run time, as LLaMA and Mistral combine it with the
+// causal mask: where(padding, min, causal). The fused op applies the causal part itself and adds
+// the padding part, where(padding, min, 0), as its mask.
+// CHECK-LABEL: func.func @attention_padding_where_causal
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x2x3x2xf32>, %[[K:.+]]: tensor<2x2x3x2xf32>, %[[V:.+]]: tensor<2x2x3x2xf32>, %[[PAD:.+]]: tensor<2x1x3x3xi1>)
+// CHECK-DAG: %[[MIN:.+]] = sl.constant dense<-3.40282347E+38> : tensor<f32>
+// CHECK-DAG: %[[ZERO:.+]] = sl.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[M:.+]] = sl.where %[[PAD]], %[[MIN]], %[[ZERO]] : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32> -> tensor<2x1x3x3xf32>
+// CHECK-NEXT: %[[O:.+]] = sl.attention %[[Q]], %[[K]], %[[V]], mask %[[M]] {causal, scale = 5.000000e-01 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_padding_where_causal(%q: tensor<2x2x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x2xf32>, %pad: tensor<2x1x3x3xi1>) -> tensor<2x2x3x2xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %causal = sl.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %mask = sl.where %pad, %min, %causal : tensor<2x1x3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32> -> tensor<2x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<2x2x3x2xf32> -> tensor<2x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x2x3x2xf32>, tensor<2x2x2x3xf32> -> tensor<2x2x3x3xf32>
+  %s = sl.div %qk, %two : tensor<2x2x3x3xf32>, tensor<f32> -> tensor<2x2x3x3xf32>
+  %m = sl.add %s, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32> -> tensor<2x2x3x3xf32>
+  %p = sl.softmax %m : tensor<2x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
+  return %o : tensor<2x2x3x2xf32>
+}
+
+// -----
+
+// Near miss: the constant the padding is combined with lets the first query see the second key,
+// so it is no causal mask, and the run-time mask alone cannot say what is dropped.
+// CHECK-LABEL: func.func @attention_padding_where_not_causal
+// CHECK-NOT: sl.attention
+func.func @attention_padding_where_not_causal(%q: tensor<2x2x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x2xf32>, %pad: tensor<2x1x3x3xi1>) -> tensor<2x2x3x2xf32> {
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %causal = sl.constant dense<[[[[0.0, 0.0, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %mask = sl.where %pad, %min, %causal : tensor<2x1x3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32> -> tensor<2x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<2x2x3x2xf32> -> tensor<2x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x2x3x2xf32>, tensor<2x2x2x3xf32> -> tensor<2x2x3x3xf32>
+  %m = sl.add %qk, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32> -> tensor<2x2x3x3xf32>
+  %p = sl.softmax %m : tensor<2x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
+  return %o : tensor<2x2x3x2xf32>
+}
+
+// -----
+
+// Near miss: a fill of -1 does not drop what the padding drops; such a where is a bias known only
+// at run time, not a padding mask.
+// CHECK-LABEL: func.func @attention_padding_where_small_fill
+// CHECK-NOT: sl.attention
+func.func @attention_padding_where_small_fill(%q: tensor<2x2x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x2xf32>, %pad: tensor<2x1x3x3xi1>) -> tensor<2x2x3x2xf32> {
+  %fill = sl.constant dense<-1.0> : tensor<f32>
+  %causal = sl.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %mask = sl.where %pad, %fill, %causal : tensor<2x1x3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32> -> tensor<2x1x3x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<2x2x3x2xf32> -> tensor<2x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x2x3x2xf32>, tensor<2x2x2x3xf32> -> tensor<2x2x3x3xf32>
+  %m = sl.add %qk, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32> -> tensor<2x2x3x3xf32>
+  %p = sl.softmax %m : tensor<2x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
+  return %o : tensor<2x2x3x2xf32>
+}
+
+// -----
+
+// GPT-2's padded batch: the causal mask selected with where, then (1 - mask) * min added, the
+// mask known at run time. The added term is the fused op's mask as it is.
+// CHECK-LABEL: func.func @attention_padding_added
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x2x3x2xf32>, %[[K:.+]]: tensor<2x2x3x2xf32>, %[[V:.+]]: tensor<2x2x3x2xf32>, %[[AM:.+]]: tensor<2x1x1x3xf32>)
+// CHECK: %[[SUB:.+]] = sl.sub %{{.+}}, %[[AM]]
+// CHECK-NEXT: %[[PM:.+]] = sl.mul %[[SUB]], %{{.+}}
+// CHECK-NEXT: %[[O:.+]] = sl.attention %[[Q]], %[[K]], %[[V]], mask %[[PM]] {causal, scale = 5.000000e-01 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_padding_added(%q: tensor<2x2x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x2xf32>, %am: tensor<2x1x1x3xf32>) -> tensor<2x2x3x2xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %tril = sl.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %inv = sl.sub %one, %am : tensor<f32>, tensor<2x1x1x3xf32> -> tensor<2x1x1x3xf32>
+  %pm = sl.mul %inv, %min : tensor<2x1x1x3xf32>, tensor<f32> -> tensor<2x1x1x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<2x2x3x2xf32> -> tensor<2x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x2x3x2xf32>, tensor<2x2x2x3xf32> -> tensor<2x2x3x3xf32>
+  %s = sl.div %qk, %two : tensor<2x2x3x3xf32>, tensor<f32> -> tensor<2x2x3x3xf32>
+  %c = sl.where %tril, %s, %min : tensor<1x1x3x3xi1>, tensor<2x2x3x3xf32>, tensor<f32> -> tensor<2x2x3x3xf32>
+  %m = sl.add %c, %pm : tensor<2x2x3x3xf32>, tensor<2x1x1x3xf32> -> tensor<2x2x3x3xf32>
+  %p = sl.softmax %m : tensor<2x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
+  return %o : tensor<2x2x3x2xf32>
+}
+
+// -----
+
+// Near miss: the padding mask added before the scale would be scaled with the scores; it is
+// left unfused rather than rescaled.
+// CHECK-LABEL: func.func @attention_padding_before_scale
+// CHECK-NOT: sl.attention
+func.func @attention_padding_before_scale(%q: tensor<2x2x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x2xf32>, %am: tensor<2x1x1x3xf32>) -> tensor<2x2x3x2xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  %tril = sl.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %inv = sl.sub %one, %am : tensor<f32>, tensor<2x1x1x3xf32> -> tensor<2x1x1x3xf32>
+  %pm = sl.mul %inv, %min : tensor<2x1x1x3xf32>, tensor<f32> -> tensor<2x1x1x3xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<2x2x3x2xf32> -> tensor<2x2x2x3xf32>
+  %qk = sl.matmul %q, %kt : tensor<2x2x3x2xf32>, tensor<2x2x2x3xf32> -> tensor<2x2x3x3xf32>
+  %c = sl.where %tril, %qk, %min : tensor<1x1x3x3xi1>, tensor<2x2x3x3xf32>, tensor<f32> -> tensor<2x2x3x3xf32>
+  %m = sl.add %c, %pm : tensor<2x2x3x3xf32>, tensor<2x1x1x3xf32> -> tensor<2x2x3x3xf32>
+  %s = sl.div %m, %two : tensor<2x2x3x3xf32>, tensor<f32> -> tensor<2x2x3x3xf32>
+  %p = sl.softmax %s : tensor<2x2x3x3xf32>
+  %o = sl.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
+  return %o : tensor<2x2x3x2xf32>
+}
