@@ -170,7 +170,7 @@ struct FuseRmsNorm : OpRewritePattern<MulOp> {
 };
 
 //===--------------------------------------------------------------------------------------------===//
-// LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w [+ b]
+// LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w [+ b], or * 1/sqrt(...)
 //===--------------------------------------------------------------------------------------------===//
 
 struct FuseLayerNorm : OpRewritePattern<MulOp> {
@@ -178,11 +178,21 @@ struct FuseLayerNorm : OpRewritePattern<MulOp> {
 
   LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
     for (auto [n, w] : bothOrders(op)) {
-      auto div = defining<DivOp>(n);
-      if (!div || !isVectorOfLastDim(w, op.getType()))
+      if (!isVectorOfLastDim(w, op.getType()))
         continue;
-      auto sub = defining<SubOp>(div.getLhs());
-      auto root = sqrtPlusEps(div.getRhs());
+      // (x - mean) / sqrt(...), or (x - mean) * 1/sqrt(...) (Cohere's rsqrt).
+      SubOp sub;
+      std::optional<std::pair<Value, double>> root;
+      if (auto div = defining<DivOp>(n)) {
+        sub = defining<SubOp>(div.getLhs());
+        root = sqrtPlusEps(div.getRhs());
+      } else if (auto mul = defining<MulOp>(n)) {
+        for (auto [centered, r] : bothOrders(mul))
+          if (Value s = reciprocalOf(r); s && !sub && defining<SubOp>(centered)) {
+            sub = defining<SubOp>(centered);
+            root = sqrtPlusEps(s);
+          }
+      }
       if (!sub || !root)
         continue;
       auto mean = defining<ReduceMeanOp>(sub.getRhs());

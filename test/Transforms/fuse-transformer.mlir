@@ -65,6 +65,30 @@ func.func @layer_norm(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32
 
 // -----
 
+// LayerNorm without bias as Cohere writes it: w * ((x - mean) * (1 / sqrt(var + eps))).
+// CHECK-LABEL: func.func @layer_norm_rsqrt
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32>, %[[W:.+]]: tensor<8xf32>)
+// CHECK-NEXT: %[[Y:.+]] = sl.layer_norm %[[X]], %[[W]] {{.*}}: (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm_rsqrt(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %eps = sl.constant dense<1.0e-5> : tensor<f32>
+  %axes = sl.constant dense<-1> : tensor<1xi64>
+  %mean = sl.reduce_mean %x, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %d = sl.sub %x, %mean : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %sq = sl.pow %d, %two : tensor<2x4x8xf32>, tensor<f32> -> tensor<2x4x8xf32>
+  %var = sl.reduce_mean %sq, %axes {keepdims} : (tensor<2x4x8xf32>, tensor<1xi64>) -> tensor<2x4x1xf32>
+  %a = sl.add %var, %eps : tensor<2x4x1xf32>, tensor<f32> -> tensor<2x4x1xf32>
+  %s = sl.sqrt %a : tensor<2x4x1xf32>
+  %r = sl.div %one, %s : tensor<f32>, tensor<2x4x1xf32> -> tensor<2x4x1xf32>
+  %n = sl.mul %d, %r : tensor<2x4x8xf32>, tensor<2x4x1xf32> -> tensor<2x4x8xf32>
+  %y = sl.mul %w, %n : tensor<8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
 // Near miss: the variance of x rather than of x - mean is not a layer norm (nor an RMSNorm).
 // CHECK-LABEL: func.func @layer_norm_wrong_variance
 // CHECK-NOT: sl.layer_norm
