@@ -1,6 +1,6 @@
 // Bounded readers: readFile refuses what is not a regular file, and a file over its limit, before
-// reading a byte; messages quote at most a bounded part of bad input; the checked arithmetic the
-// runtime's sizes and times go through.
+// reading a byte, and readFilePrefix reads only a file's start; messages quote at most a bounded
+// part of bad input; the checked arithmetic the runtime's sizes and times go through.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -53,6 +53,26 @@ TEST(ReadFileTest, DevicesAndDirectoriesAreRefused) {
   EXPECT_THAT(errorOf([&] { readFile(dir.path()); }), HasSubstr(": cannot read (Is a directory)"));
   EXPECT_THAT(errorOf([&] { readFile(dir.file("absent")); }),
               HasSubstr("/absent: cannot open (No such file or directory)"));
+}
+
+TEST(ReadFilePrefixTest, ReadsAtMostThePrefixAndGivesTheSize) {
+  TempDir dir;
+  writeBytes(dir.file("a"), "0123456789");
+  FilePrefix prefix = readFilePrefix(dir.file("a"), 4);
+  EXPECT_EQ(prefix.bytes, "0123");
+  EXPECT_EQ(prefix.fileSize, 10u);
+  prefix = readFilePrefix(dir.file("a"), 100);
+  EXPECT_EQ(prefix.bytes, "0123456789");
+  EXPECT_EQ(prefix.fileSize, 10u);
+}
+
+TEST(ReadFilePrefixTest, RefusesWhatReadFileRefuses) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  EXPECT_THAT(errorOf([&] { readFilePrefix(dir.file("fifo"), 8); }),
+              HasSubstr("/fifo: cannot read it: it is a FIFO (named pipe), not a regular file"));
+  EXPECT_THAT(errorOf([&] { readFilePrefix(dir.path(), 8); }),
+              HasSubstr(": cannot read (Is a directory)"));
 }
 
 TEST(QuoteBoundedTest, CutsLongTextAtACharacterBoundary) {

@@ -26,9 +26,7 @@ using sl::schedule::F64;
 using sl::schedule::I32;
 using sl::schedule::I64;
 
-// The reference implementation refuses larger headers; a length past it is a corrupt file, and
-// refusing it early keeps a lying length from making us parse garbage.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kMaxHeaderBytes = kSafetensorsMaxHeaderBytes;
 constexpr uint64_t kLengthBytes = 8;
 constexpr const char *kMetadataKey = "__metadata__";
 
