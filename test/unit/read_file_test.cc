@@ -124,6 +124,15 @@ TEST(CheckedTest, MultiplicationAndAdditionReportOverflow) {
   EXPECT_EQ(saturatingMulAdd<uint64_t>(5, 2, 1), 11u);
 }
 
+TEST(CheckedTest, SaturatingMultiplicationAndAdditionStopAtTheLargestValue) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(saturatingMul<uint64_t>(uint64_t{1} << 32, uint64_t{1} << 31), uint64_t{1} << 63);
+  EXPECT_EQ(saturatingMul<uint64_t>(uint64_t{1} << 32, uint64_t{1} << 32), kMax);
+  EXPECT_EQ(saturatingAdd<uint64_t>(kMax - 1, 1), kMax);
+  EXPECT_EQ(saturatingAdd<uint64_t>(kMax - 1, 2), kMax);
+  EXPECT_EQ(saturatingMul<uint64_t>(0, kMax), 0u);
+}
+
 TEST(CheckedTest, SecondsBecomeNanosecondsOnlyWithinTheLimit) {
   EXPECT_EQ(checkedNanoseconds(1.5, 10), 1'500'000'000);
   EXPECT_EQ(checkedNanoseconds(1e10, 1e9), std::nullopt);

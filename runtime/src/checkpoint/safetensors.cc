@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "slrt/atomic_file.h"
+#include "slrt/checked.h"
 #include "slrt/error.h"
 #include "slrt/mapped_file.h"
 #include "slrt/read_file.h"
@@ -55,10 +56,7 @@ std::optional<DType> parseDType(const std::string &name) {
 // Bytes of a `dtype` tensor of `shape`, or nullopt for a negative dimension or an overflow.
 std::optional<uint64_t> byteSize(DType dtype, const Shape &shape) {
   std::optional<uint64_t> count = numel(shape);
-  uint64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, dtypeSize(dtype), &bytes))
-    return std::nullopt;
-  return bytes;
+  return count ? checkedMul(*count, dtypeSize(dtype)) : std::nullopt;
 }
 
 std::string formatRange(uint64_t begin, uint64_t end) {
@@ -301,9 +299,10 @@ std::string encodeSafetensors(const std::vector<TensorView> &tensors,
       throw makeError("tensor '", tensor.name, "': cannot store dtype ", dtypeName(tensor.dtype),
                       " (supported: ", kSupported, ")");
     std::optional<uint64_t> bytes = byteSize(tensor.dtype, tensor.shape);
-    uint64_t end = 0;
-    if (!bytes || __builtin_add_overflow(offset, *bytes, &end))
+    std::optional<uint64_t> last = bytes ? checkedAdd(offset, *bytes) : std::nullopt;
+    if (!last)
       throw makeError("tensor '", tensor.name, "': invalid shape ", formatShape(tensor.shape));
+    uint64_t end = *last;
     if (*bytes > 0 && !tensor.data)
       throw makeError("tensor '", tensor.name, "': no data");
     header[tensor.name] = {{"dtype", dtype},
