@@ -1,6 +1,7 @@
 #include "slrt/host_tensor.h"
 
 #include "slrt/bfloat16.h"
+#include "slrt/checked.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -10,9 +11,10 @@ HostTensor HostTensor::zeros(DType dtype, Shape shape) {
   if (size == 0)
     throw makeError("cannot make a tensor of dtype ", dtypeName(dtype));
   std::optional<uint64_t> count = slrt::numel(shape);
-  uint64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, size, &bytes))
+  std::optional<uint64_t> checkedBytes = count ? checkedMul(*count, size) : std::nullopt;
+  if (!checkedBytes)
     throw makeError("invalid tensor shape ", formatShape(shape));
+  uint64_t bytes = *checkedBytes;
   HostTensor tensor;
   tensor.dtype = dtype;
   tensor.shape = std::move(shape);

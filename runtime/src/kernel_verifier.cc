@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "slrt/checked.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/shape.h"
@@ -590,8 +591,10 @@ private:
         throw error("operand ", i, " shape ", formatShape(in_[i]),
                     " does not match operand 0 shape ", formatShape(in_[0]), " outside axis ",
                     axis);
-      if (__builtin_add_overflow(expected[axis], in_[i][axis], &expected[axis]))
+      std::optional<int64_t> extent = checkedAdd(expected[axis], in_[i][axis]);
+      if (!extent)
         throw error("the concatenated extent along axis ", axis, " overflows");
+      expected[axis] = *extent;
     }
     expectResult(expected);
   }
@@ -622,9 +625,9 @@ private:
       if (!inRange)
         throw error("slice.starts[", d, "] = ", start, " is out of range for dimension ", d, " of ",
                     xName, " ", formatShape(x));
-      int64_t last = 0;
-      if (y[d] > 0 && (__builtin_mul_overflow(y[d] - 1, step, &last) ||
-                       __builtin_add_overflow(start, last, &last) || last < 0 || last >= x[d]))
+      std::optional<int64_t> offset = checkedMul(y[d] - 1, step);
+      std::optional<int64_t> last = offset ? checkedAdd(start, *offset) : std::nullopt;
+      if (y[d] > 0 && (!last || *last < 0 || *last >= x[d]))
         throw error(yName, " ", formatShape(y), " reads past ", xName, " ", formatShape(x),
                     " in dimension ", d, ": ", y[d], " elements from ", start, " in steps of ",
                     step);

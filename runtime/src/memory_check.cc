@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "slrt/backend.h"
+#include "slrt/checked.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/shape.h"
@@ -17,13 +18,6 @@ namespace {
 
 constexpr const char *kHostHook = "SL_TEST_HOST_MEMORY_AVAILABLE";
 constexpr const char *kDeviceHook = "SL_TEST_DEVICE_MEMORY_AVAILABLE";
-
-uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
-uint64_t saturatingMul(uint64_t a, uint64_t b) {
-  uint64_t product;
-  return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
-}
 
 // The first whitespace-separated word of a file ("max", "123"), or nullopt when it cannot be read.
 std::optional<std::string> firstWord(const std::string &path) {
@@ -105,13 +99,15 @@ MemoryNeed runMemoryNeed(const sl::schedule::Schedule &schedule, const RunMemory
     // One f32 tensor per parameter; the train contract makes every parameter f32.
     uint64_t oneCopy = 0;
     for (const sl::schedule::Parameter &p : schedule.parameters())
-      oneCopy = saturatingAdd(
-          oneCopy, saturatingMul(numel(toShape(p.shape())).value_or(UINT64_MAX), sizeof(float)));
-    uint64_t state = saturatingMul(oneCopy, 3);
+      oneCopy = saturatingAdd<uint64_t>(
+          oneCopy,
+          saturatingMul<uint64_t>(numel(toShape(p.shape())).value_or(UINT64_MAX), sizeof(float)));
+    uint64_t state = saturatingMul<uint64_t>(oneCopy, 3);
     need.host.push_back({"AdamW state (master weights and two moments)", state});
     // A resume's reading and a save's copying and encoding do not overlap: one is before the first
     // step, the other after the last.
-    uint64_t checkpoint = options.save ? saturatingMul(state, 2) : options.resume ? state : 0;
+    uint64_t checkpoint =
+        options.save ? saturatingMul<uint64_t>(state, 2) : options.resume ? state : 0;
     if (checkpoint > 0)
       need.host.push_back(
           {options.save ? "checkpoint being saved" : "checkpoint being read", checkpoint});
@@ -119,9 +115,10 @@ MemoryNeed runMemoryNeed(const sl::schedule::Schedule &schedule, const RunMemory
     uint64_t outputs = 0;
     for (const sl::schedule::Binding &b : schedule.outputs())
       if (b.buffer() < static_cast<uint32_t>(schedule.buffers_size()))
-        outputs = saturatingAdd(outputs, schedule.buffers(static_cast<int>(b.buffer())).bytes());
+        outputs = saturatingAdd<uint64_t>(outputs,
+                                          schedule.buffers(static_cast<int>(b.buffer())).bytes());
     if (options.writeOutputs)
-      outputs = saturatingMul(outputs, 2);
+      outputs = saturatingMul<uint64_t>(outputs, 2);
     if (outputs > 0)
       need.host.push_back({"outputs", outputs});
   }
@@ -150,9 +147,9 @@ MemoryAvailable availableHostMemory(const std::string &root) {
     if (!(fields >> key >> kib))
       continue;
     if (key == "MemAvailable:")
-      available = saturatingMul(kib, 1024);
+      available = saturatingMul<uint64_t>(kib, 1024);
     else if (key == "MemFree:")
-      free = saturatingMul(kib, 1024);
+      free = saturatingMul<uint64_t>(kib, 1024);
   }
   MemoryAvailable result;
   // Kernels before 3.14 have no MemAvailable; MemFree then undercounts, which errs on the safe
@@ -206,7 +203,7 @@ MemoryAvailable availableMemory(const Backend &backend) {
 void checkMemoryFits(const std::string &what, const MemoryNeed &need,
                      const MemoryAvailable &available) {
   if (available.deviceBytes &&
-      saturatingAdd(need.deviceArena, need.deviceWorking) > *available.deviceBytes)
+      saturatingAdd<uint64_t>(need.deviceArena, need.deviceWorking) > *available.deviceBytes)
     throw makeError(what, ": the device arena needs ", bytesWithCount(need.deviceArena),
                     need.deviceWorking > 0
                         ? " of device memory, plus " + bytesWithCount(need.deviceWorking) +
@@ -226,7 +223,7 @@ void checkMemoryFits(const std::string &what, const MemoryNeed &need,
   for (const MemoryItem &item : host) {
     if (item.bytes == 0)
       continue;
-    total = saturatingAdd(total, item.bytes);
+    total = saturatingAdd<uint64_t>(total, item.bytes);
     parts += (parts.empty() ? "" : ", ") + item.what + " " + formatBytes(item.bytes);
   }
   if (total > available.hostBytes)

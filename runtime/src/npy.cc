@@ -5,6 +5,7 @@
 #include <map>
 
 #include "slrt/atomic_file.h"
+#include "slrt/checked.h"
 #include "slrt/error.h"
 #include "slrt/read_file.h"
 
@@ -124,16 +125,18 @@ private:
     expect('(');
     while (!peek(')')) {
       size_t start = pos_;
-      int64_t dim = 0;
+      std::optional<int64_t> dim = 0;
       while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-        if (__builtin_mul_overflow(dim, 10, &dim) ||
-            __builtin_add_overflow(dim, text_[pos_] - '0', &dim))
+        dim = checkedMul<int64_t>(*dim, 10);
+        if (dim)
+          dim = checkedAdd<int64_t>(*dim, text_[pos_] - '0');
+        if (!dim)
           fail("dimension too large");
         ++pos_;
       }
       if (pos_ == start)
         fail("expected a non-negative integer dimension");
-      shape.push_back(dim);
+      shape.push_back(*dim);
       if (!peek(')'))
         expect(',');
     }
@@ -198,9 +201,10 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
   // Check the size against the bytes present before allocating, so a lying header cannot make us
   // allocate more than the file holds.
   std::optional<uint64_t> count = numel(header.shape);
-  uint64_t needed = 0;
-  if (!count || __builtin_mul_overflow(*count, dtypeSize(entry->dtype), &needed))
+  std::optional<uint64_t> size = count ? checkedMul(*count, dtypeSize(entry->dtype)) : std::nullopt;
+  if (!size)
     throw makeError(source, ": shape ", formatShape(header.shape), " is too large");
+  uint64_t needed = *size;
   size_t dataStart = headerStart + headerLength;
   uint64_t present = bytes.size() - dataStart;
   if (present != needed)

@@ -1,5 +1,6 @@
 #include "slrt/read_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -25,9 +26,9 @@ const char *kindOf(mode_t mode) {
   return "not a regular file";
 }
 
-} // namespace
-
-std::string readFile(const std::string &path, uint64_t maxBytes, const char *limitReason) {
+// Opens `path` for reading after checking that it is a regular file; its size in `size`. Throws
+// Error naming the path.
+int openRegular(const std::string &path, uint64_t &size) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever if none
   // comes, before fstat could say what it is. It changes nothing for a regular file.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -48,19 +49,19 @@ std::string readFile(const std::string &path, uint64_t maxBytes, const char *lim
     throw makeError(path, ": cannot read it: it is ", kindOf(info.st_mode),
                     ", not a regular file");
   }
-  uint64_t size = static_cast<uint64_t>(info.st_size);
-  if (size > maxBytes) {
-    ::close(fd);
-    throw makeError(path, ": the file is ", size, " bytes, more than the limit of ", maxBytes,
-                    " bytes", limitReason ? " (" : "", limitReason ? limitReason : "",
-                    limitReason ? ")" : "");
-  }
+  size = static_cast<uint64_t>(info.st_size);
+  return fd;
+}
+
+// Up to `count` bytes from the start of `fd`, which it closes: fewer when the file shrank since
+// fstat (what is there is the file).
+std::string readAndClose(int fd, uint64_t count, const std::string &path) {
   std::string contents;
-  contents.resize(size);
+  contents.resize(count);
   size_t done = 0;
   std::string why;
-  while (done < size) {
-    ssize_t n = ::read(fd, contents.data() + done, size - done);
+  while (done < count) {
+    ssize_t n = ::read(fd, contents.data() + done, count - done);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
@@ -68,7 +69,7 @@ std::string readFile(const std::string &path, uint64_t maxBytes, const char *lim
       break;
     }
     if (n == 0)
-      break; // the file shrank since fstat: what is there is the file
+      break;
     done += static_cast<size_t>(n);
   }
   ::close(fd);
@@ -76,6 +77,27 @@ std::string readFile(const std::string &path, uint64_t maxBytes, const char *lim
     throw makeError(path, ": cannot read (", why, ")");
   contents.resize(done);
   return contents;
+}
+
+} // namespace
+
+std::string readFile(const std::string &path, uint64_t maxBytes, const char *limitReason) {
+  uint64_t size = 0;
+  int fd = openRegular(path, size);
+  if (size > maxBytes) {
+    ::close(fd);
+    throw makeError(path, ": the file is ", size, " bytes, more than the limit of ", maxBytes,
+                    " bytes", limitReason ? " (" : "", limitReason ? limitReason : "",
+                    limitReason ? ")" : "");
+  }
+  return readAndClose(fd, size, path);
+}
+
+FilePrefix readFilePrefix(const std::string &path, uint64_t maxBytes) {
+  FilePrefix prefix;
+  int fd = openRegular(path, prefix.fileSize);
+  prefix.bytes = readAndClose(fd, std::min(prefix.fileSize, maxBytes), path);
+  return prefix;
 }
 
 std::string quoteBounded(const std::string &text, size_t maxBytes) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kernel_verifier.h"
+#include "slrt/checked.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/shape.h"
@@ -126,9 +127,11 @@ private:
         if (dim < 0)
           throw makeError(what, " has a negative dimension in shape ", formatShape(shape));
       std::optional<uint64_t> count = numel(shape);
-      uint64_t needed = 0;
-      if (!count || __builtin_mul_overflow(*count, elementSize, &needed))
+      std::optional<uint64_t> size =
+          count ? checkedMul<uint64_t>(*count, elementSize) : std::nullopt;
+      if (!size)
         throw makeError(what, " shape ", formatShape(shape), " is too large");
+      uint64_t needed = *size;
       if (b.bytes() != needed)
         throw makeError(what, " has ", b.bytes(), " bytes, but ", dtypeName(b.dtype()), " ",
                         formatShape(shape), " needs ", needed);
@@ -181,10 +184,13 @@ private:
       const Buffer &b = hostBuffer(p.buffer(), who);
       verifyFileDType(p, who);
       // With a conversion, `bytes` is the size in the file: the buffer's elements in file_dtype.
-      uint64_t bytes = b.bytes();
-      if (converts(p) && __builtin_mul_overflow(b.bytes() / dtypeSize(b.dtype()),
-                                                dtypeSize(p.file_dtype()), &bytes))
+      std::optional<uint64_t> fileBytes =
+          converts(p) ? checkedMul<uint64_t>(b.bytes() / dtypeSize(b.dtype()),
+                                             dtypeSize(p.file_dtype()))
+                      : std::optional<uint64_t>(b.bytes());
+      if (!fileBytes)
         throw makeError(who, ": its ", bufferText(p.buffer()), " is too large");
+      uint64_t bytes = *fileBytes;
       if (p.dtype() != b.dtype() || toShape(p.shape()) != toShape(b.shape()) || p.bytes() != bytes)
         throw makeError(who, " is ", dtypeName(p.dtype()), " ", formatShape(toShape(p.shape())),
                         " (", p.bytes(), " bytes",
@@ -290,9 +296,9 @@ private:
       verifyFileDType(p, who);
       Shape shape = toShape(p.shape());
       std::optional<uint64_t> count = numel(shape);
-      uint64_t bytes = 0;
-      if (p.dtype() != F32 || !count || __builtin_mul_overflow(*count, sizeof(float), &bytes) ||
-          p.bytes() != bytes)
+      std::optional<uint64_t> bytes =
+          count ? checkedMul<uint64_t>(*count, sizeof(float)) : std::nullopt;
+      if (p.dtype() != F32 || !bytes || p.bytes() != *bytes)
         throw makeError(who, " is ", dtypeName(p.dtype()), " ", formatShape(shape), " (", p.bytes(),
                         " bytes); a sharded parameter is f32 of its shape's size");
       if (p.file().empty())
@@ -680,14 +686,14 @@ private:
     for (const auto &[name, value] : counts)
       if (value <= 0)
         throw makeError("generation.", name, " is ", value, "; it must be positive");
-    int64_t cacheLen = 0, batch = 0;
-    if (__builtin_add_overflow(g.max_prompt_len(), g.max_new_tokens(), &cacheLen) ||
-        g.cache_len() != cacheLen)
+    std::optional<int64_t> sum = checkedAdd<int64_t>(g.max_prompt_len(), g.max_new_tokens());
+    std::optional<int64_t> product =
+        checkedMul<int64_t>(g.sub_batch_size(), int64_t{g.num_sub_batches()});
+    if (!sum || g.cache_len() != *sum)
       throw makeError("generation.cache_len is ", g.cache_len(), ", but max_prompt_len (",
                       g.max_prompt_len(), ") + max_new_tokens (", g.max_new_tokens(), ") is ",
-                      cacheLen);
-    if (__builtin_mul_overflow(g.sub_batch_size(), int64_t{g.num_sub_batches()}, &batch) ||
-        batch != g.batch())
+                      sum ? std::to_string(*sum) : std::string("at least 2^63"));
+    if (!product || *product != g.batch())
       throw makeError("generation.num_sub_batches (", g.num_sub_batches(), ") sub-batches of ",
                       g.sub_batch_size(), " sequences (sub_batch_size) are not batch (", g.batch(),
                       ")");

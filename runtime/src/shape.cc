@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <sstream>
 
+#include "slrt/checked.h"
+
 namespace slrt {
 
 std::optional<uint64_t> numel(const Shape &shape) {
-  uint64_t count = 1;
+  std::optional<uint64_t> count = 1;
   for (int64_t dim : shape) {
-    if (dim < 0 || __builtin_mul_overflow(count, static_cast<uint64_t>(dim), &count))
+    if (dim < 0 || !(count = checkedMul(*count, static_cast<uint64_t>(dim))))
       return std::nullopt;
   }
   return count;

@@ -1,6 +1,6 @@
 // Bounded readers: readFile refuses what is not a regular file, and a file over its limit, before
-// reading a byte; messages quote at most a bounded part of bad input; the checked arithmetic the
-// runtime's sizes and times go through.
+// reading a byte, and readFilePrefix reads only a file's start; messages quote at most a bounded
+// part of bad input; the checked arithmetic the runtime's sizes and times go through.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -55,6 +55,26 @@ TEST(ReadFileTest, DevicesAndDirectoriesAreRefused) {
               HasSubstr("/absent: cannot open (No such file or directory)"));
 }
 
+TEST(ReadFilePrefixTest, ReadsAtMostThePrefixAndGivesTheSize) {
+  TempDir dir;
+  writeBytes(dir.file("a"), "0123456789");
+  FilePrefix prefix = readFilePrefix(dir.file("a"), 4);
+  EXPECT_EQ(prefix.bytes, "0123");
+  EXPECT_EQ(prefix.fileSize, 10u);
+  prefix = readFilePrefix(dir.file("a"), 100);
+  EXPECT_EQ(prefix.bytes, "0123456789");
+  EXPECT_EQ(prefix.fileSize, 10u);
+}
+
+TEST(ReadFilePrefixTest, RefusesWhatReadFileRefuses) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  EXPECT_THAT(errorOf([&] { readFilePrefix(dir.file("fifo"), 8); }),
+              HasSubstr("/fifo: cannot read it: it is a FIFO (named pipe), not a regular file"));
+  EXPECT_THAT(errorOf([&] { readFilePrefix(dir.path(), 8); }),
+              HasSubstr(": cannot read (Is a directory)"));
+}
+
 TEST(QuoteBoundedTest, CutsLongTextAtACharacterBoundary) {
   EXPECT_EQ(quoteBounded("short"), "short");
   std::string text(100'000, 'x');
@@ -102,6 +122,15 @@ TEST(CheckedTest, MultiplicationAndAdditionReportOverflow) {
   EXPECT_EQ(saturatingMulAdd<uint64_t>(uint64_t{1} << 63, 2, 1),
             std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(saturatingMulAdd<uint64_t>(5, 2, 1), 11u);
+}
+
+TEST(CheckedTest, SaturatingMultiplicationAndAdditionStopAtTheLargestValue) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(saturatingMul<uint64_t>(uint64_t{1} << 32, uint64_t{1} << 31), uint64_t{1} << 63);
+  EXPECT_EQ(saturatingMul<uint64_t>(uint64_t{1} << 32, uint64_t{1} << 32), kMax);
+  EXPECT_EQ(saturatingAdd<uint64_t>(kMax - 1, 1), kMax);
+  EXPECT_EQ(saturatingAdd<uint64_t>(kMax - 1, 2), kMax);
+  EXPECT_EQ(saturatingMul<uint64_t>(0, kMax), 0u);
 }
 
 TEST(CheckedTest, SecondsBecomeNanosecondsOnlyWithinTheLimit) {

@@ -27,6 +27,21 @@ template <typename T> std::optional<T> checkedAdd(T a, T b) {
   return sum;
 }
 
+// a * b or a + b, or the largest T when that overflows: for limits and estimates of sizes, where
+// "more than anything" is the right answer to an overflow. Unsigned only: a signed product could
+// also overflow downwards.
+template <typename T> T saturatingMul(T a, T b) {
+  static_assert(std::is_unsigned_v<T>);
+  std::optional<T> product = checkedMul(a, b);
+  return product ? *product : std::numeric_limits<T>::max();
+}
+
+template <typename T> T saturatingAdd(T a, T b) {
+  static_assert(std::is_unsigned_v<T>);
+  std::optional<T> sum = checkedAdd(a, b);
+  return sum ? *sum : std::numeric_limits<T>::max();
+}
+
 // a * b + c, or the largest T when that overflows: for limits, where "more than anything" is the
 // right answer to an overflow.
 template <typename T> T saturatingMulAdd(T a, T b, T c) {

@@ -15,6 +15,14 @@ std::string readFile(const std::string &path,
                      uint64_t maxBytes = std::numeric_limits<uint64_t>::max(),
                      const char *limitReason = nullptr);
 
+// The first `maxBytes` bytes of `path` (all of it when it is shorter) and the file's size, with
+// readFile's checks of what the file is: for reading a header without the gigabytes after it.
+struct FilePrefix {
+  std::string bytes;
+  uint64_t fileSize = 0;
+};
+FilePrefix readFilePrefix(const std::string &path, uint64_t maxBytes);
+
 // `text` for an error message: at most `maxBytes` bytes of it (cut at a UTF-8 character
 // boundary), then "... (N bytes)" when it was longer, so that a message quoting bad input never
 // repeats megabytes of it.

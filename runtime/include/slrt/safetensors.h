@@ -25,6 +25,10 @@ namespace slrt {
 
 using SafetensorsMetadata = std::map<std::string, std::string>;
 
+// The reference implementation refuses larger headers; a length past it is a corrupt file, and
+// refusing it early keeps a lying length from making us parse garbage.
+constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+
 // A tensor as read: the bytes are owned. Reading maps the file and copies each tensor out of the
 // mapping once, then unmaps it: a caller (a resumed optimizer) copies them into its own memory in
 // any case, and owned entries cannot outlive a mapping by mistake.

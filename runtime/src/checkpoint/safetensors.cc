@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "slrt/atomic_file.h"
+#include "slrt/checked.h"
 #include "slrt/error.h"
 #include "slrt/mapped_file.h"
 #include "slrt/read_file.h"
@@ -26,9 +27,7 @@ using sl::schedule::F64;
 using sl::schedule::I32;
 using sl::schedule::I64;
 
-// The reference implementation refuses larger headers; a length past it is a corrupt file, and
-// refusing it early keeps a lying length from making us parse garbage.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kMaxHeaderBytes = kSafetensorsMaxHeaderBytes;
 constexpr uint64_t kLengthBytes = 8;
 constexpr const char *kMetadataKey = "__metadata__";
 
@@ -57,10 +56,7 @@ std::optional<DType> parseDType(const std::string &name) {
 // Bytes of a `dtype` tensor of `shape`, or nullopt for a negative dimension or an overflow.
 std::optional<uint64_t> byteSize(DType dtype, const Shape &shape) {
   std::optional<uint64_t> count = numel(shape);
-  uint64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, dtypeSize(dtype), &bytes))
-    return std::nullopt;
-  return bytes;
+  return count ? checkedMul(*count, dtypeSize(dtype)) : std::nullopt;
 }
 
 std::string formatRange(uint64_t begin, uint64_t end) {
@@ -303,9 +299,10 @@ std::string encodeSafetensors(const std::vector<TensorView> &tensors,
       throw makeError("tensor '", tensor.name, "': cannot store dtype ", dtypeName(tensor.dtype),
                       " (supported: ", kSupported, ")");
     std::optional<uint64_t> bytes = byteSize(tensor.dtype, tensor.shape);
-    uint64_t end = 0;
-    if (!bytes || __builtin_add_overflow(offset, *bytes, &end))
+    std::optional<uint64_t> last = bytes ? checkedAdd(offset, *bytes) : std::nullopt;
+    if (!last)
       throw makeError("tensor '", tensor.name, "': invalid shape ", formatShape(tensor.shape));
+    uint64_t end = *last;
     if (*bytes > 0 && !tensor.data)
       throw makeError("tensor '", tensor.name, "': no data");
     header[tensor.name] = {{"dtype", dtype},

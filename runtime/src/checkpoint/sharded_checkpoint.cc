@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -21,6 +20,7 @@
 #include "slrt/comm.h"
 #include "slrt/error.h"
 #include "slrt/read_file.h"
+#include "slrt/safetensors.h"
 #include "temp_files.h"
 
 namespace slrt {
@@ -143,22 +143,19 @@ struct Index {
 // The "__metadata__" of a safetensors file, reading its header only (a checkpoint may be
 // gigabytes); nullopt when it is not a safetensors file with string metadata.
 std::optional<std::map<std::string, std::string>> safetensorsMetadata(const std::string &path) {
-  constexpr uint64_t kMaxHeader = 100'000'000; // the safetensors reader's limit
-  std::ifstream in(path, std::ios::binary);
-  unsigned char length[8];
-  if (!in.read(reinterpret_cast<char *>(length), sizeof length))
+  constexpr uint64_t kLengthBytes = 8;
+  FilePrefix prefix = readFilePrefix(path, kLengthBytes);
+  if (prefix.bytes.size() < kLengthBytes)
     return std::nullopt;
   uint64_t headerBytes = 0;
   for (int i = 7; i >= 0; --i)
-    headerBytes = (headerBytes << 8) | length[i];
-  in.seekg(0, std::ios::end);
-  uint64_t size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
-  if (headerBytes > kMaxHeader || headerBytes > size - 8)
+    headerBytes = (headerBytes << 8) | static_cast<unsigned char>(prefix.bytes[i]);
+  if (headerBytes > kSafetensorsMaxHeaderBytes || headerBytes > prefix.fileSize - kLengthBytes)
     return std::nullopt;
-  std::string header(headerBytes, '\0');
-  in.seekg(8);
-  if (!in.read(header.data(), static_cast<std::streamsize>(headerBytes)))
-    return std::nullopt;
+  prefix = readFilePrefix(path, kLengthBytes + headerBytes);
+  if (prefix.bytes.size() < kLengthBytes + headerBytes)
+    return std::nullopt; // the file shrank since
+  std::string_view header = std::string_view(prefix.bytes).substr(kLengthBytes);
   nlohmann::json json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object())
     return std::nullopt;
@@ -362,19 +359,15 @@ bool isShardedCheckpointIndex(const std::string &path) {
   // Only the start of the file is read: a checkpoint may be gigabytes. A safetensors file starts
   // with its header's length (8 bytes, little-endian) and then the header's '{'; an index is JSON
   // from its first byte. A file that cannot be read is left to the safetensors reader's message,
-  // and so is one that is not a regular file: opening a FIFO would wait for a writer.
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+  // and so is one that is not a regular file (readFilePrefix refuses it without waiting on a FIFO).
+  FilePrefix prefix;
+  try {
+    prefix = readFilePrefix(path, 64);
+  } catch (const Error &) {
     return false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  char head[64] = {};
-  in.read(head, sizeof head);
-  std::string bytes(head, static_cast<size_t>(in.gcount()));
-  in.clear();
-  in.seekg(0, std::ios::end);
-  uint64_t size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  }
+  const std::string &bytes = prefix.bytes;
+  uint64_t size = prefix.fileSize;
   if (bytes.size() >= 9 && bytes[8] == '{') {
     uint64_t headerBytes = 0;
     for (int i = 7; i >= 0; --i)

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "slrt/checked.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -51,10 +52,11 @@ void TokenData::checkFits(int64_t batchSize, int64_t seqLen) const {
   if (batchSize <= 0 || seqLen <= 0)
     throw makeError(path(), ": cannot read batches of ", batchSize, " sequences of ", seqLen,
                     " tokens (both must be positive)");
-  uint64_t needed = 0;
-  bool overflow = __builtin_mul_overflow(static_cast<uint64_t>(batchSize),
-                                         static_cast<uint64_t>(seqLen), &needed) ||
-                  __builtin_add_overflow(needed, uint64_t{1}, &needed);
+  std::optional<uint64_t> product =
+      checkedMul(static_cast<uint64_t>(batchSize), static_cast<uint64_t>(seqLen));
+  std::optional<uint64_t> sum = product ? checkedAdd(*product, uint64_t{1}) : std::nullopt;
+  bool overflow = !sum;
+  uint64_t needed = sum.value_or(0);
   if (overflow || needed > numTokens_)
     throw makeError(path(), ": the token file is too small: a step of ", batchSize,
                     " sequences of ", seqLen, " tokens reads ",
