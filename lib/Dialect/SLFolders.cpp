@@ -625,7 +625,10 @@ OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
   if (!data || !picks || picks->isFloat || !foldable(getType()))
     return {};
   int64_t rank = int64_t(data->shape.size());
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  // The attribute's accessor is unsigned: a negative axis reads back as a huge one.
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis < 0)
+    axis += rank;
   ArrayRef<int64_t> out = getType().getShape();
   SmallVector<int64_t> outStrides = stridesOf(out), dataStrides = stridesOf(data->shape);
   SmallVector<int64_t> indices;

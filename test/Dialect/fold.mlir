@@ -548,8 +548,9 @@ func.func @cumsum() -> (tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tenso
 // CHECK-DAG: %[[T:.+]] = sl.constant dense<{{\[}}[1, 2, 1, 2], [3, 4, 3, 4], [1, 2, 1, 2], [3, 4, 3, 4]]> : tensor<4x4xi64>
 // CHECK-DAG: %[[G:.+]] = sl.constant dense<{{\[}}[3, 2], [1, 4]]> : tensor<2x2xi64>
 // CHECK-DAG: %[[G1:.+]] = sl.constant dense<{{\[}}[2, 2], [3, 3]]> : tensor<2x2xi64>
-// CHECK: return %[[T]], %[[G]], %[[G1]]
-func.func @tile_gather_elements() -> (tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>) {
+// A negative axis counts from the end (axis -1 is axis 1 here).
+// CHECK: return %[[T]], %[[G]], %[[G1]], %[[G1]]
+func.func @tile_gather_elements() -> (tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>, tensor<2x2xi64>) {
   %m = sl.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>
   %reps = sl.constant dense<[2, 2]> : tensor<2xi64>
   %t = sl.tile %m, %reps : (tensor<2x2xi64>, tensor<2xi64>) -> tensor<4x4xi64>
@@ -557,7 +558,8 @@ func.func @tile_gather_elements() -> (tensor<4x4xi64>, tensor<2x2xi64>, tensor<2
   %g = sl.gather_elements %m, %rows {axis = 0} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
   %cols = sl.constant dense<[[1, 1], [0, 0]]> : tensor<2x2xi64>
   %g1 = sl.gather_elements %m, %cols {axis = 1} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
-  return %t, %g, %g1 : tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>
+  %g2 = sl.gather_elements %m, %cols {axis = -1} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+  return %t, %g, %g1, %g2 : tensor<4x4xi64>, tensor<2x2xi64>, tensor<2x2xi64>, tensor<2x2xi64>
 }
 
 // -----
