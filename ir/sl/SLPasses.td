@@ -414,10 +414,21 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
            "Blocks whose parameters are on the device together (0: choose)">,
     Option<"mode", "mode", "std::string", /*default=*/"\"speedloader\"",
            "Schedule to plan: speedloader or canonical (ZeRO-3 offload)">,
-    Option<"linkGBps", "link-gbps", "double", /*default=*/"25.0",
-           "Host<->device bandwidth per direction in GB/s (10^9 bytes per second; 25: PCIe 4 x16)">,
-    Option<"tflops", "tflops", "double", /*default=*/"0.2",
-           "Sustained compute rate in TFLOP/s (0.2: fp32 GEMM on a few CPU cores)">,
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "The machine to plan for, whose measured rates are the defaults of link-gbps, tflops "
+           "and optimizer-gparams: cpu, or h200 (none: cpu)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "The stages' storage type: bf16 takes the target's bf16 compute rate, anything else its "
+           "f32 rate">,
+    Option<"linkGBps", "link-gbps", "double", /*default=*/"0",
+           "Host<->device bandwidth per direction in GB/s (10^9 bytes per second; 0: the "
+           "target's; cpu's is 25, PCIe 4 x16)">,
+    Option<"tflops", "tflops", "double", /*default=*/"0",
+           "Sustained compute rate in TFLOP/s (0: the target's; cpu's is 0.2, fp32 GEMM on a few "
+           "CPU cores)">,
+    Option<"optimizerGParams", "optimizer-gparams", "double", /*default=*/"0",
+           "The host's AdamW rate in 10^9 parameters per second (0: the target's; cpu does not "
+           "model it)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the plan and its predictions to standard output">,
   ];

@@ -571,9 +571,28 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
                                phase.deviceToHost / machine.linkBytesPerSecond});
   }
   // Nothing overlaps the first parameter fetch or the last gradient offload.
+  double firstFetch = 0;
   if (!phases.empty()) {
-    p.stepSeconds += groups[order.front().second].parameterBytes / machine.linkBytesPerSecond;
+    firstFetch = groups[order.front().second].parameterBytes / machine.linkBytesPerSecond;
+    p.stepSeconds += firstFetch;
     p.stepSeconds += groups[order.back().second].parameterBytes / machine.linkBytesPerSecond;
+  }
+  // The host's AdamW updates a group once its gradients are offloaded, overlapping the rest of
+  // the backward; it cannot start before the backward does, so the step takes at least the
+  // forward (the epilogue's fused pass included) and then the whole update.
+  if (machine.hostOptimizerParamsPerSecond > 0) {
+    p.optimizerSeconds =
+        double(costs.parameterBytesFp32) / 4 / machine.hostOptimizerParamsPerSecond;
+    double beforeBackward = firstFetch;
+    for (auto [i, step] : llvm::enumerate(order)) {
+      if (step.first == 'B')
+        break;
+      const Phase &phase = phases[i];
+      beforeBackward += std::max({phase.flops / machine.flopsPerSecond,
+                                  phase.hostToDevice / machine.linkBytesPerSecond,
+                                  phase.deviceToHost / machine.linkBytesPerSecond});
+    }
+    p.stepSeconds = std::max(p.stepSeconds, beforeBackward + p.optimizerSeconds);
   }
 
   // Memory: the step laid out as sl-allocate lays it out. The host also keeps AdamW's fp32

@@ -72,8 +72,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   plan.numSubBatches = options.numSubBatches;
   plan.liveBlocks = options.liveBlocks;
   plan.mode = options.mode;
+  plan.target = options.target;
+  plan.precision = options.precision;
   plan.linkGBps = options.linkGBps;
   plan.tflops = options.tflops;
+  plan.optimizerGParams = options.optimizerGParams;
   plan.report = options.planReport;
   int64_t seq = options.seq;
   bool fuse = options.fuse;

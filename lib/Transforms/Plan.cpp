@@ -11,6 +11,7 @@
 //===--------------------------------------------------------------------------------------------===//
 
 #include "sl/Analysis/CostModel.h"
+#include "sl/Analysis/MachineProfiles.h"
 #include "sl/Analysis/StepMemory.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Transforms/Passes.h"
@@ -46,6 +47,33 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
   PlanPass(const sl::PlanPassOptions &options, sl::StagePipelineBuilder buildStages)
       : PlanPassBase(options), buildStages(std::move(buildStages)) {}
 
+  /// The machine's rates: the target's profile (cpu's without one), then each rate given.
+  FailureOr<sl::Machine> machineFor() {
+    std::string name = target.empty() ? std::string("cpu") : std::string(target);
+    std::optional<sl::MachineProfile> profile = sl::lookupMachineProfile(name);
+    if (!profile) {
+      emitError(getOperation().getLoc())
+          << "sl-plan: target must be one of " << sl::machineProfileNames() << ", not '"
+          << name << "' (for another machine, give link-gbps= and tflops=)";
+      return failure();
+    }
+    if (linkGBps < 0 || tflops < 0 || optimizerGParams < 0 || std::isnan(linkGBps) ||
+        std::isnan(tflops) || std::isnan(optimizerGParams)) {
+      emitError(getOperation().getLoc())
+          << "sl-plan: link-gbps, tflops and optimizer-gparams must be positive (0: the "
+             "target's)";
+      return failure();
+    }
+    sl::Machine machine;
+    machine.linkBytesPerSecond = (linkGBps > 0 ? double(linkGBps) : profile->linkGBps) * 1e9;
+    // The value itself is sl-convert-precision's to check; anything but bf16 computes in f32.
+    double deviceTflops = precision == "bf16" ? profile->bf16Tflops : profile->f32Tflops;
+    machine.flopsPerSecond = (tflops > 0 ? double(tflops) : deviceTflops) * 1e12;
+    machine.hostOptimizerParamsPerSecond =
+        (optimizerGParams > 0 ? double(optimizerGParams) : profile->hostOptimizerGParams) * 1e9;
+    return machine;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     state = std::make_shared<State>();
@@ -67,11 +95,9 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     if (failed(parseBudget("device-memory", deviceMemory, request.deviceBudget)) ||
         failed(parseBudget("host-memory", hostMemory, request.hostBudget)))
       return signalPassFailure();
-    if (!(linkGBps > 0) || !(tflops > 0)) {
-      emitError() << "sl-plan: link-gbps and tflops must be positive";
+    FailureOr<sl::Machine> machine = machineFor();
+    if (failed(machine))
       return signalPassFailure();
-    }
-    sl::Machine machine{linkGBps * 1e9, tflops * 1e12};
 
     FailureOr<sl::ModelCosts> costs = analyse(module);
     if (failed(costs))
@@ -79,16 +105,16 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     sl::StepMemoryFn memory = [&](const sl::PlanConfig &config, sl::MemoryQuery query) {
       return stepMemory(*costs, config, query);
     };
-    FailureOr<sl::PlanConfig> config = sl::choose(*costs, request, machine, memory, emitError);
+    FailureOr<sl::PlanConfig> config = sl::choose(*costs, request, *machine, memory, emitError);
     if (state->schedulingFailed || failed(config))
       return signalPassFailure();
     sl::Prediction prediction =
-        sl::predict(*costs, *config, machine, memory, sl::MemoryQuery{true, true, true});
+        sl::predict(*costs, *config, *machine, memory, sl::MemoryQuery{true, true, true});
     if (state->schedulingFailed)
       return signalPassFailure();
     module->setAttr("sl.plan", planAttr(*costs, *config, prediction));
     if (report)
-      printReport(llvm::outs(), *costs, *config, machine, memory, prediction);
+      printReport(llvm::outs(), *costs, *config, *machine, memory, prediction);
     state.reset();
   }
 
@@ -380,8 +406,12 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     os << "sl-plan: " << sl::stringifyScheduleMode(config.mode) << ", " << config.numSubBatches
        << " sub-batches of " << b << " (batch " << b * config.numSubBatches << "), live-blocks "
        << config.liveBlocks << ", world " << config.world << "\n";
-    os << llvm::format("  link %g GB/s per direction, %g TFLOP/s\n",
-                       machine.linkBytesPerSecond / 1e9, machine.flopsPerSecond / 1e12);
+    os << llvm::format("  link %g GB/s per direction, %g TFLOP/s", machine.linkBytesPerSecond / 1e9,
+                       machine.flopsPerSecond / 1e12);
+    if (machine.hostOptimizerParamsPerSecond > 0)
+      os << llvm::format(", host AdamW %g G parameters/s",
+                         machine.hostOptimizerParamsPerSecond / 1e9);
+    os << "\n";
     os << "stages at sub-batch size " << b
        << " (bytes; workspace: peak live bytes inside the function):\n";
     os << llvm::formatv("  {0,-10} {1,5} {2,12} {3,12} {4,12} {5,14} {6,14} {7,12} {8,12}\n",
@@ -426,6 +456,10 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     }
     os << llvm::formatv("step time:                  {0:e4} s predicted ({1:e4} s of compute)\n",
                         prediction.stepSeconds, prediction.computeSeconds);
+    if (machine.hostOptimizerParamsPerSecond > 0)
+      os << llvm::formatv("host optimizer:             {0:e4} s (AdamW over every parameter, "
+                          "from the backward's start)\n",
+                          prediction.optimizerSeconds);
   }
 
   sl::StagePipelineBuilder buildStages;

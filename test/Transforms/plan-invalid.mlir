@@ -13,6 +13,8 @@
 // RUN: sl-opt %t/batch-not-multiple.mlir --sl-plan="batch=5" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bound-elsewhere.mlir --sl-plan="sub-batch-size=4" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-mode.mlir --sl-plan="mode=fast" -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/bad-target.mlir --sl-plan="target=a100" -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/bad-rate.mlir --sl-plan="target=h200 tflops=-1" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-bytes.mlir --sl-plan="device-memory=lots" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-unit.mlir --sl-plan="host-memory=16GiBs" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/too-many-live-blocks.mlir --sl-plan="live-blocks=2" -verify-diagnostics -o /dev/null
@@ -188,6 +190,48 @@ module {
 
 //--- bad-mode.mlir
 // expected-error @+1 {{sl-plan: mode must be speedloader or canonical, not 'fast'}}
+module {
+  func.func private @block(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}) -> tensor<2x4xf32> {
+    %y = sl.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+  func.func private @block_backward(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}, %dy: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) attributes {sl.backward_of = @block} {
+    %wt = sl.transpose %w [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+    %dx = sl.matmul %dy, %wt : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    %xt = sl.transpose %x [1, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+    %dw = sl.matmul %xt, %dy : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+    return %dx, %dw : tensor<2x4xf32>, tensor<4x4xf32>
+  }
+  func.func @forward(%x: tensor<2x4xf32> {sl.dims = ["batch", ""]}) -> tensor<2x4xf32> {
+    %w = sl.param "layers.0.w" : tensor<4x4xf32>
+    %y = sl.layer @block(%x) params(%w) {index = 0 : i64, stage = "block"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+
+//--- bad-target.mlir
+// expected-error @+1 {{sl-plan: target must be one of cpu, h200, not 'a100' (for another machine, give link-gbps= and tflops=)}}
+module {
+  func.func private @block(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}) -> tensor<2x4xf32> {
+    %y = sl.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+  func.func private @block_backward(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}, %dy: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) attributes {sl.backward_of = @block} {
+    %wt = sl.transpose %w [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+    %dx = sl.matmul %dy, %wt : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    %xt = sl.transpose %x [1, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+    %dw = sl.matmul %xt, %dy : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+    return %dx, %dw : tensor<2x4xf32>, tensor<4x4xf32>
+  }
+  func.func @forward(%x: tensor<2x4xf32> {sl.dims = ["batch", ""]}) -> tensor<2x4xf32> {
+    %w = sl.param "layers.0.w" : tensor<4x4xf32>
+    %y = sl.layer @block(%x) params(%w) {index = 0 : i64, stage = "block"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+
+//--- bad-rate.mlir
+// expected-error @+1 {{sl-plan: link-gbps, tflops and optimizer-gparams must be positive (0: the target's)}}
 module {
   func.func private @block(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}) -> tensor<2x4xf32> {
     %y = sl.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>

@@ -2,6 +2,8 @@
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001" | FileCheck %s
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 mode=canonical link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=CANONICAL
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 live-blocks=2 report" -o /dev/null | FileCheck %s --check-prefix=LIVE2
+// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h200 precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H200
+// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h200 link-gbps=0.000001 tflops=0.000000001 optimizer-gparams=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=SLOWHOST
 // RUN: sl-opt %s --sl-plan="batch=6" | FileCheck %s --check-prefix=BATCH
 // RUN: sl-opt %s --sl-plan="host-memory=9599" | FileCheck %s --check-prefix=HOST3
 // RUN: sl-opt %s --sl-plan="host-memory=9023" | FileCheck %s --check-prefix=HOST2
@@ -204,3 +206,13 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// A target's measured rates (MachineProfiles.cpp): h200's bf16 GEMM rate, pinned link and host
+// AdamW; the host's AdamW over the 384 parameters (1536 fp32 bytes) at 2.9e9 a second.
+// H200: link 55 GB/s per direction, 770 TFLOP/s, host AdamW 2.9 G parameters/s
+// H200: host optimizer: 1.3241e-07 s
+// Each rate given overrides the target's: at 1 parameter a second, the optimizer's 384 s after
+// the forward is the whole step.
+// SLOWHOST: link 1e-06 GB/s per direction, 1e-09 TFLOP/s, host AdamW 1e-09 G parameters/s
+// SLOWHOST: step time: {{.*}}e+02 s predicted
+// SLOWHOST: host optimizer: 3.8400e+02 s

@@ -124,6 +124,8 @@ struct Machine {
   /// One direction of the host<->device link; the two directions run at once.
   double linkBytesPerSecond = 25e9;
   double flopsPerSecond = 0.2e12;
+  /// The host's AdamW, parameters per second (0: not modelled).
+  double hostOptimizerParamsPerSecond = 0;
 };
 
 /// One named part of a memory prediction.
@@ -192,6 +194,8 @@ struct Prediction {
   double hostToDeviceBytes = 0;
   double deviceToHostBytes = 0;
   double computeSeconds = 0;
+  /// The host's AdamW over every parameter (0 when the machine does not model it).
+  double optimizerSeconds = 0;
   double stepSeconds = 0;
   /// One sub-batch's boundary activation between blocks: the A of the traffic formulas.
   double boundaryActivationBytes = 0;

@@ -66,11 +66,24 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       llvm::cl::init("")};
   Option<int64_t> world{*this, "world", llvm::cl::desc("Ranks (ZeRO-3 sharding)"),
                         llvm::cl::init(1)};
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("The machine to plan for: cpu (the default) or h200, whose measured rates "
+                     "are the defaults of link-gbps, tflops and optimizer-gparams"),
+      llvm::cl::init("")};
   Option<double> linkGBps{*this, "link-gbps",
-                          llvm::cl::desc("Host<->device GB/s per direction, for the plan"),
-                          llvm::cl::init(25.0)};
+                          llvm::cl::desc("Host<->device GB/s per direction, for the plan (0: the "
+                                         "target's; cpu's is 25)"),
+                          llvm::cl::init(0)};
   Option<double> tflops{*this, "tflops",
-                        llvm::cl::desc("Sustained TFLOP/s, for the plan"), llvm::cl::init(0.2)};
+                        llvm::cl::desc("Sustained TFLOP/s, for the plan (0: the target's; cpu's "
+                                       "is 0.2)"),
+                        llvm::cl::init(0)};
+  Option<double> optimizerGParams{
+      *this, "optimizer-gparams",
+      llvm::cl::desc("The host's AdamW in 10^9 parameters/s, for the plan (0: the target's; "
+                     "cpu does not model it)"),
+      llvm::cl::init(0)};
   Option<bool> planReport{*this, "plan-report",
                           llvm::cl::desc("Print sl-plan's report to standard output"),
                           llvm::cl::init(false)};
