@@ -12,25 +12,34 @@ slopt="$root/build/bin/sl-opt"
 if [ "${1:-}" = --sl-opt ]; then slopt="$2"; shift 2; fi
 out="${1:-$root/build-bundle/probes}"
 mkdir -p "$out"
+# The probe's shape, written here once: probe.json (below) is what torch_roofline.py and
+# perf_summary.py read.
+preset=llama2-7b layers=2 batch=4 seq=2048 subbatches=2
+PYTHONPATH="$root/python" /usr/bin/python3 -c "import json; from speedloader.models import get_preset; \
+arch, c = get_preset('$preset'); json.dump({'preset': '$preset', 'layers': $layers, 'hidden': c.hidden, \
+'heads': c.heads, 'ffn': c.ffn, 'vocab': c.vocab, 'batch': $batch, 'seq': $seq, \
+'num_sub_batches': $subbatches}, open('$out/probe.json', 'w'), indent=1)"
+vocab="$(/usr/bin/python3 -c "import json; print(json.load(open('$out/probe.json'))['vocab'])")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-PYTHONPATH="$root/python" /usr/bin/python3 -m speedloader.export --preset llama2-7b --layers 2 \
+PYTHONPATH="$root/python" /usr/bin/python3 -m speedloader.export --preset "$preset" --layers "$layers" \
   --weightless --out "$work/model.onnx" > /dev/null
 "$slopt" "$work/model.onnx" -o "$out/train.slsched" \
-  --sl-train="batch=4 seq=2048 num-sub-batches=2 live-blocks=1 precision=bf16"
-"$slopt" "$work/model.onnx" -o "$out/infer.slsched" --sl-infer="batch=4 seq=2048 precision=bf16"
+  --sl-train="batch=$batch seq=$seq num-sub-batches=$subbatches live-blocks=1 precision=bf16"
+"$slopt" "$work/model.onnx" -o "$out/infer.slsched" --sl-infer="batch=$batch seq=$seq precision=bf16"
 # Variants of the train probe for the schedule-mode comparison (run-gpu-perf.sh): canonical mode
 # (each sub-batch through the whole model in turn) and 4 sub-batches of 1.
 "$slopt" "$work/model.onnx" -o "$out/train-canonical.slsched" \
-  --sl-train="batch=4 seq=2048 num-sub-batches=2 live-blocks=1 precision=bf16 mode=canonical"
+  --sl-train="batch=$batch seq=$seq num-sub-batches=$subbatches live-blocks=1 precision=bf16 mode=canonical"
 "$slopt" "$work/model.onnx" -o "$out/train-n4.slsched" \
-  --sl-train="batch=4 seq=2048 num-sub-batches=4 live-blocks=1 precision=bf16"
-# Generation: 4 prompts of 2048 tokens, 32 new tokens each, bf16, weights streamed from the host.
+  --sl-train="batch=$batch seq=$seq num-sub-batches=$((2 * subbatches)) live-blocks=1 precision=bf16"
+# Generation: $batch prompts of $seq tokens, 32 new tokens each, bf16, weights streamed from the host.
 "$slopt" "$work/model.onnx" -o "$out/generate.slsched" \
-  --sl-generate="batch=4 max-prompt-len=2048 max-new-tokens=32 precision=bf16"
+  --sl-generate="batch=$batch max-prompt-len=$seq max-new-tokens=32 precision=bf16"
 /usr/bin/python3 -c "import json, numpy as np; rng = np.random.default_rng(1); \
-open('$out/prompts.jsonl', 'w').writelines(json.dumps({'tokens': rng.integers(0, 32000, 2048).tolist()}) + '\\n' for _ in range(4))"
+open('$out/prompts.jsonl', 'w').writelines(json.dumps({'tokens': rng.integers(0, $vocab, $seq).tolist()}) + '\\n' for _ in range($batch))"
 /usr/bin/python3 -c "import numpy as np; rng = np.random.default_rng(0); \
-rng.integers(0, 32000, size=4 * 2048 * 8 + 1).astype('<u2').tofile('$out/tokens.bin'); \
-np.save('$out/input_ids.npy', rng.integers(0, 32000, size=(4, 2048)))"
+rng.integers(0, $vocab, size=$batch * $seq * 8 + 1).astype('<u2').tofile('$out/tokens.bin'); \
+np.save('$out/input_ids.npy', rng.integers(0, $vocab, size=($batch, $seq)))"
+
 echo "probes in $out: $(ls "$out" | tr '\n' ' ')"

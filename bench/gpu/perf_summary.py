@@ -6,8 +6,10 @@ GB/s of our copies over the H2D stream's busy seconds against pinned copies), th
 tokens/s and MFU (6 x matmul parameters x tokens/s over the measured best bf16 GEMM rate, and
 over the H100 SXM datasheet's 989 TFLOP/s dense bf16).
 
-    python3 perf_summary.py --roofline roofline.json --train train-report.json \
-        [--infer infer-report.json] [--layers 2 --hidden 4096 --ffn 11008 --vocab 32000 ...]
+    python3 perf_summary.py --probe probes/probe.json --roofline roofline.json \
+        --train train-report.json [--infer infer-report.json]
+
+The probe's shape comes from probe.json (make_probes.sh).
 """
 
 import argparse
@@ -22,13 +24,12 @@ def main():
     p.add_argument("--roofline", required=True)
     p.add_argument("--train")
     p.add_argument("--infer")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=4096)
-    p.add_argument("--ffn", type=int, default=11008)
-    p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--probe", required=True, help="make_probes.sh's probe.json")
     a = p.parse_args()
+    with open(a.probe) as f:
+        probe = json.load(f)
+    for field in ("layers", "hidden", "ffn", "vocab", "heads", "seq", "batch"):
+        setattr(a, field, probe[field])
     # A part that failed on the GPU leaves its file missing: summarise what is there.
     def load(path, what):
         if path and os.path.exists(path):
@@ -56,7 +57,7 @@ def main():
             passes = 3 + 1  # forward, recompute, backward (2x)
             attn_passes = 1 + 1 + 2.5
         else:
-            tokens = 4 * a.seq
+            tokens = a.batch * a.seq
             seconds = r["wall_seconds"]
             passes, attn_passes = 1, 1
         matmul_flops = 2 * matmul_params * tokens * passes

@@ -29,11 +29,13 @@ work="$(mktemp -d)"
 tar -C "$work" -xzf "$bundle" || { echo "cannot unpack $bundle"; exit 1; }
 b="$work/speedloader-runtime"
 source "$here/gpu-libs.sh"
+vocab="$(python3 -c "import json; print(json.load(open('$probes/probe.json'))['vocab'])")"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-timeout -k 10 "$(allow 70 100)" python3 "$here/torch_roofline.py" --out "$out/roofline.json"
+timeout -k 10 "$(allow 70 100)" python3 "$here/torch_roofline.py" --probe "$probes/probe.json" \
+  --out "$out/roofline.json"
 status=$?
 timeout -k 10 "$(allow 150 25)" "$b/bin/sl-run" "$probes/train.slsched" --backend cuda --random-weights 0 \
-  --data "$probes/tokens.bin" --steps 3 --vocab 32000 --report "$out/train-report.json" \
+  --data "$probes/tokens.bin" --steps 3 --vocab "$vocab" --report "$out/train-report.json" \
   --trace "$work/train-trace.json" || status=1
 timeout -k 10 "$(allow 80 3)" "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
   --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
@@ -44,7 +46,7 @@ for variant in "$probes"/train-*.slsched; do
   [ -f "$variant" ] || continue
   name="$(basename "$variant" .slsched)"
   timeout -k 10 "$(allow 60 3)" "$b/bin/sl-run" "$variant" --backend cuda --random-weights 0 \
-    --data "$probes/tokens.bin" --steps 3 --vocab 32000 --report "$work/$name-report.json" \
+    --data "$probes/tokens.bin" --steps 3 --vocab "$vocab" --report "$work/$name-report.json" \
     > "$work/$name.log" 2>&1 || { status=1; tail -3 "$work/$name.log"; }
   python3 - "$work/$name-report.json" "$name" <<'PY' || true
 import json, sys
@@ -57,7 +59,7 @@ print(f"{sys.argv[2]:16} mode {plan.get('mode')} N {plan.get('num_sub_batches')}
 PY
 done | tee "$out/variants.txt"
 for t in train infer; do [ -f "$work/$t-trace.json" ] && gzip -c "$work/$t-trace.json" > "$out/$t-trace.json.gz"; done
-python3 "$here/perf_summary.py" --roofline "$out/roofline.json" --train "$out/train-report.json" \
+python3 "$here/perf_summary.py" --probe "$probes/probe.json" --roofline "$out/roofline.json" --train "$out/train-report.json" \
   --infer "$out/infer-report.json" | tee "$out/perf-summary.txt"
 [ "$status" = 0 ] && echo "PERF PART RAN" || echo "PERF PART HAD FAILURES"
 exit "$status"

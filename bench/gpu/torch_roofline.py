@@ -9,8 +9,10 @@ zeros), rotating among input sets larger than L2:
   - pinned host<->device copies (GB/s each way) and a device-to-device copy (read + write GB/s).
 Writes every figure to --out as JSON and prints a table last.
 
-    python3 torch_roofline.py --out roofline.json [--tokens 4096] [--hidden 4096] [--ffn 11008]
-        [--vocab 32000] [--heads 32] [--seq 2048]
+    python3 torch_roofline.py --probe probes/probe.json --out roofline.json
+
+The shapes are the probe's (probe.json, written by make_probes.sh): a sub-batch's rows
+(batch / num_sub_batches x seq), hidden, ffn, vocab, heads and seq.
 """
 
 import argparse
@@ -37,14 +39,14 @@ def timed(torch, fn, reps, warmup=3):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--tokens", type=int, default=4096, help="rows of a sub-batch's GEMMs")
-    parser.add_argument("--hidden", type=int, default=4096)
-    parser.add_argument("--ffn", type=int, default=11008)
-    parser.add_argument("--vocab", type=int, default=32000)
-    parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--probe", required=True, help="make_probes.sh's probe.json")
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()
+    with open(args.probe) as f:
+        probe = json.load(f)
+    args.hidden, args.ffn, args.vocab = probe["hidden"], probe["ffn"], probe["vocab"]
+    args.heads, args.seq = probe["heads"], probe["seq"]
+    args.tokens = probe["batch"] // probe["num_sub_batches"] * probe["seq"]
 
     import torch
     if not torch.cuda.is_available():

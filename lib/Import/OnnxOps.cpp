@@ -58,6 +58,18 @@ private:
   FailureOr<Value> in(int i) { return im.input(node, i); }
   FailureOr<Value> optIn(int i) { return im.optionalInput(node, i); }
   InFlightDiagnostic error() { return im.nodeError(node); }
+  /// The node's `axis` attribute (`byDefault` when absent) counted from the front of `type`:
+  /// within [0, rank), or [0, rank] where the op allows the end (Flatten); otherwise an error
+  /// naming the attribute's value.
+  FailureOr<int64_t> axisOf(RankedTensorType type, int64_t byDefault, bool endAllowed = false) {
+    int64_t given = intAttr(node, "axis", byDefault), rank = type.getRank();
+    int64_t axis = given < 0 ? given + rank : given;
+    if (axis < 0 || axis > rank || (axis == rank && !endAllowed)) {
+      error() << "axis " << given << " is out of range for " << type;
+      return failure();
+    }
+    return axis;
+  }
   FailureOr<Results> one(FailureOr<Value> v) {
     if (failed(v))
       return failure();
@@ -327,11 +339,10 @@ FailureOr<Results> Converter::flatten() {
   if (failed(x))
     return failure();
   RankedTensorType type = typeOf(*x);
-  int64_t axis = intAttr(node, "axis", 1);
-  if (axis < 0)
-    axis += type.getRank();
-  if (axis < 0 || axis > type.getRank())
-    return error() << "axis " << intAttr(node, "axis", 1) << " is out of range for " << type;
+  FailureOr<int64_t> axisOrError = axisOf(type, 1, /*endAllowed=*/true);
+  if (failed(axisOrError))
+    return failure();
+  int64_t axis = *axisOrError;
   // [prod(dims before axis), -1]: the product as i64 arithmetic on the shape, which folds once
   // the dimensions are bound (and at once when they are static).
   Value outer = im.constantInts(loc, {1});
@@ -358,11 +369,10 @@ FailureOr<Results> Converter::split() {
   if (failed(x))
     return failure();
   RankedTensorType type = typeOf(*x);
-  int64_t axis = intAttr(node, "axis", 0);
-  if (axis < 0)
-    axis += type.getRank();
-  if (axis < 0 || axis >= type.getRank())
-    return error() << "axis " << intAttr(node, "axis", 0) << " is out of range for " << type;
+  FailureOr<int64_t> axisOrError = axisOf(type, 0);
+  if (failed(axisOrError))
+    return failure();
+  int64_t axis = *axisOrError;
   int64_t outputs = node.output_size();
   SmallVector<int64_t> sizes;
   FailureOr<Value> splitInput = im.opset >= 13 ? optIn(1) : FailureOr<Value>(Value());
@@ -708,11 +718,10 @@ FailureOr<Results> Converter::splitToSequence() {
   if (failed(x) || failed(splitValue))
     return failure();
   RankedTensorType type = typeOf(*x);
-  int64_t axis = intAttr(node, "axis", 0);
-  if (axis < 0)
-    axis += type.getRank();
-  if (axis < 0 || axis >= type.getRank())
-    return error() << "axis " << intAttr(node, "axis", 0) << " is out of range for " << type;
+  FailureOr<int64_t> axisOrError = axisOf(type, 0);
+  if (failed(axisOrError))
+    return failure();
+  int64_t axis = *axisOrError;
   if (type.isDynamicDim(axis))
     return error() << "dimension " << axis << " of " << type
                    << " must be static: a sequence's length must be known while importing";
