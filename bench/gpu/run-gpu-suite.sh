@@ -165,7 +165,7 @@ if [ -z "$sanitizer" ]; then
 else
   echo "compute-sanitizer: $sanitizer"
   probe="$(timeout -k 5 60 "$sanitizer" --tool memcheck "$b/bin/cuda_backend_test" --gtest_brief=1 \
-             --gtest_filter='CudaKernelTest.Accumulate' 2>&1)"
+             --gtest_filter='CudaKernelTest.Reduce' 2>&1)"
   probeCode=$?
   echo "$probe" | tail -n 5
   if grep -qiE "not supported|unsupported|no supported device" <<< "$probe"; then
