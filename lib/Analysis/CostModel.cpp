@@ -560,20 +560,25 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
 
   Prediction p;
   p.boundaryActivationBytes = boundaryActivation;
-  for (const Phase &phase : phases) {
+  // The phases' time before the first backward phase: what the host optimizer waits for.
+  double beforeBackward = 0;
+  for (auto [phase, step] : llvm::zip_equal(phases, order)) {
     p.hostToDeviceBytes += phase.hostToDevice;
     p.deviceToHostBytes += phase.deviceToHost;
     p.computeSeconds += phase.flops / machine.flopsPerSecond;
     // Within a phase, compute and both directions of the link overlap; phases follow each
     // other (the next group's fetch overlapping this one is folded into its own phase).
-    p.stepSeconds += std::max({phase.flops / machine.flopsPerSecond,
+    double seconds = std::max({phase.flops / machine.flopsPerSecond,
                                phase.hostToDevice / machine.linkBytesPerSecond,
                                phase.deviceToHost / machine.linkBytesPerSecond});
+    if (step.first != 'B') // the forward phases and the epilogue's all come first
+      beforeBackward += seconds;
+    p.stepSeconds += seconds;
   }
   // Nothing overlaps the first parameter fetch or the last gradient offload.
-  double firstFetch = 0;
   if (!phases.empty()) {
-    firstFetch = groups[order.front().second].parameterBytes / machine.linkBytesPerSecond;
+    double firstFetch = groups[order.front().second].parameterBytes / machine.linkBytesPerSecond;
+    beforeBackward += firstFetch;
     p.stepSeconds += firstFetch;
     p.stepSeconds += groups[order.back().second].parameterBytes / machine.linkBytesPerSecond;
   }
@@ -583,15 +588,6 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   if (machine.hostOptimizerParamsPerSecond > 0) {
     p.optimizerSeconds =
         double(costs.parameterBytesFp32) / 4 / machine.hostOptimizerParamsPerSecond;
-    double beforeBackward = firstFetch;
-    for (auto [i, step] : llvm::enumerate(order)) {
-      if (step.first == 'B')
-        break;
-      const Phase &phase = phases[i];
-      beforeBackward += std::max({phase.flops / machine.flopsPerSecond,
-                                  phase.hostToDevice / machine.linkBytesPerSecond,
-                                  phase.deviceToHost / machine.linkBytesPerSecond});
-    }
     p.stepSeconds = std::max(p.stepSeconds, beforeBackward + p.optimizerSeconds);
   }
 

@@ -377,7 +377,6 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &r
 /// at a constant index. Both are made to read each sequence's `position`.
 LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp tables) {
   func::FuncOp forward = forwardOf(decode);
-  Block &entry = forward.getBody().front();
   int64_t b = tensorType(forward.getArgument(0)).getDimSize(0);
   int64_t c = maxPromptLen + maxNewTokens;
   auto i64 = IntegerType::get(&getContext(), 64);
@@ -760,22 +759,21 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
     return it->second.get();
   ModuleOp module = getOperation();
   int64_t cacheLen = maxPromptLen + maxNewTokens;
-  if (!cache.tables) {
-    // The rotary tables at all C positions must fold to constants, and for a real head size
-    // they pass the fold limit meant for shapes (544 positions x 128 = 69632 elements): raise
-    // it, for this copy only (its folds run on this thread: binding and canonicalisation are
-    // module passes), to C x 1024, room for head sizes up to 1024 whatever the table's layout.
-    sl::ScopedFoldLimit limit(std::max<int64_t>(sl::kMaxFoldedElements, cacheLen * 1024));
-    auto compiled = compile(1, cacheLen, /*partition=*/false);
-    if (failed(compiled))
-      return failure();
-    cache.tables = std::move(*compiled);
-  }
-  // The prefill's rotary tables ([P, head size]) must fold to constants as well, as in the tables'
-  // copy above: at P = 2048 they are past the default fold limit.
   FailureOr<OwningOpRef<ModuleOp>> prefill = failure();
   {
-    sl::ScopedFoldLimit limit(std::max<int64_t>(sl::kMaxFoldedElements, maxPromptLen * 1024));
+    // The rotary tables must fold to constants, at all C positions in the tables' copy and at
+    // the P prompt positions in the prefill's, and for a real head size they pass the fold limit
+    // meant for shapes (544 positions x 128 = 69632 elements; a prefill of 2048 does too): raise
+    // it, for these copies only (their folds run on this thread: binding and canonicalisation
+    // are module passes), to C x 1024, room for head sizes up to 1024 whatever the tables'
+    // layout.
+    sl::ScopedFoldLimit limit(std::max<int64_t>(sl::kMaxFoldedElements, cacheLen * 1024));
+    if (!cache.tables) {
+      auto compiled = compile(1, cacheLen, /*partition=*/false);
+      if (failed(compiled))
+        return failure();
+      cache.tables = std::move(*compiled);
+    }
     prefill = compile(b, maxPromptLen, /*partition=*/true);
   }
   auto decode = compile(b, 1, /*partition=*/true);

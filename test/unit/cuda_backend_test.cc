@@ -936,28 +936,6 @@ TEST_F(CudaKernelTest, AttentionGradient) {
 // bf16's: norm-wise ||cudnn - ref|| <= 1e-2 ||ref|| (2e-2 for gradients, which sum over more
 // rounded terms), and each element within 2^-4 (1 + |ref|); NaN never passes. It needs cuDNN 9 on
 // the machine (SLRT_CUDNN_ATTENTION=require makes its absence a failure, not a fallback).
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    const char *old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_)
-      old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 void expectNear(const Value &got, const Value &ref, double normTolerance, const std::string &what) {
   ASSERT_EQ(got.numel(), ref.numel()) << what;
   double diff = 0, norm = 0;

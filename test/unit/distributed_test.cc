@@ -372,29 +372,6 @@ TEST(ShardedScheduleVerifier, OneRankHasNoCollectives) {
                             "no collectives");
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (const char *old = std::getenv(name))
-      old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
-
 // Two ranks' parts of shards "a" (8 elements) and "b" (4), parameters p [2, 3] in a and q [2] in b.
 ShardedLayout checkpointLayout() {
   return {2, {{"a", 8}, {"b", 4}}, {{"p", {2, 3}, 0, 0}, {"q", {2}, 1, 0}}};

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,6 +61,29 @@ std::vector<float> toFloats(const HostTensor &tensor);
 // the offsets kept), f32 constants are rounded to bf16, and every f32 parameter is a bf16 one read
 // from its f32 bytes in the file (file_dtype f32, its bytes unchanged).
 void toBfloat16(sl::schedule::Schedule &schedule);
+
+// Sets an environment variable (or, with a null value, unsets it) for one scope.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
 
 // Builds schedules buffer by buffer: each new buffer is placed, 64-byte aligned, after the last one
 // of its memory space, and the arena and pool grow to fit. Streams 0, 1, 2 are COMPUTE,

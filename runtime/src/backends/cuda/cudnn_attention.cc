@@ -335,14 +335,14 @@ bool cudnnAttentionGrad(Context &ctx, bool causal, float scale, const Tensor &q,
   if (!backward)
     return false;
   // Scratch: the recomputed output (bf16), the statistics (f32), then the larger workspace.
-  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  size_t outputBytes = aligned(static_cast<size_t>(sh.batch * sh.heads * sh.s * sh.d) * 2);
-  size_t statsBytes = aligned(static_cast<size_t>(sh.batch * sh.heads * sh.s) * 4);
-  size_t workspaceBytes =
-      static_cast<size_t>(std::max(forward->workspaceBytes, backward->workspaceBytes));
-  std::byte *base = ctx.scratch(outputBytes + statsBytes + workspaceBytes);
-  void *output = base, *stats = base + outputBytes;
-  void *workspace = workspaceBytes > 0 ? base + outputBytes + statsBytes : nullptr;
+  int64_t workspaceBytes = std::max(forward->workspaceBytes, backward->workspaceBytes);
+  ScratchLayout layout;
+  size_t outputAt = layout.add<uint16_t>(sh.batch * sh.heads * sh.s * sh.d);
+  size_t statsAt = layout.add<float>(sh.batch * sh.heads * sh.s);
+  size_t workspaceAt = layout.add<std::byte>(workspaceBytes);
+  std::byte *base = ctx.scratch(layout.bytes());
+  void *output = base + outputAt, *stats = base + statsAt;
+  void *workspace = workspaceBytes > 0 ? base + workspaceAt : nullptr;
   execute(state, *forward,
           {{kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, output}, {kStats, stats}}, workspace,
           "attention (recomputed for its gradient)");

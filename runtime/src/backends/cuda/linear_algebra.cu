@@ -5,11 +5,11 @@
 // and fp32 alpha and beta, each result rounded once to bf16. A bf16 GEMM that adds a C (beta not
 // 0, a bias row too) sums in an fp32 Y and rounds it once (gemm, below).
 //
-// Rounded once: cuBLAS's own bf16 GEMM (cublasGemmStridedBatchedEx) may split k and add the parts
-// in bf16 (seen on an H200, 2026-11-26: m 64, n 128, k 96, beta 1, one bf16 ulp off in some
-// elements), so the bf16 path asks cuBLASLt for algorithms whose split-k parts are summed in fp32
-// (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK), and uses cublasGemmStridedBatchedEx only where
-// cuBLASLt has no algorithm at all.
+// Rounded once: the bf16 path asks cuBLASLt for algorithms whose split-k parts (if any) are summed
+// in fp32 (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK; summed in place or in bf16 they would round
+// each result more than once), and uses cublasGemmStridedBatchedEx only where cuBLASLt has no
+// algorithm at all. What did round twice on an H200 (2026-11-26) was adding a C to a bf16 Y, in
+// cuBLAS and cuBLASLt alike: gemm() below sums those in fp32.
 #include <climits>
 #include <cstdint>
 
@@ -295,12 +295,13 @@ void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const
     // also with split-k summed in fp32; so did cuBLASLt's bias epilogue with a bias row): the sum
     // is made in an fp32 Y (C widened into it) and rounded to bf16 once, by CAST. It costs an
     // fp32 pass over Y (the fused bias epilogue would not, if cuBLASLt rounded once).
-    size_t accBytes = (static_cast<size_t>(m * n) * sizeof(float) + 255) / 256 * 256;
-    std::byte *base = ctx.scratch(accBytes + kLtWorkspaceBytes);
-    Tensor acc{base, Element::kF32, sizeof(float), {m, n}};
+    ScratchLayout layout;
+    size_t accAt = layout.add<float>(m * n), workspaceAt = layout.add<std::byte>(kLtWorkspaceBytes);
+    std::byte *base = ctx.scratch(layout.bytes());
+    Tensor acc{base + accAt, Element::kF32, sizeof(float), {m, n}};
     cast(ctx, y, acc);
     if (gemmLt(ctx, transA, transB, m, n, k, alpha, a.as<bf16>(), a.shape[1], 0, b.as<bf16>(),
-               b.shape[1], 0, beta, acc.data, CUDA_R_32F, n, 0, 1, base + accBytes))
+               b.shape[1], 0, beta, acc.data, CUDA_R_32F, n, 0, 1, base + workspaceAt))
       return cast(ctx, acc, y);
   }
   withFloatType(y.element, [&](auto type) {
