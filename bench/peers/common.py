@@ -26,6 +26,7 @@ import platform
 import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -126,25 +127,43 @@ def versions(*modules: str) -> Dict[str, str]:
             out[m] = getattr(mod, "__version__", "unknown")
         except Exception as e:  # noqa: BLE001 - a missing module is a fact to record
             out[m] = f"not importable ({type(e).__name__})"
-    try:
-        import torch
+    if "torch" in modules:
+        try:
+            import torch
 
-        out["torch_cuda"] = str(torch.version.cuda)
-        if torch.cuda.is_available():
-            out["cudnn"] = str(torch.backends.cudnn.version())
-    except Exception:  # noqa: BLE001
-        pass
+            out["torch_cuda"] = str(torch.version.cuda)
+            if torch.cuda.is_available():
+                out["cudnn"] = str(torch.backends.cudnn.version())
+        except Exception:  # noqa: BLE001
+            pass
     return out
 
 
-def device_name() -> str:
+def smi_gpu_name() -> Optional[str]:
+    """The first GPU's name from nvidia-smi, or None (no driver, no GPU): asks no framework."""
     try:
-        import torch
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else ""
+    return name if proc.returncode == 0 and name else None
 
-        if torch.cuda.is_available():
-            return torch.cuda.get_device_name(0)
-    except Exception:  # noqa: BLE001
-        pass
+
+def device_name(use_torch: bool = True) -> str:
+    if use_torch:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                return torch.cuda.get_device_name(0)
+        except Exception:  # noqa: BLE001
+            pass
+    else:
+        name = smi_gpu_name()
+        if name:
+            return name
     return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)"
 
 
@@ -188,7 +207,7 @@ def run_driver(system: str, task: str, model: Dict[str, Any], config: Dict[str, 
         code = 1
     result["wall_seconds"] = time.time() - start
     result.setdefault("versions", versions(*modules))
-    result.setdefault("device", device_name())
+    result.setdefault("device", device_name(use_torch="torch" in modules))
     result.setdefault("host_peak_rss_bytes", host_peak_rss_bytes())
     emit(result, jsonl)
     return code

@@ -71,7 +71,7 @@ def measure(args, s):
         "host_peak_rss_bytes": r["host_peak_rss_bytes"],
         "build_seconds": r["build_seconds"], "placement": r["placement"],
         "weights": r["weights"], "dtype": r["dtype"], "first_tokens": r["first_tokens"],
-        "backend": backend, "versions": dict(common.versions(), **r["versions"]),
+        "backend": backend, "versions": dict(common.versions("torch"), **r["versions"]),
     }
 
 

@@ -88,7 +88,9 @@ def search_policy(args, s) -> dict:
     pct = [round(100 * x) for x in (p.w_gpu_percent, p.w_cpu_percent, p.cache_gpu_percent,
                                     p.cache_cpu_percent, p.act_gpu_percent, p.act_cpu_percent)]
     return {"gpu_batch_size": p.gpu_batch_size, "num_gpu_batches": p.num_gpu_batches,
-            "percent": pct, "cpu_cache_compute": bool(p.cpu_cache_compute),
+            # The cost model always answers cpu_cache_compute; it matters only for a cache
+            # (partly) on the host.
+            "percent": pct, "cpu_cache_compute": bool(p.cpu_cache_compute) and pct[3] > 0,
             "predicted_tokens_per_second": throughput,
             "search": {"model": s["name"], "layers": s["layers"], "batch": args.batch,
                        "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,

@@ -61,15 +61,11 @@ def measure(args, entry):
     carry = Path(args.carry)
     schedule = carry / entry["schedule"]
     s = entry["model"]
-    if args.backend == "cuda":
-        try:
-            import torch
-
-            if not torch.cuda.is_available():
-                raise common.Skip("no CUDA device visible (give --backend cpu for a tiny "
-                                  "schedule here)")
-        except ImportError:
-            pass  # sl-run says itself whether it finds a GPU
+    # nvidia-smi, not PyTorch: this process runs with the library path sl-run needs
+    # (bench/gpu/gpu-libs.sh), which need not suit PyTorch's own CUDA libraries.
+    if args.backend == "cuda" and not common.smi_gpu_name():
+        raise common.Skip("no GPU (nvidia-smi lists none; give --backend cpu for a tiny "
+                          "schedule here)")
     with tempfile.TemporaryDirectory(prefix="sl-peers-") as d:
         work = Path(d)
         sl_run, env_extra = find_sl_run(args, work)
