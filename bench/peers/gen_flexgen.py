@@ -14,7 +14,8 @@ own: `--search-policy FILE` runs its cost model's LP (experimental/cost_model.py
 no GPU) for the generation batch, with the weights held on the host (wg 0, wc 100) and the
 hardware constants given (defaults: the H200's measured link and GEMM rates,
 bench/results/gpu-h200-2026-11-26.md), over every GPU batch size dividing the batch, and writes
-the best policy to FILE (of equally rated ones, the largest GPU batch); prepare.sh does this here, so that pulp need not travel.
+the best policy to FILE (of equally rated ones, the largest GPU batch); prepare.sh does this
+here, so that pulp need not travel.
 `--policy-file FILE` runs it; --gpu-batch-size/--num-gpu-batches/--percent give one by hand.
 
     python3 bench/peers/gen_flexgen.py --search-policy policy.json --layers 4 --batch 32

@@ -165,7 +165,8 @@ def main(argv=None):
     system = "speedloader" if entry["mode"] == "speedloader" else "speedloader-canonical"
     config = {k: entry[k] for k in ("name", "schedule", "sl_opt_options", "export_command",
                                     "compile_command") if k in entry}
-    config.update(sub_batches=entry["sub_batches"], prepared=manifest.get("prepared"), commit=manifest.get("commit"),
+    config.update(sub_batches=entry["sub_batches"], prepared=manifest.get("prepared"),
+                  commit=manifest.get("commit"),
                   steps=args.steps if entry["task"] == "train" else None,
                   warmup=args.warmup if entry["task"] == "train" else None,
                   lr=args.lr if entry["task"] == "train" else None, dtype="bf16",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -222,9 +221,11 @@ def against_targets(results) -> List[str]:
                 continue
             ratio = ours[key] / theirs[key]
             verdict = ("met" if ratio >= target else
-                       f"missed by {target / ratio:.2f}x (ours would need {target * theirs[key]:.4g})")
-            lines.append(f"- {task}, {shape}: SpeedLoader's best {ours[key]:.4g} ({describe(ours)}) "
-                         f"/ {peer}'s best {theirs[key]:.4g} ({describe(theirs)}) = "
+                       f"missed by {target / ratio:.2f}x (ours would need "
+                       f"{target * theirs[key]:.4g})")
+            lines.append(f"- {task}, {shape}: SpeedLoader's best {ours[key]:.4g} "
+                         f"({describe(ours)}) / {peer}'s best {theirs[key]:.4g} "
+                         f"({describe(theirs)}) = "
                          f"**{ratio:.2f}x**; target {target}x: {verdict}")
     return lines
 
