@@ -104,7 +104,7 @@ b="$bundle/speedloader-runtime"
 sl_ld="$(LD_LIBRARY_PATH='' && source "$root/bench/gpu/gpu-libs.sh" >&2 && echo "${LD_LIBRARY_PATH:-}")"
 sl=(env "LD_LIBRARY_PATH=$sl_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLRT_CUDNN_ATTENTION=require
     "$py" "$here/speedloader_run.py" --carry "$carry" --bundle "$b" --schedule)
-"$py" "$here/link.py" --jsonl "$jsonl" > "$logs/link.log" 2>&1 || tail -5 "$logs/link.log"
+timeout -k 10 90 "$py" "$here/link.py" --jsonl "$jsonl" > "$logs/link.log" 2>&1 || tail -5 "$logs/link.log"
 
 if [ "$part" = train ]; then
   tr=(--layers "$TRAIN_LAYERS" --batch "$TRAIN_BATCH" --seq "$SEQ")
