@@ -97,11 +97,10 @@ py=python3
 # sl-run from the bundle, unpacked once, with the library path bench/gpu/gpu-libs.sh finds for
 # it (cuBLAS, cuDNN, the CUDA runtime) given to its runs alone, and cuDNN's attention required:
 # without cuDNN, attention would run the reference kernels (870x slower), so that is an error.
-bundle="$(mktemp -d)"
-tar -C "$bundle" -xzf "$carry/speedloader-runtime.tar.gz" || { echo "cannot unpack the bundle"; exit 1; }
-b="$bundle/speedloader-runtime"
-# shellcheck source=../gpu/gpu-libs.sh
-sl_ld="$(LD_LIBRARY_PATH='' && source "$root/bench/gpu/gpu-libs.sh" >&2 && echo "${LD_LIBRARY_PATH:-}")"
+# shellcheck source=../gpu/bundle.sh
+read -r b sl_ld < <(LD_LIBRARY_PATH='' && source "$root/bench/gpu/bundle.sh" &&
+  open_bundle "$carry/speedloader-runtime.tar.gz" >&2 && echo "$b ${LD_LIBRARY_PATH:-}")
+[ -n "${b:-}" ] || { echo "cannot open the bundle"; exit 1; }
 sl=(env "LD_LIBRARY_PATH=$sl_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLRT_CUDNN_ATTENTION=require
     "$py" "$here/speedloader_run.py" --carry "$carry" --bundle "$b" --schedule)
 timeout -k 10 90 "$py" "$here/link.py" --jsonl "$jsonl" > "$logs/link.log" 2>&1 || tail -5 "$logs/link.log"
