@@ -217,24 +217,6 @@ class Skip(Exception):
     """The run cannot happen here (no GPU, a framework missing): a "skipped" line, exit 0."""
 
 
-def read_results(paths: List[str]) -> List[Dict[str, Any]]:
-    """Every result object in the given files: JSON Lines files, or logs with RESULT lines."""
-    out = []
-    for p in paths:
-        with open(p) as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if line.startswith(RESULT_PREFIX):
-                    line = line[len(RESULT_PREFIX):]
-                elif not line.startswith("{"):
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise SystemExit(f"{p}:{n}: not a JSON object: {e}") from None
-    return out
-
-
 def timed_steps(step: Callable[[], None], warmup: int, steps: int,
                 sync: Callable[[], None]) -> List[float]:
     """Runs `warmup` untimed and `steps` timed calls of `step`, each timed between two `sync`s

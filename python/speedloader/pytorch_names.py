@@ -36,7 +36,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .hf_weights import SAFETENSORS_DTYPES, WeightFileError, _read_safetensors_header
+from .hf_weights import (SAFETENSORS_DTYPES, WeightFileError, _read_safetensors_header,
+                         read_safetensors_tensor)
 
 # sl-run's checkpoints hold each parameter's Adam moments beside it under these suffixes.
 STATE_SUFFIXES = (".adam_m", ".adam_v")
@@ -144,15 +145,8 @@ def rename_checkpoint(model: Path, checkpoint: Path, out: Path) -> Dict[str, str
         with open(tmp, "wb") as f:
             f.write(struct.pack("<Q", len(text)))
             f.write(text)
-            for _, entry, transposed in plan:
-                dtype = SAFETENSORS_DTYPES[entry.dtype]
-                count = int(np.prod(entry.shape, dtype=np.int64))
-                with open(entry.file, "rb") as src:
-                    src.seek(entry.offset)
-                    a = np.fromfile(src, dtype=dtype, count=count)
-                if a.size != count:
-                    raise WeightFileError(f"{checkpoint}: a tensor is truncated")
-                a = a.reshape(entry.shape)
+            for (_, entry, transposed), old in zip(plan, entries):
+                a = read_safetensors_tensor(entry, old)
                 f.write(np.ascontiguousarray(a.T if transposed else a).tobytes())
         tmp.replace(out)
     finally:
