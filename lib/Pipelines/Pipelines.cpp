@@ -41,6 +41,8 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   // After fusion (sl-fuse-transformer recognises q @ k^T by its transpose): weights and other
   // matrices read transposed become GEMM flags.
   pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
+  // Attention reads the projections' [B, S, H, D] order: the head permutations go too.
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
 }
 
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
@@ -56,6 +58,7 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
   // The gradient rules spell their transposes out (of weights, activations and output
   // gradients); they fold into the products before scheduling copies them per sub-batch.
   pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
