@@ -155,7 +155,9 @@ void registerPipelines() {
       "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
       "num-sub-batches=, live-blocks=, or chosen for device-memory= and host-memory=), bind "
       "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "
-      "differentiate each stage, fold transposes into GEMM flags (sl-fold-matmul-transposes), "
+      "differentiate each stage, fold transposes into GEMM flags (sl-fold-matmul-transposes) "
+      "and the attention heads' permutations into attention's layout "
+      "(sl-fold-head-transposes), "
       "and write the explicit SpeedLoader step (mode=speedloader, or "
       "mode=canonical for the ZeRO-style baseline) with its streams, events and static memory "
       "plan. precision=bf16 stores the stages' tensors in bf16 (mixed precision: f32 loss, "
@@ -168,7 +170,8 @@ void registerPipelines() {
       "past=N) and the inputs bind-inputs= names (attention_mask, position_ids), bind batch/seq "
       "sizes (found from input_ids' dimensions), fold shape arithmetic, "
       "fuse transformer blocks (fuse=false to skip), simplify, and read transposed matrices "
-      "through GEMM transpose flags (sl-fold-matmul-transposes). With "
+      "through GEMM transpose flags (sl-fold-matmul-transposes) and let attention read and "
+      "write the projections' [batch, seq, heads, dim] order (sl-fold-head-transposes). With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);
 }

@@ -43,14 +43,16 @@ Value headPermuted(Value v) {
   return transpose.getInput();
 }
 
-/// A rotary table broadcast to [B, H, S, D] read in [B, S, H, D] order: the same elements when
-/// its heads or positions dimension (after right-aligning it to rank 4) is 1, so a reshape.
+/// A rotary table [B', H', S, D] broadcast to [B, H, S, D], read in [B, S, H, D] order: the same
+/// elements when its heads or positions dimension is 1, so a reshape. Only rank-4 tables: a
+/// lower rank would grow to 4 ([S, D] to [S, 1, D] at least), and sl-split-generation reads a
+/// decoding step's rows from the table at the rank the step's own (one-position, unfolded)
+/// rotary has.
 std::optional<SmallVector<int64_t, 4>> exchangedTable(Value table) {
   auto type = typeOf(table);
-  if (!type.hasStaticShape() || type.getRank() > 4)
+  if (!type.hasStaticShape() || type.getRank() != 4)
     return std::nullopt;
-  SmallVector<int64_t, 4> shape(4 - type.getRank(), 1);
-  llvm::append_range(shape, type.getShape());
+  SmallVector<int64_t, 4> shape(type.getShape());
   if (shape[1] != 1 && shape[2] != 1)
     return std::nullopt;
   std::swap(shape[1], shape[2]);

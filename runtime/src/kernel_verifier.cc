@@ -780,7 +780,10 @@ private:
   // grouped-query attention dk and dv are [B, Hkv, T, ...], summed over the sharing query heads.
   void verifyAttentionGrad() const {
     Shape y = verifyAttentionOperands(4);
-    expectOperand(3, "dy", y, " (the attention result's shape)");
+    expectOperand(3, "dy", y,
+                  k_.attention().layout() == sl::schedule::AttentionAttributes::BSHD
+                      ? " (the attention result's shape [B, S, Hq, Dv])"
+                      : " (the attention result's shape [B, Hq, S, Dv])");
     expectResult(0, "dq", in_[0]);
     expectResult(1, "dk", in_[1]);
     expectResult(2, "dv", in_[2]);
