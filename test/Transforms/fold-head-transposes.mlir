@@ -139,3 +139,21 @@ func.func @constant_table(%q: tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32> {
   %y = sl.transpose %o [0, 2, 1, 3] : tensor<1x2x2x2xf32> -> tensor<1x2x2x2xf32>
   return %y : tensor<1x2x2x2xf32>
 }
+
+// -----
+
+// A rotary table of rank below 4 ([S, D], sliced from a cache) would have to grow to [S, 1, D];
+// sl-split-generation reads a decoding step's rows at the table's own rank, so the rotary does
+// not move, q has no [B, S, H, D] form and the attention stays as it is.
+// CHECK-LABEL: func.func @rank2_table
+// CHECK: sl.rotary %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>)
+// CHECK: sl.attention
+// CHECK-NOT: layout
+// CHECK: sl.transpose
+func.func @rank2_table(%q: tensor<2x8x4x16xf32>, %cos: tensor<8x16xf32>, %sin: tensor<8x16xf32>) -> tensor<2x8x4x16xf32> {
+  %qt = sl.transpose %q [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %qr = sl.rotary %qt, %cos, %sin : (tensor<2x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = sl.attention %qr, %qt, %qt {causal, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %y = sl.transpose %o [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  return %y : tensor<2x8x4x16xf32>
+}
