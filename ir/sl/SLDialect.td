@@ -16,6 +16,7 @@ def SL_Dialect : Dialect {
   let name = "sl";
   let cppNamespace = "::sl";
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
   let summary = "SpeedLoader: layer-major, sub-batched training and inference of large models";
   let description = [{
     The `sl` dialect is what `sl-opt` imports ONNX models into and what its passes rewrite into a

@@ -7,6 +7,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "sl/SLDialect.td"
+include "sl/SLAttrs.td"
 
 // Floating-point tensors: what parameters, activations and gradients are.
 def SL_FloatTensor : RankedTensorOf<[F32, F16, BF16, F64]>;
@@ -740,17 +741,33 @@ def SL_AttentionOp : SL_InferredOp<"attention", [Pure, AttrSizedOperandSegments]
     `sl-fuse-transformer` from MatMul, Div/Mul, Add of the causal mask and of a position bias,
     Softmax, MatMul.
 
+    `layout` orders the dimensions of `q`, `k`, `v` and the result: `bhsd` (the default) as
+    above, or `bshd`: [B, S, Hq, D], [B, T, Hkv, D], [B, T, Hkv, Dv] and [B, S, Hq, Dv], the
+    order the projections produce, so that no head permutation is copied
+    (`sl-fold-head-transposes`). `mask` and `alibi_slopes` keep their meaning (the scores are
+    [B, Hq, S, T] in either layout).
+
     Example:
 
     ```mlir
     %o = sl.attention %q, %k, %v {causal, scale = 0.25 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>) -> tensor<4x8x16x16xf32>
     %a = sl.attention %q, %k, %v alibi_slopes %slopes {causal, scale = 0.25 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>
+    %b = sl.attention %qs, %ks, %vs {causal, layout = #sl.head_layout<bshd>, scale = 0.25 : f32} : (tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x16xf32>) -> tensor<4x16x8x16xf32>
     ```
   }];
   let arguments = (ins SL_FloatTensor:$q, SL_FloatTensor:$k, SL_FloatTensor:$v,
                        Optional<SL_FloatTensor>:$mask, Optional<SL_FloatTensor>:$alibi_slopes,
-                       UnitAttr:$causal, F32Attr:$scale);
+                       UnitAttr:$causal, F32Attr:$scale,
+                       DefaultValuedAttr<SL_HeadLayoutAttr, "::sl::HeadLayout::bhsd">:$layout);
   let results = (outs SL_FloatTensor:$result);
+  // An attention in the default layout, as sl-fuse-transformer forms it.
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$q, "::mlir::Value":$k,
+                   "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::Value":$alibi_slopes,
+                   "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale), [{
+      build($_builder, $_state, result, q, k, v, mask, alibi_slopes, causal, scale,
+            ::sl::HeadLayoutAttr::get($_builder.getContext(), ::sl::HeadLayout::bhsd));
+    }]>];
   let assemblyFormat = [{
     $q `,` $k `,` $v (`,` `mask` $mask^)? (`alibi_slopes` $alibi_slopes^)? attr-dict `:`
     functional-type(operands, results)
@@ -830,10 +847,12 @@ def SL_RotaryGradOp : SL_GradOp<"rotary_grad", "rotary",
   let arguments = (ins Variadic<SL_Tensor>:$operands, UnitAttr:$interleaved);
 }
 // Operands (q, k, v, dy [, mask] [, alibi_slopes]); with `alibi`, the last one is the slopes.
+// `layout` is the forward's: with `bshd`, q, k, v, dy and the results are [B, S, H, D].
 def SL_AttentionGradOp : SL_GradOp<"attention_grad", "attention",
     "%dq, %dk, %dv = sl.attention_grad %q, %k, %v, %do {causal, scale = 0.25 : f32} : (...) -> (...)"> {
   let arguments = (ins Variadic<SL_Tensor>:$operands, UnitAttr:$causal, F32Attr:$scale,
-                       UnitAttr:$alibi);
+                       UnitAttr:$alibi,
+                       DefaultValuedAttr<SL_HeadLayoutAttr, "::sl::HeadLayout::bhsd">:$layout);
 }
 def SL_GeluGradOp : SL_GradOp<"gelu_grad", "gelu",
     "%dx = sl.gelu_grad %x, %dy : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>"> {

@@ -239,6 +239,38 @@ def FoldMatmulTransposesPass : Pass<"sl-fold-matmul-transposes", "mlir::func::Fu
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def FoldHeadTransposesPass : Pass<"sl-fold-head-transposes", "mlir::func::FuncOp"> {
+  let summary = "attention reads and writes the projections' [B, S, H, D] order; head permutations never copied";
+  let description = [{
+    Exporters permute each projection's [batch, seq, heads, dim] to [batch, heads, seq, dim]
+    before attention (`sl.transpose [0, 2, 1, 3]`, for q, k and v, through `sl.rotary` for q
+    and k) and the attention result back; sl-autodiff does the same to their gradients. This
+    pass gives `sl.attention` and `sl.attention_grad` the layout `bshd` instead, which the
+    kernels read and write directly, so those permutations are never copied:
+
+    - `sl.attention` whose q, k and v are each a `[0, 2, 1, 3]` transpose, or `sl.rotary` of
+      one, reads the transposes' inputs; a rotary in between moves after the permutation, its
+      `cos` and `sin` reshaped to the exchanged order (a reshape, not a copy, as their heads
+      dimension is 1). A `[0, 2, 1, 3]` transpose of the result is the new result itself;
+      another user of the result reads it through a new transpose.
+    - `sl.attention_grad` likewise for q, k, v and dy, and for the gradients: a transpose of
+      one, or of `sl.rotary_grad` of one, is the new gradient (through a rotary gradient with
+      reshaped tables).
+
+    An attention that is already `bshd`, or where an operand is no such transpose, stays, and
+    so does one with a single position or head (a decoding step's, which `sl-split-generation`
+    reads in the [B, H, S, D] order). Instead, a `[0, 2, 1, 3]` permutation of a tensor whose
+    dimension 1 or 2 is 1 moves no element and becomes an `sl.reshape` (a view in the schedule,
+    no copy). The pipelines run it after `sl-fold-matmul-transposes`, wherever that runs.
+
+    Example: `%q = sl.transpose %x [0, 2, 1, 3]` (and likewise `%k`, `%v`),
+    `%o = sl.attention %q, %k, %v {causal, scale = 0.125 : f32}`,
+    `%y = sl.transpose %o [0, 2, 1, 3]` become
+    `%y = sl.attention %x, %xk, %xv {causal, layout = #sl.head_layout<bshd>, scale = 0.125 : f32}`.
+  }];
+  let dependentDialects = ["::sl::SLDialect"];
+}
+
 def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
   let summary = "the training step as SpeedLoader (or canonical) sub-batch loops with explicit transfers";
   let description = [{

@@ -93,22 +93,22 @@ double flopsOf(Operation *op) {
   // Scores are q k^T (S x T per head) and the output scores x v; with a causal mask about half
   // of the scores are computed. The gradient recomputes the scores and forms dV, dP, dQ and dK:
   // 3 products of width D and 2 of width Dv.
-  auto attentionFlops = [](Value q, Value k, Value v, bool causal, double widthsD,
-                           double widthsDv) {
+  auto attentionFlops = [](Value q, Value k, Value v, bool causal, HeadLayout layout,
+                           double widthsD, double widthsDv) {
     auto qType = rankedOf(q), kType = rankedOf(k), vType = rankedOf(v);
     double d = double(qType.getShape().back());
     double rows = elementsOf(qType) / d; // batch x heads x S
-    double t = double(kType.getShape()[kType.getRank() - 2]);
+    double t = double(swapHeadsIf(layout, kType.getShape())[2]);
     double dv = double(vType.getShape().back());
     double flops = 2 * rows * t * (widthsD * d + widthsDv * dv);
     return causal ? flops / 2 : flops;
   };
   if (auto attention = llvm::dyn_cast<AttentionOp>(op))
     return attentionFlops(attention.getQ(), attention.getK(), attention.getV(),
-                          attention.getCausal(), 1, 1);
+                          attention.getCausal(), attention.getLayout(), 1, 1);
   if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
     return attentionFlops(grad.getOperand(0), grad.getOperand(1), grad.getOperand(2),
-                          grad.getCausal(), 3, 2);
+                          grad.getCausal(), grad.getLayout(), 3, 2);
   double elements = 0;
   for (Type type : op->getResultTypes())
     elements += elementsOf(type);

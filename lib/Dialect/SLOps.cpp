@@ -183,21 +183,39 @@ static LogicalResult verifyAlibiSlopes(Operation *op, Value slopes, RankedTensor
   return success();
 }
 
+SmallVector<int64_t, 4> swapHeadsIf(HeadLayout layout, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t, 4> swapped(shape);
+  if (layout == HeadLayout::bshd && swapped.size() == 4)
+    std::swap(swapped[1], swapped[2]);
+  return swapped;
+}
+
 LogicalResult AttentionOp::verify() {
-  auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
-  auto out = getType();
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4 || out.getRank() != 4)
-    return emitOpError("q, k, v and the result must have rank 4 ([batch, heads, seq, dim]), got ")
-           << q << ", " << k << ", " << v << " and " << out;
+  auto written = [&](Value value) { return rankedType(value); };
+  if (written(getQ()).getRank() != 4 || written(getK()).getRank() != 4 ||
+      written(getV()).getRank() != 4 || getType().getRank() != 4)
+    return emitOpError("q, k, v and the result must have rank 4 ([batch, heads, seq, dim], or "
+                       "[batch, seq, heads, dim] with layout bshd), got ")
+           << getQ().getType() << ", " << getK().getType() << ", " << getV().getType() << " and "
+           << getType();
+  // The checks below read every shape as [B, H, S, D], whichever layout stores it.
+  HeadLayout layout = getLayout();
+  auto logical = [&](RankedTensorType type) {
+    return RankedTensorType::get(swapHeadsIf(layout, type.getShape()), type.getElementType());
+  };
+  auto q = logical(written(getQ())), k = logical(written(getK())), v = logical(written(getV()));
+  auto out = logical(getType());
   auto conflict = [](int64_t a, int64_t b) {
     return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
   };
   if (conflict(q.getDimSize(0), k.getDimSize(0)) || conflict(k.getDimSize(0), v.getDimSize(0)))
     return emitOpError("q, k and v must have one batch size");
   if (conflict(k.getDimSize(1), v.getDimSize(1)) || conflict(k.getDimSize(2), v.getDimSize(2)))
-    return emitOpError("k and v must have the same heads and length, got ") << k << " and " << v;
+    return emitOpError("k and v must have the same heads and length, got ")
+           << getK().getType() << " and " << getV().getType();
   if (conflict(q.getDimSize(3), k.getDimSize(3)))
-    return emitOpError("q and k must have one head dimension, got ") << q << " and " << k;
+    return emitOpError("q and k must have one head dimension, got ")
+           << getQ().getType() << " and " << getK().getType();
   int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) && (hkv == 0 || hq % hkv != 0))
     return emitOpError("query heads (") << hq << ") must be a multiple of key/value heads ("
@@ -206,7 +224,8 @@ LogicalResult AttentionOp::verify() {
   if (failed(verifyCompatibleShape(expected, out.getShape())) ||
       out.getElementType() != q.getElementType())
     return emitOpError("result must be ")
-           << quoted(RankedTensorType::get(expected, q.getElementType())) << ", got " << out;
+           << quoted(RankedTensorType::get(swapHeadsIf(layout, expected), q.getElementType()))
+           << ", got " << getType();
   if (getMask()) {
     SmallVector<int64_t> scores = {q.getDimSize(0), hq, q.getDimSize(2), k.getDimSize(2)};
     auto shape = broadcastShapes(rankedType(getMask()).getShape(), scores);
@@ -1022,6 +1041,7 @@ SL_INFER(AttentionOp) {
   if (q.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "sl.attention: q, k and v must have rank 4, got ", quoted(q),
                              " and ", quoted(v));
+  // Batch and the two middle dimensions are q's in either layout; only the width is v's.
   return pushType(types, {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
                   q.getElementType());
 }

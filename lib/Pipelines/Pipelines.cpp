@@ -41,6 +41,8 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   // After fusion (sl-fuse-transformer recognises q @ k^T by its transpose): weights and other
   // matrices read transposed become GEMM flags.
   pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
+  // Attention reads the projections' [B, S, H, D] order: the head permutations go too.
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
 }
 
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
@@ -56,6 +58,7 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
   // The gradient rules spell their transposes out (of weights, activations and output
   // gradients); they fold into the products before scheduling copies them per sub-batch.
   pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options) {
@@ -152,7 +155,9 @@ void registerPipelines() {
       "sub-batch count and live blocks (sl-plan: fixed by batch=, sub-batch-size=, "
       "num-sub-batches=, live-blocks=, or chosen for device-memory= and host-memory=), bind "
       "shapes at the sub-batch size, fold, fuse (fuse=false to skip), partition into stages, "
-      "differentiate each stage, fold transposes into GEMM flags (sl-fold-matmul-transposes), "
+      "differentiate each stage, fold transposes into GEMM flags (sl-fold-matmul-transposes) "
+      "and the attention heads' permutations into attention's layout "
+      "(sl-fold-head-transposes), "
       "and write the explicit SpeedLoader step (mode=speedloader, or "
       "mode=canonical for the ZeRO-style baseline) with its streams, events and static memory "
       "plan. precision=bf16 stores the stages' tensors in bf16 (mixed precision: f32 loss, "
@@ -165,7 +170,8 @@ void registerPipelines() {
       "past=N) and the inputs bind-inputs= names (attention_mask, position_ids), bind batch/seq "
       "sizes (found from input_ids' dimensions), fold shape arithmetic, "
       "fuse transformer blocks (fuse=false to skip), simplify, and read transposed matrices "
-      "through GEMM transpose flags (sl-fold-matmul-transposes). With "
+      "through GEMM transpose flags (sl-fold-matmul-transposes) and let attention read and "
+      "write the projections' [batch, seq, heads, dim] order (sl-fold-head-transposes). With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);
 }

@@ -36,7 +36,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 // Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
 constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kHostToDeviceStream = 1;
@@ -539,6 +539,8 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         pb::AttentionAttributes attrs;
         attrs.set_causal(o.getCausal());
         attrs.set_scale(o.getScale().convertToFloat());
+        attrs.set_layout(o.getLayout() == HeadLayout::bshd ? pb::AttentionAttributes::BSHD
+                                                           : pb::AttentionAttributes::BHSD);
         if constexpr (std::is_same_v<decltype(o), AttentionOp>)
           attrs.set_alibi(bool(o.getAlibiSlopes()));
         else

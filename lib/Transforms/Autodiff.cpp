@@ -410,7 +410,7 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
         auto grad = g.b.create<AttentionGradOp>(
             g.loc, TypeRange{typeOf(o.getQ()), typeOf(o.getK()), typeOf(o.getV())}, operands,
             o.getCausalAttr(), o.getScaleAttr(),
-            o.getAlibiSlopes() ? g.b.getUnitAttr() : UnitAttr());
+            o.getAlibiSlopes() ? g.b.getUnitAttr() : UnitAttr(), o.getLayoutAttr());
         adj.accumulate(o.getQ(), grad.getResult(0));
         adj.accumulate(o.getK(), grad.getResult(1));
         adj.accumulate(o.getV(), grad.getResult(2));

@@ -558,6 +558,10 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
           addStageInput(block, positionType, decode, [&](sl::LayerOp) { return position; });
     SmallVector<Value> newKv;
     for (sl::AttentionOp attention : *attentions) {
+      // sl-fold-head-transposes keeps a single position's attention in [B, H, 1, D].
+      if (attention.getLayout() != sl::HeadLayout::bhsd)
+        return attention.emitError("sl-split-generation: a decoding step's attention must read "
+                                   "[batch, heads, 1, dim] (layout bhsd)");
       auto k = tensorType(attention.getK());
       if (k.getDimSize(3) != tensorType(attention.getV()).getDimSize(3))
         return attention.emitError("sl-split-generation: keys and values of different head "
@@ -611,8 +615,22 @@ LogicalResult SplitGenerationPass::rewritePrefill(ModuleOp prefill, ModuleOp dec
       return failure();
     SmallVector<Value> kv;
     for (sl::AttentionOp attention : *attentions) {
-      kv.push_back(attention.getK());
-      kv.push_back(attention.getV());
+      // The cache is [B, 2, Hkv, C, D]: keys and values read in [B, S, H, D] order (layout
+      // bshd, sl-fold-head-transposes) go to it permuted, after the attention, so that the
+      // permuted copies are not live beside its operands.
+      for (Value keysOrValues : {attention.getK(), attention.getV()}) {
+        if (attention.getLayout() == sl::HeadLayout::bshd) {
+          OpBuilder builder(attention->getContext());
+          builder.setInsertionPointAfter(attention);
+          auto type = tensorType(keysOrValues);
+          keysOrValues = builder.create<sl::TransposeOp>(
+              attention.getLoc(),
+              RankedTensorType::get(sl::swapHeadsIf(sl::HeadLayout::bshd, type.getShape()),
+                                    type.getElementType()),
+              keysOrValues, ArrayRef<int64_t>{0, 2, 1, 3});
+        }
+        kv.push_back(keysOrValues);
+      }
     }
     addStageResults(block, kv, prefill);
   }

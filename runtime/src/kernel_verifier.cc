@@ -733,22 +733,35 @@ private:
                   "] (one per query head)");
   }
 
-  // q, k, v (operands 0..2), the scale, the optional mask (operand maskAt) and the slopes;
-  // returns the forward's result shape [B, Hq, S, Dv].
+  // q, k, v (operands 0..2), the scale, the layout, the optional mask (operand maskAt) and the
+  // slopes; returns the forward's result shape, [B, Hq, S, Dv] (or [B, S, Hq, Dv] with BSHD).
   Shape verifyAttentionOperands(size_t maskAt) const {
     // A forgotten scale (proto default 0) would silently make attention uniform.
     if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
       throw error("attention.scale is ", k_.attention().scale(),
                   "; it must be finite and non-zero");
-    const Shape &q = in_[0], &k = in_[1], &v = in_[2];
+    const bool bshd = k_.attention().layout() == sl::schedule::AttentionAttributes::BSHD;
+    if (!bshd && k_.attention().layout() != sl::schedule::AttentionAttributes::BHSD)
+      throw error("attention.layout ", int(k_.attention().layout()), " is not BHSD or BSHD");
+    // Every check below reads the shapes as [B, H, S, D], whichever layout stores them.
+    auto logical = [bshd](Shape shape) {
+      if (bshd && shape.size() == 4)
+        std::swap(shape[1], shape[2]);
+      return shape;
+    };
+    const Shape q = logical(in_[0]), k = logical(in_[1]), v = logical(in_[2]);
     if (q.size() != 4 || k.size() != 4 || v.size() != 4)
-      throw error("q ", formatShape(q), ", k ", formatShape(k), " and v ", formatShape(v),
-                  " must be rank 4 ([B, Hq, S, D], [B, Hkv, T, D], [B, Hkv, T, Dv])");
+      throw error("q ", formatShape(in_[0]), ", k ", formatShape(in_[1]), " and v ",
+                  formatShape(in_[2]),
+                  bshd ? " must be rank 4 ([B, S, Hq, D], [B, T, Hkv, D], [B, T, Hkv, Dv])"
+                       : " must be rank 4 ([B, Hq, S, D], [B, Hkv, T, D], [B, Hkv, T, Dv])");
     int64_t b = q[0], hq = q[1], s = q[2], d = q[3];
     int64_t hkv = k[1], t = k[2], dv = v[3];
     if (k[0] != b || v[0] != b || v[1] != hkv || v[2] != t || k[3] != d)
-      throw error("q ", formatShape(q), ", k ", formatShape(k), " and v ", formatShape(v),
-                  " do not fit [B, Hq, S, D], [B, Hkv, T, D], [B, Hkv, T, Dv]");
+      throw error("q ", formatShape(in_[0]), ", k ", formatShape(in_[1]), " and v ",
+                  formatShape(in_[2]),
+                  bshd ? " do not fit [B, S, Hq, D], [B, T, Hkv, D], [B, T, Hkv, Dv]"
+                       : " do not fit [B, Hq, S, D], [B, Hkv, T, D], [B, Hkv, T, Dv]");
     if (hkv <= 0 || hq % hkv != 0)
       throw error("q has ", hq, " heads and k, v have ", hkv,
                   "; the query heads must be a multiple of a positive number of key/value heads");
@@ -758,7 +771,7 @@ private:
     if (hasMask && !broadcastsTo(in_[maskAt], scores))
       throw error("mask ", formatShape(in_[maskAt]), " does not broadcast to the scores ",
                   formatShape(scores));
-    return {b, hq, s, dv};
+    return logical({b, hq, s, dv});
   }
 
   void verifyAttention() const { expectResult(verifyAttentionOperands(3)); }
@@ -767,7 +780,10 @@ private:
   // grouped-query attention dk and dv are [B, Hkv, T, ...], summed over the sharing query heads.
   void verifyAttentionGrad() const {
     Shape y = verifyAttentionOperands(4);
-    expectOperand(3, "dy", y, " (the attention result's shape [B, Hq, S, Dv])");
+    expectOperand(3, "dy", y,
+                  k_.attention().layout() == sl::schedule::AttentionAttributes::BSHD
+                      ? " (the attention result's shape [B, S, Hq, Dv])"
+                      : " (the attention result's shape [B, Hq, S, Dv])");
     expectResult(0, "dq", in_[0]);
     expectResult(1, "dk", in_[1]);
     expectResult(2, "dv", in_[2]);
@@ -807,6 +823,8 @@ private:
     if (k_.attention().scale() == 0.0f || !std::isfinite(k_.attention().scale()))
       throw error("attention.scale is ", k_.attention().scale(),
                   "; it must be finite and non-zero");
+    if (k_.attention().layout() != sl::schedule::AttentionAttributes::BHSD)
+      throw error("attention.layout must be BHSD (DECODE_ATTENTION has no other layout)");
     verifyCache(3);
     const Shape &q = in_[0], &k = in_[1], &cache = in_[3];
     if (q.size() != 4 || q[0] != cache[0] || q[2] != 1 || q[3] != cache[4])

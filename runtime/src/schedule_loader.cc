@@ -116,6 +116,15 @@ sl::schedule::Schedule parseSchedule(std::string_view bytes) {
         throw makeError(kernelText(i, schedule.kernels(i)), ": has ALiBi slopes, which ",
                         "schedule version ", schedule.version(), " does not have (version 5 does)");
     }
+  if (schedule.version() < 6)
+    for (int i = 0; i < schedule.kernels_size(); ++i)
+      if (schedule.kernels(i).has_attention() &&
+          schedule.kernels(i).attention().layout() != sl::schedule::AttentionAttributes::BHSD)
+        throw makeError(kernelText(i, schedule.kernels(i)), ": has attention layout ",
+                        sl::schedule::AttentionAttributes::Layout_Name(
+                            schedule.kernels(i).attention().layout()),
+                        ", which schedule version ", schedule.version(),
+                        " does not have (version 6 does)");
   if (schedule.end_magic() != kScheduleMagic)
     throw Error("truncated schedule (the end marker is missing)");
   verifySchedule(schedule);

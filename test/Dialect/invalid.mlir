@@ -779,7 +779,7 @@ func.func @rotary_tables(%x: tensor<2x16x8xf32>, %c: tensor<16x8xf32>, %s: tenso
 // -----
 
 func.func @attention_rank(%q: tensor<8x16x16xf32>) -> tensor<8x16x16xf32> {
-  // expected-error @+1 {{'sl.attention' op q, k, v and the result must have rank 4 ([batch, heads, seq, dim]), got 'tensor<8x16x16xf32>', 'tensor<8x16x16xf32>', 'tensor<8x16x16xf32>' and 'tensor<8x16x16xf32>'}}
+  // expected-error @+1 {{'sl.attention' op q, k, v and the result must have rank 4 ([batch, heads, seq, dim], or [batch, seq, heads, dim] with layout bshd), got 'tensor<8x16x16xf32>', 'tensor<8x16x16xf32>', 'tensor<8x16x16xf32>' and 'tensor<8x16x16xf32>'}}
   %o = sl.attention %q, %q, %q {scale = 1.0 : f32} : (tensor<8x16x16xf32>, tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
   return %o : tensor<8x16x16xf32>
 }
@@ -814,6 +814,32 @@ func.func @attention_heads(%q: tensor<4x8x16x16xf32>, %k: tensor<4x3x16x16xf32>)
   // expected-error @+1 {{'sl.attention' op query heads (8) must be a multiple of key/value heads (3)}}
   %o = sl.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<4x8x16x16xf32>, tensor<4x3x16x16xf32>, tensor<4x3x16x16xf32>) -> tensor<4x8x16x16xf32>
   return %o : tensor<4x8x16x16xf32>
+}
+
+// -----
+
+// In layout bshd the heads are dimension 2: 16 query heads over 3 key/value heads.
+func.func @attention_bshd_heads(%q: tensor<4x8x16x16xf32>, %k: tensor<4x8x3x16xf32>) -> tensor<4x8x16x16xf32> {
+  // expected-error @+1 {{'sl.attention' op query heads (16) must be a multiple of key/value heads (3)}}
+  %o = sl.attention %q, %k, %k {layout = #sl.head_layout<bshd>, scale = 1.0 : f32} : (tensor<4x8x16x16xf32>, tensor<4x8x3x16xf32>, tensor<4x8x3x16xf32>) -> tensor<4x8x16x16xf32>
+  return %o : tensor<4x8x16x16xf32>
+}
+
+// -----
+
+func.func @attention_bshd_mask(%q: tensor<4x8x2x16xf32>, %k: tensor<4x12x2x16xf32>, %m: tensor<8x8xf32>) -> tensor<4x8x2x16xf32> {
+  // expected-error @+1 {{'sl.attention' op mask 'tensor<8x8xf32>' must broadcast to the scores 'tensor<4x2x8x12xf32>'}}
+  %o = sl.attention %q, %k, %k, mask %m {layout = #sl.head_layout<bshd>, scale = 1.0 : f32} : (tensor<4x8x2x16xf32>, tensor<4x12x2x16xf32>, tensor<4x12x2x16xf32>, tensor<8x8xf32>) -> tensor<4x8x2x16xf32>
+  return %o : tensor<4x8x2x16xf32>
+}
+
+// -----
+
+func.func @attention_bad_layout(%q: tensor<4x8x2x16xf32>) -> tensor<4x8x2x16xf32> {
+  // expected-error @+2 {{expected ::sl::HeadLayout to be one of: bhsd, bshd}}
+  // expected-error @+1 {{failed to parse SL_HeadLayoutAttr parameter 'value'}}
+  %o = sl.attention %q, %q, %q {layout = #sl.head_layout<sbhd>, scale = 1.0 : f32} : (tensor<4x8x2x16xf32>, tensor<4x8x2x16xf32>, tensor<4x8x2x16xf32>) -> tensor<4x8x2x16xf32>
+  return %o : tensor<4x8x2x16xf32>
 }
 
 // -----

@@ -276,6 +276,20 @@ func.func @attention(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x16x16xf32>, %v: t
   return %o, %m : tensor<4x8x16x32xf32>, tensor<4x8x16x32xf32>
 }
 
+// The projections' [B, S, H, D] order (layout bshd), forward and gradient; bhsd, the default,
+// is not printed.
+// CHECK-LABEL: func.func @attention_bshd
+func.func @attention_bshd(%q: tensor<4x16x8x16xf32>, %k: tensor<4x16x2x16xf32>, %v: tensor<4x16x2x32xf32>, %dy: tensor<4x16x8x32xf32>) -> (tensor<4x16x8x32xf32>, tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>, tensor<4x16x8x32xf32>) {
+  // CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}} {causal, layout = #sl.head_layout<bshd>, scale = 2.500000e-01 : f32} : (tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>) -> tensor<4x16x8x32xf32>
+  %o = sl.attention %q, %k, %v {causal, layout = #sl.head_layout<bshd>, scale = 0.25 : f32} : (tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>) -> tensor<4x16x8x32xf32>
+  // CHECK: sl.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {causal, layout = #sl.head_layout<bshd>, scale = 2.500000e-01 : f32}
+  %g:3 = sl.attention_grad %q, %k, %v, %dy {causal, layout = #sl.head_layout<bshd>, scale = 0.25 : f32} : (tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>, tensor<4x16x8x32xf32>) -> (tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>)
+  // A written bhsd is the default, not printed: 16 heads of 8 positions here.
+  // CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}} {scale = 2.500000e-01 : f32} : (tensor<4x16x8x16xf32>
+  %b = sl.attention %q, %k, %v {layout = #sl.head_layout<bhsd>, scale = 0.25 : f32} : (tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>) -> tensor<4x16x8x32xf32>
+  return %o, %g#0, %g#1, %g#2, %b : tensor<4x16x8x32xf32>, tensor<4x16x8x16xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x32xf32>, tensor<4x16x8x32xf32>
+}
+
 // CHECK-LABEL: func.func @attention_alibi
 func.func @attention_alibi(%q: tensor<4x8x16x16xf32>, %k: tensor<4x2x16x16xf32>, %mask: tensor<16x16xf32>, %slopes: tensor<8xf32>, %cache: tensor<4x2x2x24x16xf32>, %length: tensor<4xi64>) -> (tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>, tensor<4x8x1x16xf32>) {
   // CHECK: sl.attention %{{.+}}, %{{.+}}, %{{.+}} alibi_slopes %{{.+}} {causal, scale = 2.500000e-01 : f32} : (tensor<4x8x16x16xf32>, tensor<4x2x16x16xf32>, tensor<4x2x16x16xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>

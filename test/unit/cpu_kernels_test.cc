@@ -1715,6 +1715,75 @@ TEST_F(CpuGradientTest, AttentionGradMatchesFiniteDifferences) {
   }
 }
 
+// --- attention.layout BSHD
+
+// x [d0, d1, d2, d3] with dimensions 1 and 2 exchanged: [B, H, S, D] <-> [B, S, H, D].
+Tensor swapHeads(const Tensor &x) {
+  const Shape &s = x.shape;
+  std::vector<float> values(x.values.size());
+  for (int64_t a = 0; a < s[0]; ++a)
+    for (int64_t b = 0; b < s[1]; ++b)
+      for (int64_t c = 0; c < s[2]; ++c)
+        for (int64_t e = 0; e < s[3]; ++e)
+          values[((a * s[2] + c) * s[1] + b) * s[3] + e] =
+              x.values[((a * s[1] + b) * s[2] + c) * s[3] + e];
+  return Tensor({s[0], s[2], s[1], s[3]}, std::move(values));
+}
+
+// ATTENTION and ATTENTION_GRAD read and write [B, S, H, D] with layout BSHD and compute exactly
+// what they compute on the permuted tensors in the default [B, H, S, D]: the same bits, on fresh
+// random inputs (grouped-query, causal, with a mask and ALiBi, and more query rows than one
+// block of the gradient's GEMMs).
+TEST_F(CpuGradientTest, BshdLayoutGivesTheBhsdResults) {
+  const AttentionCase cases[] = {
+      {"GqaCausal", 2, 4, 2, 5, 5, 8, 6, true, {}},
+      {"GqaCausalFewerQueriesMask", 2, 4, 1, 3, 6, 8, 8, true, {3, 6}},
+      {"MhaAlibiNotCausal", 1, 2, 2, 3, 4, 4, 3, false, {}, false, true},
+      {"GqaCausalLong", 1, 4, 2, 70, 70, 8, 8, true, {}},
+  };
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor q = Tensor::random(rng, {c.b, c.hq, c.s, c.d});
+    Tensor k = Tensor::random(rng, {c.b, c.hkv, c.t, c.d});
+    Tensor v = Tensor::random(rng, {c.b, c.hkv, c.t, c.dv});
+    Tensor dy = Tensor::random(rng, {c.b, c.hq, c.s, c.dv});
+    Tensor mask = Tensor::random(rng, c.mask);
+    Tensor slopes = Tensor::random(rng, c.alibi ? Shape{c.hq} : Shape{});
+    Tensor qs = swapHeads(q), ks = swapHeads(k), vs = swapHeads(v), dys = swapHeads(dy);
+    for (OpKind op : {ATTENTION, ATTENTION_GRAD}) {
+      SCOPED_TRACE(op == ATTENTION ? "ATTENTION" : "ATTENTION_GRAD");
+      Kernel kernel = makeKernel(op);
+      kernel.mutable_attention()->set_causal(c.causal);
+      kernel.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
+      kernel.mutable_attention()->set_alibi(c.alibi);
+      Kernel bshd = kernel;
+      bshd.mutable_attention()->set_layout(sl::schedule::AttentionAttributes::BSHD);
+      auto withExtras = [&](std::vector<const TensorBase *> operands) {
+        if (!c.mask.empty())
+          operands.push_back(&mask);
+        if (c.alibi)
+          operands.push_back(&slopes);
+        return operands;
+      };
+      if (op == ATTENTION) {
+        Tensor y = Tensor::empty({c.b, c.hq, c.s, c.dv}), ys = Tensor::empty({c.b, c.s, c.hq, c.dv});
+        run(kernel, withExtras({&q, &k, &v}), y);
+        run(bshd, withExtras({&qs, &ks, &vs}), ys);
+        EXPECT_EQ(swapHeads(ys).values, y.values);
+        continue;
+      }
+      Tensor dq = Tensor::empty(q.shape), dk = Tensor::empty(k.shape), dv = Tensor::empty(v.shape);
+      Tensor dqs = Tensor::empty(qs.shape), dks = Tensor::empty(ks.shape);
+      Tensor dvs = Tensor::empty(vs.shape);
+      runAll(kernel, withExtras({&q, &k, &v, &dy}), {&dq, &dk, &dv});
+      runAll(bshd, withExtras({&qs, &ks, &vs, &dys}), {&dqs, &dks, &dvs});
+      EXPECT_EQ(swapHeads(dqs).values, dq.values);
+      EXPECT_EQ(swapHeads(dks).values, dk.values);
+      EXPECT_EQ(swapHeads(dvs).values, dv.values);
+    }
+  }
+}
+
 // --- GELU_GRAD, SWIGLU_GRAD
 
 double geluForward(double x, bool tanhApproximation) {

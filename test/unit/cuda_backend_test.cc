@@ -933,6 +933,35 @@ TEST_F(CudaKernelTest, AttentionGradient) {
     }
 }
 
+// attention.layout BSHD (sl-fold-head-transposes): q, k, v, dy and the results stored
+// [B, S, H, D]. The inputs are random either way, so the BHSD operands with dimensions 1 and 2
+// exchanged are BSHD operands; the CPU backend's BSHD kernels give the BHSD results bit for bit
+// (CpuGradientTest.BshdLayoutGivesTheBhsdResults), and check() compares against them.
+TEST_F(CudaKernelTest, AttentionBshdLayout) {
+  auto bshd = [](Shape shape) {
+    std::swap(shape[1], shape[2]);
+    return shape;
+  };
+  for (DType dtype : kFloats)
+    for (const AttentionCase &c : kAttentionCases)
+      for (OpKind op : {ATTENTION, ATTENTION_GRAD}) {
+        bool grad = op == ATTENTION_GRAD;
+        Kernel k = makeKernel(op);
+        k.mutable_attention()->set_causal(c.causal);
+        k.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
+        k.mutable_attention()->set_layout(AttentionAttributes::BSHD);
+        std::vector<Value> operands = attentionOperands(rng, c, dtype, grad);
+        for (size_t i = 0; i < (grad ? 4u : 3u); ++i)
+          operands[i].shape = bshd(operands[i].shape);
+        std::vector<ResultSpec> results = {{dtype, bshd({c.batch, c.heads, c.s, c.dv})}};
+        if (grad)
+          results = {{dtype, bshd({c.batch, c.heads, c.s, c.d})},
+                     {dtype, bshd({c.batch, c.kvHeads, c.t, c.d})},
+                     {dtype, bshd({c.batch, c.kvHeads, c.t, c.dv})}};
+        check(k, operands, results, kReduction);
+      }
+}
+
 // cuDNN's fused attention (cudnn_attention.cc) against the reference kernels on the same GPU, bf16,
 // at the head dims it takes: MHA, GQA and MQA, causal or not, rows longer than one tile. cuDNN
 // multiplies the probabilities by V in bf16 (the reference keeps them in fp32), so the tolerance is
@@ -962,34 +991,46 @@ TEST_F(CudaKernelTest, CudnnAttentionAgainstTheReferenceKernel) {
       {1, 8, 2, 200, 200, 128, 128, true, false},  // GQA, causal, a partial tile
       {2, 4, 1, 130, 130, 96, 96, false, false},   // MQA, not causal
   };
+  // In either attention.layout: BSHD is the same cuDNN graph with other strides.
+  auto stored = [](bool bshd, Shape shape) {
+    if (bshd)
+      std::swap(shape[1], shape[2]);
+    return shape;
+  };
   for (const AttentionCase &c : cases)
-    for (OpKind op : {ATTENTION, ATTENTION_GRAD}) {
-      Kernel k = makeKernel(op);
-      k.mutable_attention()->set_causal(c.causal);
-      k.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
-      bool grad = op == ATTENTION_GRAD;
-      std::vector<Value> operands = attentionOperands(rng, c, BF16, grad);
-      std::vector<ResultSpec> results = {{BF16, {c.batch, c.heads, c.s, grad ? c.d : c.dv}}};
-      if (grad) {
-        results.push_back({BF16, {c.batch, c.kvHeads, c.t, c.d}});
-        results.push_back({BF16, {c.batch, c.kvHeads, c.t, c.dv}});
+    for (OpKind op : {ATTENTION, ATTENTION_GRAD})
+      for (bool bshd : {false, true}) {
+        Kernel k = makeKernel(op);
+        k.mutable_attention()->set_causal(c.causal);
+        k.mutable_attention()->set_scale(1.0f / std::sqrt(static_cast<float>(c.d)));
+        if (bshd)
+          k.mutable_attention()->set_layout(AttentionAttributes::BSHD);
+        bool grad = op == ATTENTION_GRAD;
+        std::vector<Value> operands = attentionOperands(rng, c, BF16, grad);
+        for (Value &operand : operands)
+          operand.shape = stored(bshd, operand.shape);
+        std::vector<ResultSpec> results = {
+            {BF16, stored(bshd, {c.batch, c.heads, c.s, grad ? c.d : c.dv})}};
+        if (grad) {
+          results.push_back({BF16, stored(bshd, {c.batch, c.kvHeads, c.t, c.d})});
+          results.push_back({BF16, stored(bshd, {c.batch, c.kvHeads, c.t, c.dv})});
+        }
+        Outcome fused, reference;
+        {
+          ScopedEnv env("SLRT_CUDNN_ATTENTION", "require");
+          fused = runOn(*gpu, k, operands, results);
+        }
+        {
+          ScopedEnv env("SLRT_CUDNN_ATTENTION", "0");
+          reference = runOn(*gpu, k, operands, results);
+        }
+        std::string what = describe(k, operands) + " (seed " + std::to_string(seed) + ")";
+        ASSERT_EQ(fused.error, "") << what;
+        ASSERT_EQ(reference.error, "") << what;
+        for (size_t r = 0; r < results.size(); ++r)
+          expectNear(fused.results[r], reference.results[r], grad ? 2e-2 : 1e-2,
+                     what + " result " + std::to_string(r));
       }
-      Outcome fused, reference;
-      {
-        ScopedEnv env("SLRT_CUDNN_ATTENTION", "require");
-        fused = runOn(*gpu, k, operands, results);
-      }
-      {
-        ScopedEnv env("SLRT_CUDNN_ATTENTION", "0");
-        reference = runOn(*gpu, k, operands, results);
-      }
-      std::string what = describe(k, operands) + " (seed " + std::to_string(seed) + ")";
-      ASSERT_EQ(fused.error, "") << what;
-      ASSERT_EQ(reference.error, "") << what;
-      for (size_t r = 0; r < results.size(); ++r)
-        expectNear(fused.results[r], reference.results[r], grad ? 2e-2 : 1e-2,
-                   what + " result " + std::to_string(r));
-    }
 }
 
 TEST_F(CudaKernelTest, RotaryAndItsGradient) {

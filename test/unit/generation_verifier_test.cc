@@ -195,6 +195,12 @@ const OpCase kOpCases[] = {
      "has no attention attributes"},
     {"DecodeAttentionZeroScale", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]", attention(0),
      "attention.scale is 0; it must be finite and non-zero"},
+    {"DecodeAttentionBshd", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]",
+     [](Kernel &k) {
+       k.mutable_attention()->set_scale(0.5f);
+       k.mutable_attention()->set_layout(AttentionAttributes::BSHD);
+     },
+     "attention.layout must be BHSD (DECODE_ATTENTION has no other layout)"},
     {"DecodeAttentionOnHost", DECODE_ATTENTION, kDecode, "f32[2,4,1,8]", attention(),
      "runs on stream 3 of kind HOST_COMPUTE; compute kernels run on a COMPUTE stream", HOST_COMPUTE,
      HOST},

@@ -177,12 +177,12 @@ TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
 }
 
 TEST_F(ScheduleLoaderTest, RejectsWrongVersion) {
-  // Versions 4 and 5 are accepted: 3 lacks the programs generation needs, 6 is in the future.
-  for (uint32_t version : {0u, 1u, 2u, 3u, 6u}) {
+  // Versions 4 to 6 are accepted: 3 lacks the programs generation needs, 7 is in the future.
+  for (uint32_t version : {0u, 1u, 2u, 3u, 7u}) {
     mlp.schedule.set_version(version);
     EXPECT_THAT(loadError(), HasSubstr("schedule version " + std::to_string(version) +
                                        " is not supported (this runtime supports versions 4 to "
-                                       "5)"));
+                                       "6)"));
   }
 }
 
@@ -213,6 +213,23 @@ TEST_F(ScheduleLoaderTest, RejectsAlibiInVersion4) {
   std::string path = block.write(dir.path());
   EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
               HasSubstr("has ALiBi slopes, which schedule version 4 does not have (version 5 does)"));
+}
+
+TEST_F(ScheduleLoaderTest, RejectsBshdAttentionBeforeVersion6) {
+  for (uint32_t version : {4u, 5u}) {
+    TinyAttention block = TinyAttention::build(1);
+    block.schedule.set_version(version);
+    sl::schedule::Kernel *attention = nullptr;
+    for (sl::schedule::Kernel &k : *block.schedule.mutable_kernels())
+      if (k.op() == sl::schedule::ATTENTION)
+        attention = &k;
+    ASSERT_NE(attention, nullptr);
+    attention->mutable_attention()->set_layout(sl::schedule::AttentionAttributes::BSHD);
+    std::string path = block.write(dir.path());
+    EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
+                HasSubstr("has attention layout BSHD, which schedule version " +
+                          std::to_string(version) + " does not have (version 6 does)"));
+  }
 }
 
 TEST_F(ScheduleLoaderTest, EndMarkerIsWrittenLastAfterConstants) {
@@ -687,11 +704,13 @@ std::function<void(Kernel &)> norm(int64_t a) {
     k.mutable_norm()->set_epsilon(1e-5f);
   };
 }
-std::function<void(Kernel &)> attention(bool causal, bool alibi = false) {
+std::function<void(Kernel &)> attention(bool causal, bool alibi = false, bool bshd = false) {
   return [=](Kernel &k) {
     k.mutable_attention()->set_causal(causal);
     k.mutable_attention()->set_scale(0.125f);
     k.mutable_attention()->set_alibi(alibi);
+    if (bshd)
+      k.mutable_attention()->set_layout(AttentionAttributes::BSHD);
   };
 }
 const std::function<void(Kernel &)> kTrilu = [](Kernel &k) { k.mutable_trilu()->set_k(1); };
@@ -926,6 +945,21 @@ const OpCase kOpCases[] = {
     {"AttentionGradAlibi", ATTENTION_GRAD,
      "f32[1,2,3,8] f32[1,1,3,8] f32[1,1,3,4] f32[1,2,3,4] f32[2]",
      "f32[1,2,3,8] f32[1,1,3,8] f32[1,1,3,4]", attention(true, true), kValid},
+    // attention.layout BSHD: q [B, S, Hq, D], k [B, T, Hkv, D], v [B, T, Hkv, Dv].
+    {"AttentionBshd", ATTENTION, "f32[2,3,4,8] f32[2,5,2,8] f32[2,5,2,6] f32[3,5]", "f32[2,3,4,6]",
+     attention(true, false, true), kValid},
+    {"AttentionBshdReadAsBhsd", ATTENTION, "f32[2,4,3,8] f32[2,2,5,8] f32[2,2,5,6]",
+     "f32[2,4,3,6]", attention(true, false, true),
+     "q has 3 heads and k, v have 5; the query heads must be a multiple"},
+    {"AttentionBshdKeyLength", ATTENTION, "f32[2,3,4,8] f32[2,5,2,8] f32[2,4,2,6]",
+     "f32[2,3,4,6]", attention(true, false, true),
+     "q [2, 3, 4, 8], k [2, 5, 2, 8] and v [2, 4, 2, 6] do not fit [B, S, Hq, D], [B, T, Hkv, D], "
+     "[B, T, Hkv, Dv]"},
+    {"AttentionBshdResult", ATTENTION, "f32[2,3,4,8] f32[2,5,2,8] f32[2,5,2,6]", "f32[2,4,3,6]",
+     attention(true, false, true), "result shape [2, 4, 3, 6] should be [2, 3, 4, 6]"},
+    {"AttentionGradBshd", ATTENTION_GRAD,
+     "f32[1,3,2,8] f32[1,3,1,8] f32[1,3,1,4] f32[1,3,2,4] f32[2]",
+     "f32[1,3,2,8] f32[1,3,1,8] f32[1,3,1,4]", attention(true, true, true), kValid},
     // CROSS_ENTROPY.
     {"CrossEntropy", CROSS_ENTROPY, "f32[2,3,7] i64[2,3]", "f32[]",
      [](Kernel &k) { k.mutable_cross_entropy()->set_ignore_index(-100); }, kValid},

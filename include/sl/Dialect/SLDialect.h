@@ -3,6 +3,7 @@
 #define SL_DIALECT_SLDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -11,6 +12,10 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "sl/SLOpsDialect.h.inc"
+
+#include "sl/SLEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "sl/SLAttrs.h.inc"
 
 namespace sl {
 /// Inferred and written result types agree when element types are equal and shapes compatible:
@@ -27,6 +32,11 @@ struct ShardLayout {
   int64_t flatElements = 0;
 };
 ShardLayout shardLayout(mlir::TypeRange params, int64_t world);
+
+/// A per-head tensor's shape with dimensions 1 and 2 exchanged when `layout` is bshd: a [B, S, H, D]
+/// shape as [B, H, S, D] and back (the exchange is its own inverse). Ranks other than 4 are
+/// returned as they are.
+llvm::SmallVector<int64_t, 4> swapHeadsIf(HeadLayout layout, llvm::ArrayRef<int64_t> shape);
 } // namespace sl
 
 #define GET_OP_CLASSES

@@ -21,8 +21,9 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
   const bool alibi = kernel.attention().alibi();
   const TensorRef *slopes = alibi ? operands.back() : nullptr;
   const TensorRef *mask = operands.size() > (alibi ? 4u : 3u) ? operands[3] : nullptr;
-  int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
-  int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
+  const HeadStrides at(kernel);
+  int64_t batch = q->shape[0], heads = at.heads(q), s = at.seq(q), d = q->shape[3];
+  int64_t kvHeads = at.heads(k), t = at.seq(k), dv = v->shape[3];
   int64_t group = heads / kvHeads;
   T scale = kernel.attention().scale();
   bool causal = kernel.attention().causal();
@@ -39,10 +40,12 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
     std::vector<double> acc(static_cast<size_t>(dv));
     for (int64_t row = begin; row < end; ++row) {
       int64_t i = row % s, bh = row / s, h = bh % heads, b = bh / heads;
-      int64_t kvHead = b * kvHeads + h / group;
-      const T *qRow = pq + row * d;
-      const T *kHead = pk + kvHead * t * d, *vHead = pv + kvHead * t * dv;
-      T *yRow = py + row * dv;
+      const T *qRow = pq + at.row(b, h, i, heads, s, d);
+      // Row j of the key/value head is j * kStep (vStep) past its row 0.
+      const T *kHead = pk + at.row(b, h / group, 0, kvHeads, t, d);
+      const T *vHead = pv + at.row(b, h / group, 0, kvHeads, t, dv);
+      const int64_t kStep = at.rowStride(kvHeads, d), vStep = at.rowStride(kvHeads, dv);
+      T *yRow = py + at.row(b, h, i, heads, s, dv);
       // Keys [0, visible) pass the causal rule; the bound may be <= 0 when S > T.
       int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
       const T *mRow =
@@ -52,7 +55,7 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
 
       T max = kMinusInf;
       for (int64_t j = 0; j < visible; ++j) {
-        const T *kRow = kHead + j * d;
+        const T *kRow = kHead + j * kStep;
         T dot = T(0);
 #pragma omp simd reduction(+ : dot)
         for (int64_t c = 0; c < d; ++c)
@@ -79,7 +82,7 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
         if (p == T(0))
           continue;
         sum += p;
-        const T *vRow = vHead + j * dv;
+        const T *vRow = vHead + j * vStep;
         for (int64_t c = 0; c < dv; ++c)
           acc[static_cast<size_t>(c)] += double(p) * vRow[c];
       }

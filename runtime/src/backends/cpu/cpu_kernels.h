@@ -104,7 +104,24 @@ inline void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, 
 void matmul(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void gemm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 
-// attention.cc: ATTENTION, ROTARY.
+// Where the rows of ATTENTION's and ATTENTION_GRAD's per-head tensors lie in either
+// attention.layout: row (b, h, i) of a [B, H, S, W] (BHSD) or [B, S, H, W] (BSHD) tensor. Every
+// row is W contiguous elements; only where the rows start differs.
+struct HeadStrides {
+  explicit HeadStrides(const Kernel &kernel)
+      : bshd(kernel.attention().layout() == sl::schedule::AttentionAttributes::BSHD) {}
+  bool bshd;
+  int64_t heads(const TensorRef *x) const { return x->shape[bshd ? 2 : 1]; }
+  int64_t seq(const TensorRef *x) const { return x->shape[bshd ? 1 : 2]; }
+  // Elements from row (b, h, i) to row (b, h, i + 1).
+  int64_t rowStride(int64_t heads, int64_t width) const { return bshd ? heads * width : width; }
+  // The offset of row (b, h, i) of a tensor with `heads` heads of `seq` rows `width` wide.
+  int64_t row(int64_t b, int64_t h, int64_t i, int64_t heads, int64_t seq, int64_t width) const {
+    return bshd ? ((b * seq + i) * heads + h) * width : ((b * heads + h) * seq + i) * width;
+  }
+};
+
+// attention.cc: ATTENTION, ROTARY (ATTENTION in either attention.layout).
 void attention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 

@@ -264,7 +264,8 @@ void rotaryGradAs(const Kernel &kernel, const Operands &operands, const Results 
 // one GEMM, softmaxed in place, and
 //   dP = dY V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
 //   dQ = dS K,    dK += dS^T Q,    dV += P^T dY
-// are GEMMs too. Only a [block, T] score tile is ever stored. The pairs and blocks go in a fixed
+// are GEMMs too; in layout BSHD a head's rows are H * D apart, the GEMMs' leading dimension.
+// Only a [block, T] score tile is ever stored. The pairs and blocks go in a fixed
 // order and OpenBLAS threads each GEMM by output tiles, so the sums do not depend on the thread
 // count.
 template <typename T>
@@ -273,9 +274,13 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
   const bool alibi = kernel.attention().alibi();
   const TensorRef *slopes = alibi ? operands.back() : nullptr;
   const TensorRef *mask = operands.size() > (alibi ? 5u : 4u) ? operands[4] : nullptr;
-  const int64_t batch = q->shape[0], heads = q->shape[1], s = q->shape[2], d = q->shape[3];
-  const int64_t kvHeads = k->shape[1], t = k->shape[2], dv = v->shape[3];
+  const HeadStrides at(kernel);
+  const int64_t batch = q->shape[0], heads = at.heads(q), s = at.seq(q), d = q->shape[3];
+  const int64_t kvHeads = at.heads(k), t = at.seq(k), dv = v->shape[3];
   const int64_t group = heads / kvHeads;
+  // The GEMMs' leading dimensions: a head's rows are this far apart (D or H * D).
+  const int64_t ldq = at.rowStride(heads, d), ldy = at.rowStride(heads, dv);
+  const int64_t ldk = at.rowStride(kvHeads, d), ldv = at.rowStride(kvHeads, dv);
   const T scale = kernel.attention().scale();
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const bool causal = kernel.attention().causal();
@@ -293,19 +298,23 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
   {
     for (int64_t item = 0; item < batch * kvHeads; ++item) {
       const int64_t b = item / kvHeads, kvHead = item % kvHeads;
-      const T *kHead = pk + item * t * d, *vHead = pv + item * t * dv;
-      T *dkHead = pdk + item * t * d, *dvHead = pdv + item * t * dv;
-      std::fill(dkHead, dkHead + t * d, T(0));
-      std::fill(dvHead, dvHead + t * dv, T(0));
+      const int64_t kAt = at.row(b, kvHead, 0, kvHeads, t, d);
+      const int64_t vAt = at.row(b, kvHead, 0, kvHeads, t, dv);
+      const T *kHead = pk + kAt, *vHead = pv + vAt;
+      T *dkHead = pdk + kAt, *dvHead = pdv + vAt;
+      for (int64_t j = 0; j < t; ++j) {
+        std::fill(dkHead + j * ldk, dkHead + j * ldk + d, T(0));
+        std::fill(dvHead + j * ldv, dvHead + j * ldv + dv, T(0));
+      }
       for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-        const int64_t bh = b * heads + h;
-        const T *qHead = pq + bh * s * d, *dyHead = pdy + bh * s * dv;
-        T *dqHead = pdq + bh * s * d;
+        const int64_t qAt = at.row(b, h, 0, heads, s, d), yAt = at.row(b, h, 0, heads, s, dv);
+        const T *qHead = pq + qAt, *dyHead = pdy + yAt;
+        T *dqHead = pdq + qAt;
         for (int64_t i0 = 0; i0 < s; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, s - i0);
           // Scores of the block: P = Q K^T * scale (+ mask, + ALiBi), then each row's softmax.
-          blasGemm(false, true, rows, t, d, scale, qHead + i0 * d, d, kHead, d, T(0),
-                           p.data(), t);
+          blasGemm(false, true, rows, t, d, scale, qHead + i0 * ldq, ldq, kHead, ldk, T(0),
+                   p.data(), t);
           for (int64_t r = 0; r < rows; ++r) {
             const int64_t i = i0 + r;
             T *row = p.data() + r * t;
@@ -335,8 +344,8 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
             std::fill(row + visible, row + t, T(0));
           }
           // dP = dY V^T; then dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
-          blasGemm(false, true, rows, t, dv, T(1), dyHead + i0 * dv, dv, vHead, dv, T(0),
-                           dp.data(), t);
+          blasGemm(false, true, rows, t, dv, T(1), dyHead + i0 * ldy, ldy, vHead, ldv, T(0),
+                   dp.data(), t);
           for (int64_t r = 0; r < rows; ++r) {
             const T *pRow = p.data() + r * t;
             T *dRow = dp.data() + r * t;
@@ -346,12 +355,12 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
             for (int64_t j = 0; j < t; ++j)
               dRow[j] = pRow[j] * (dRow[j] - static_cast<T>(delta)) * scale;
           }
-          blasGemm(false, false, rows, d, t, T(1), dp.data(), t, kHead, d, T(0),
-                           dqHead + i0 * d, d);
-          blasGemm(true, false, t, d, rows, T(1), dp.data(), t, qHead + i0 * d, d, T(1),
-                           dkHead, d);
-          blasGemm(true, false, t, dv, rows, T(1), p.data(), t, dyHead + i0 * dv, dv,
-                           T(1), dvHead, dv);
+          blasGemm(false, false, rows, d, t, T(1), dp.data(), t, kHead, ldk, T(0),
+                   dqHead + i0 * ldq, ldq);
+          blasGemm(true, false, t, d, rows, T(1), dp.data(), t, qHead + i0 * ldq, ldq, T(1),
+                   dkHead, ldk);
+          blasGemm(true, false, t, dv, rows, T(1), p.data(), t, dyHead + i0 * ldy, ldy, T(1),
+                   dvHead, ldv);
         }
       }
     }

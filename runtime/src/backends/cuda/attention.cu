@@ -17,7 +17,19 @@ constexpr int kAttentionThreads = 128;
 
 struct AttentionShape {
   int64_t batch, heads, s, d, kvHeads, t, dv;
+  // attention.layout BSHD: q, k, v, dy, the result and the gradients are [B, S, H, W], else
+  // [B, H, S, W]. Rows are W contiguous elements either way; only where they start differs.
+  bool bshd;
   __host__ __device__ int64_t group() const { return heads / kvHeads; }
+  // The offset of row (b, h, i) of a tensor with `hs` heads of `rows` rows `width` wide.
+  __host__ __device__ int64_t at(int64_t b, int64_t h, int64_t i, int64_t hs, int64_t rows,
+                                 int64_t width) const {
+    return bshd ? ((b * rows + i) * hs + h) * width : ((b * hs + h) * rows + i) * width;
+  }
+  // Elements between rows i and i + 1 of one head.
+  __host__ __device__ int64_t step(int64_t hs, int64_t width) const {
+    return bshd ? hs * width : width;
+  }
 };
 
 // Strides of the optional mask broadcast to the scores [B, Hq, S, T].
@@ -64,19 +76,21 @@ __global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mas
   const int tid = threadIdx.x, threads = blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t i = row % sh.s, bh = row / sh.s, h = bh % sh.heads, b = bh / sh.heads;
-    int64_t kvHead = b * sh.kvHeads + h / sh.group();
-    const S *kHead = k + kvHead * sh.t * sh.d, *vHead = v + kvHead * sh.t * sh.dv;
-    S *yRow = y + row * sh.dv;
+    const S *kHead = k + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.d);
+    const S *vHead = v + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.dv);
+    const int64_t kStep = sh.step(sh.kvHeads, sh.d), vStep = sh.step(sh.kvHeads, sh.dv);
+    const S *qRow = q + sh.at(b, h, i, sh.heads, sh.s, sh.d);
+    S *yRow = y + sh.at(b, h, i, sh.heads, sh.s, sh.dv);
     int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
     const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
     const T slope = slopes ? load(slopes[h]) : T(0);
     const int64_t position = i + sh.t - sh.s; // the query's own key position
     __syncthreads(); // the previous row is done with shared memory
     for (int64_t c = tid; c < sh.d; c += threads)
-      qs[c] = load(q[row * sh.d + c]);
+      qs[c] = load(qRow[c]);
     __syncthreads();
     auto score = [&](int64_t j) {
-      T x = dot(qs, kHead + j * sh.d, sh.d) * scale + (mRow ? load(mRow[j * ms.t]) : T(0));
+      T x = dot(qs, kHead + j * kStep, sh.d) * scale + (mRow ? load(mRow[j * ms.t]) : T(0));
       return slopes ? x + slope * static_cast<T>(j - position) : x;
     };
 
@@ -110,7 +124,7 @@ __global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mas
         for (int64_t jj = 0; jj < count; ++jj) {
           T p = tile[jj];
           if (p != T(0))
-            a += static_cast<double>(p) * load(vHead[(j0 + jj) * sh.dv + c]);
+            a += static_cast<double>(p) * load(vHead[(j0 + jj) * vStep + c]);
         }
         acc[c] = a;
       }
@@ -153,21 +167,24 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
   const int tid = threadIdx.x, threads = blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t i = row % sh.s, bh = row / sh.s, h = bh % sh.heads, b = bh / sh.heads;
-    int64_t kvHead = b * sh.kvHeads + h / sh.group();
-    const S *kHead = k + kvHead * sh.t * sh.d, *vHead = v + kvHead * sh.t * sh.dv;
-    S *dqRow = dq + row * sh.d;
+    const S *kHead = k + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.d);
+    const S *vHead = v + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.dv);
+    const int64_t kStep = sh.step(sh.kvHeads, sh.d), vStep = sh.step(sh.kvHeads, sh.dv);
+    const S *qRow = q + sh.at(b, h, i, sh.heads, sh.s, sh.d);
+    const S *dyRow = dy + sh.at(b, h, i, sh.heads, sh.s, sh.dv);
+    S *dqRow = dq + sh.at(b, h, i, sh.heads, sh.s, sh.d);
     int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
     const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
     const T slope = slopes ? load(slopes[h]) : T(0);
     const int64_t position = i + sh.t - sh.s;
     __syncthreads();
     for (int64_t c = tid; c < sh.d; c += threads)
-      qs[c] = load(q[row * sh.d + c]);
+      qs[c] = load(qRow[c]);
     for (int64_t c = tid; c < sh.dv; c += threads)
-      dys[c] = load(dy[row * sh.dv + c]);
+      dys[c] = load(dyRow[c]);
     __syncthreads();
     auto score = [&](int64_t j) {
-      T x = scale * dot(qs, kHead + j * sh.d, sh.d) + (mRow ? load(mRow[j * ms.t]) : T(0));
+      T x = scale * dot(qs, kHead + j * kStep, sh.d) + (mRow ? load(mRow[j * ms.t]) : T(0));
       return slopes ? x + slope * static_cast<T>(j - position) : x;
     };
 
@@ -193,7 +210,7 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
     auto probability = [&](int64_t j) { return dm::exp(score(j) - rowMax) * inverse; };
     double deltaSum = 0;
     for (int64_t j = tid; j < visible; j += threads)
-      deltaSum += static_cast<double>(probability(j)) * dot(dys, vHead + j * sh.dv, sh.dv);
+      deltaSum += static_cast<double>(probability(j)) * dot(dys, vHead + j * vStep, sh.dv);
     T delta = static_cast<T>(blockSum(deltaSum));
 
     for (int64_t c = tid; c < sh.d; c += threads)
@@ -202,14 +219,14 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
       int64_t j = j0 + tid;
       T ds = T(0);
       if (j < visible)
-        ds = probability(j) * (dot(dys, vHead + j * sh.dv, sh.dv) - delta) * scale;
+        ds = probability(j) * (dot(dys, vHead + j * vStep, sh.dv) - delta) * scale;
       tile[tid] = ds;
       __syncthreads();
       int64_t count = min(static_cast<int64_t>(threads), visible - j0);
       for (int64_t c = tid; c < sh.d; c += threads) {
         double a = acc[c];
         for (int64_t jj = 0; jj < count; ++jj)
-          a += static_cast<double>(tile[jj]) * load(kHead[(j0 + jj) * sh.d + c]);
+          a += static_cast<double>(tile[jj]) * load(kHead[(j0 + jj) * kStep + c]);
         acc[c] = a;
       }
       __syncthreads();
@@ -244,56 +261,61 @@ __global__ void attentionGradKey(const S *q, const S *k, const S *v, const S *dy
   for (int64_t keyRow = blockIdx.x; keyRow < keyRows; keyRow += gridDim.x) {
     int64_t j = keyRow % sh.t, item = keyRow / sh.t;
     int64_t kvHead = item % sh.kvHeads, b = item / sh.kvHeads;
+    const int64_t kAt = sh.at(b, kvHead, j, sh.kvHeads, sh.t, sh.d);
+    const int64_t vAt = sh.at(b, kvHead, j, sh.kvHeads, sh.t, sh.dv);
+    const int64_t qStep = sh.step(sh.heads, sh.d), dyStep = sh.step(sh.heads, sh.dv);
     __syncthreads();
     for (int64_t c = tid; c < sh.d; c += threads) {
-      ks[c] = load(k[keyRow * sh.d + c]);
+      ks[c] = load(k[kAt + c]);
       accK[c] = 0;
     }
     for (int64_t c = tid; c < sh.dv; c += threads) {
-      vs[c] = load(v[keyRow * sh.dv + c]);
+      vs[c] = load(v[vAt + c]);
       accV[c] = 0;
     }
     __syncthreads();
     // Query rows i see key j when j < visibleKeys(i): i >= j + S - T under the causal rule.
     int64_t first = causal ? max(int64_t{0}, j + sh.s - sh.t) : 0;
     for (int64_t h = kvHead * sh.group(); h < (kvHead + 1) * sh.group(); ++h) {
-      int64_t bh = b * sh.heads + h;
+      int64_t bh = b * sh.heads + h; // the statistics' row is bh * S + i in either layout
+      const S *qHead = q + sh.at(b, h, 0, sh.heads, sh.s, sh.d);
+      const S *dyHead = dy + sh.at(b, h, 0, sh.heads, sh.s, sh.dv);
       const S *mRows = mask ? mask + b * ms.b + h * ms.h + j * ms.t : nullptr;
       const T slope = slopes ? load(slopes[h]) : T(0);
       for (int64_t i0 = first; i0 < sh.s; i0 += threads) {
         int64_t i = i0 + tid, row = bh * sh.s + i;
         T p = T(0), ds = T(0);
         if (i < sh.s && rowMax[row] != -dm::infinity<T>()) {
-          T score = scale * dot(q + row * sh.d, ks, sh.d) + (mRows ? load(mRows[i * ms.s]) : T(0));
+          T score = scale * dot(qHead + i * qStep, ks, sh.d) + (mRows ? load(mRows[i * ms.s]) : T(0));
           if (slopes)
             score += slope * static_cast<T>(j - (i + sh.t - sh.s));
           p = dm::exp(score - rowMax[row]) * inverse[row];
-          ds = p * (dot(dy + row * sh.dv, vs, sh.dv) - delta[row]) * scale;
+          ds = p * (dot(dyHead + i * dyStep, vs, sh.dv) - delta[row]) * scale;
         }
         pTile[tid] = p;
         dsTile[tid] = ds;
         __syncthreads();
         int64_t count = min(static_cast<int64_t>(threads), sh.s - i0);
-        const S *qRows = q + (bh * sh.s + i0) * sh.d, *dyRows = dy + (bh * sh.s + i0) * sh.dv;
+        const S *qRows = qHead + i0 * qStep, *dyRows = dyHead + i0 * dyStep;
         for (int64_t c = tid; c < sh.d; c += threads) {
           double a = accK[c];
           for (int64_t ii = 0; ii < count; ++ii)
-            a += static_cast<double>(dsTile[ii]) * load(qRows[ii * sh.d + c]);
+            a += static_cast<double>(dsTile[ii]) * load(qRows[ii * qStep + c]);
           accK[c] = a;
         }
         for (int64_t c = tid; c < sh.dv; c += threads) {
           double a = accV[c];
           for (int64_t ii = 0; ii < count; ++ii)
-            a += static_cast<double>(pTile[ii]) * load(dyRows[ii * sh.dv + c]);
+            a += static_cast<double>(pTile[ii]) * load(dyRows[ii * dyStep + c]);
           accV[c] = a;
         }
         __syncthreads();
       }
     }
     for (int64_t c = tid; c < sh.d; c += threads)
-      dk[keyRow * sh.d + c] = store<S>(accK[c]);
+      dk[kAt + c] = store<S>(accK[c]);
     for (int64_t c = tid; c < sh.dv; c += threads)
-      dv[keyRow * sh.dv + c] = store<S>(accV[c]);
+      dv[vAt + c] = store<S>(accV[c]);
   }
 }
 
@@ -403,8 +425,10 @@ __global__ void rotaryKernel(const S *x, const S *cos, const S *sin, S *y, int64
   }
 }
 
-AttentionShape attentionShape(const Tensor &q, const Tensor &k, const Tensor &v) {
-  return {q.shape[0], q.shape[1], q.shape[2], q.shape[3], k.shape[1], k.shape[2], v.shape[3]};
+AttentionShape attentionShape(const Tensor &q, const Tensor &k, const Tensor &v, bool bshd) {
+  const int heads = bshd ? 2 : 1, seq = bshd ? 1 : 2;
+  return {q.shape[0], q.shape[heads], q.shape[seq],  q.shape[3],
+          k.shape[heads], k.shape[seq], v.shape[3], bshd};
 }
 
 MaskStrides maskStrides(const Tensor *mask, const AttentionShape &sh) {
@@ -416,11 +440,12 @@ MaskStrides maskStrides(const Tensor *mask, const AttentionShape &sh) {
 
 } // namespace
 
-void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-               const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y) {
-  if (cudnnAttention(ctx, causal, scale, q, k, v, mask, slopes, y))
+void attention(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+               const Tensor &k, const Tensor &v, const Tensor *mask, const Tensor *slopes,
+               const Tensor &y) {
+  if (cudnnAttention(ctx, causal, scale, bshd, q, k, v, mask, slopes, y))
     return;
-  AttentionShape sh = attentionShape(q, k, v);
+  AttentionShape sh = attentionShape(q, k, v, bshd);
   MaskStrides ms = maskStrides(mask, sh);
   withFloatType(y.element, [&](auto type) {
     using T = decltype(type);
@@ -434,12 +459,12 @@ void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Te
   });
 }
 
-void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                   const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor *slopes,
-                   const Tensor &dq, const Tensor &dk, const Tensor &dv) {
-  if (cudnnAttentionGrad(ctx, causal, scale, q, k, v, dy, mask, slopes, dq, dk, dv))
+void attentionGrad(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+                   const Tensor &k, const Tensor &v, const Tensor &dy, const Tensor *mask,
+                   const Tensor *slopes, const Tensor &dq, const Tensor &dk, const Tensor &dv) {
+  if (cudnnAttentionGrad(ctx, causal, scale, bshd, q, k, v, dy, mask, slopes, dq, dk, dv))
     return;
-  AttentionShape sh = attentionShape(q, k, v);
+  AttentionShape sh = attentionShape(q, k, v, bshd);
   MaskStrides ms = maskStrides(mask, sh);
   int64_t queryRows = sh.batch * sh.heads * sh.s;
   withFloatType(dq.element, [&](auto type) {

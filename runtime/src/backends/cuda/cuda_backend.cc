@@ -195,6 +195,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   // The attention kernels' ALiBi slopes are their last operand.
   const bool alibi = kernel.has_attention() && kernel.attention().alibi();
   const Tensor *slopes = alibi ? &in.back() : nullptr;
+  const bool bshd = kernel.has_attention() &&
+                    kernel.attention().layout() == sl::schedule::AttentionAttributes::BSHD;
   switch (kernel.op()) {
   case MATMUL:
     return matmul(ctx, kernel.matmul().trans_a(), kernel.matmul().trans_b(), in[0], in[1], y);
@@ -272,8 +274,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   case ROTARY:
     return rotary(ctx, kernel.rotary().interleaved(), false, in[0], in[1], in[2], y);
   case ATTENTION:
-    return attention(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
-                     in[2], in.size() > (alibi ? 4u : 3u) ? &in[3] : nullptr, slopes, y);
+    return attention(ctx, kernel.attention().causal(), kernel.attention().scale(), bshd, in[0],
+                     in[1], in[2], in.size() > (alibi ? 4u : 3u) ? &in[3] : nullptr, slopes, y);
   case DECODE_ATTENTION:
     return decodeAttention(ctx, kernel.attention().scale(), in[0], in[1], in[2], in[3], in[4],
                            slopes, y);
@@ -295,9 +297,10 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   case ROTARY_GRAD:
     return rotary(ctx, kernel.rotary().interleaved(), true, in[0], in[1], in[2], y);
   case ATTENTION_GRAD:
-    return attentionGrad(ctx, kernel.attention().causal(), kernel.attention().scale(), in[0], in[1],
-                         in[2], in[3], in.size() > (alibi ? 5u : 4u) ? &in[4] : nullptr, slopes,
-                         out[0], out[1], out[2]);
+    return attentionGrad(ctx, kernel.attention().causal(), kernel.attention().scale(), bshd,
+                         in[0], in[1], in[2], in[3],
+                         in.size() > (alibi ? 5u : 4u) ? &in[4] : nullptr, slopes, out[0], out[1],
+                         out[2]);
   case GELU_GRAD:
     return geluGrad(ctx, kernel.gelu().tanh(), in[0], in[1], y);
   case SWIGLU_GRAD:

@@ -188,12 +188,14 @@ void matmul(Context &ctx, bool transA, bool transB, const Tensor &a, const Tenso
 void gemm(Context &ctx, bool transA, bool transB, float alpha, float beta, const Tensor &a,
           const Tensor &b, const Tensor *c, const Tensor &y);
 
-// attention.cu. `mask` and the ALiBi `slopes` [Hq] may be null.
-void attention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-               const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y);
-void attentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                   const Tensor &v, const Tensor &dy, const Tensor *mask, const Tensor *slopes,
-                   const Tensor &dq, const Tensor &dk, const Tensor &dv);
+// attention.cu. `mask` and the ALiBi `slopes` [Hq] may be null. With `bshd` (attention.layout
+// BSHD) q, k, v, dy, y and the gradients are [B, S, H, D], else [B, H, S, D].
+void attention(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+               const Tensor &k, const Tensor &v, const Tensor *mask, const Tensor *slopes,
+               const Tensor &y);
+void attentionGrad(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+                   const Tensor &k, const Tensor &v, const Tensor &dy, const Tensor *mask,
+                   const Tensor *slopes, const Tensor &dq, const Tensor &dk, const Tensor &dv);
 void rotary(Context &ctx, bool interleaved, bool transpose, const Tensor &x, const Tensor &cos,
             const Tensor &sin, const Tensor &y);
 void decodeAttention(Context &ctx, float scale, const Tensor &q, const Tensor &k, const Tensor &v,

@@ -1,7 +1,8 @@
 // ATTENTION and ATTENTION_GRAD through cuDNN's fused scaled-dot-product attention (the cuDNN
 // frontend's graph API: sdpa and sdpa_backward), for the cases real models run: bf16, no additive
 // mask, no ALiBi slopes, head dims 64..128 (a multiple of 8, the same for keys and values), causal
-// only when queries and keys are equally many (then cuDNN's top-left diagonal is ours). Anything
+// only when queries and keys are equally many (then cuDNN's top-left diagonal is ours), in either
+// attention.layout (BSHD is [B, H, S, D] with other strides). Anything
 // else, and any machine without cuDNN 9, runs attention.cu's reference kernels.
 //
 // cuDNN is loaded at run time (the frontend's dynamic loading: dlopen libcudnn.so.9, its CUDA calls
@@ -93,35 +94,43 @@ struct Shape {
   int64_t batch, heads, kvHeads, s, t, d;
   bool causal;
   float scale;
+  bool bshd; // attention.layout BSHD: q, k, v, o and their gradients stored [B, S, H, D]
   bool operator<(const Shape &o) const {
-    return std::tie(batch, heads, kvHeads, s, t, d, causal, scale) <
-           std::tie(o.batch, o.heads, o.kvHeads, o.s, o.t, o.d, o.causal, o.scale);
+    return std::tie(batch, heads, kvHeads, s, t, d, causal, scale, bshd) <
+           std::tie(o.batch, o.heads, o.kvHeads, o.s, o.t, o.d, o.causal, o.scale, o.bshd);
   }
 };
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDo, kDq, kDk, kDv };
 
-std::vector<int64_t> dense(const std::vector<int64_t> &dims) {
+// The strides of a tensor of `dims` [B, H, S, D] stored row-major, or with `bshd` stored
+// [B, S, H, D] (cuDNN's SDPA takes any strides: the layout is only different strides).
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &dims, bool bshd) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (size_t i = dims.size() - 1; i-- > 0;)
     strides[i] = strides[i + 1] * dims[i + 1];
+  if (bshd && dims.size() == 4)
+    strides = {dims[1] * dims[2] * dims[3], dims[3], dims[1] * dims[3], 1};
   return strides;
 }
 
 std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph &graph, const char *name,
                                                     int64_t uid, std::vector<int64_t> dims,
+                                                    bool bshd,
                                                     fe::DataType_t type = fe::DataType_t::BFLOAT16) {
   return graph.tensor(fe::graph::Tensor_attributes()
                           .set_name(name)
                           .set_uid(uid)
                           .set_dim(dims)
-                          .set_stride(dense(dims))
+                          .set_stride(stridesOf(dims, bshd))
                           .set_data_type(type));
 }
 
 void output(const std::shared_ptr<fe::graph::Tensor_attributes> &tensor, int64_t uid,
-            std::vector<int64_t> dims, fe::DataType_t type = fe::DataType_t::BFLOAT16) {
-  tensor->set_output(true).set_uid(uid).set_dim(dims).set_stride(dense(dims)).set_data_type(type);
+            std::vector<int64_t> dims, bool bshd,
+            fe::DataType_t type = fe::DataType_t::BFLOAT16) {
+  tensor->set_output(true).set_uid(uid).set_dim(dims).set_stride(stridesOf(dims, bshd))
+      .set_data_type(type);
 }
 
 // A built graph, or why none could be built for this shape.
@@ -159,42 +168,43 @@ std::shared_ptr<fe::graph::Graph> newGraph() {
 // Forward: O = softmax(Q K^T * scale) V, with the softmax statistics when `stats`.
 Built buildForward(const Shape &sh, bool stats, cudnnHandle_t handle) {
   auto graph = newGraph();
-  auto q = input(*graph, "Q", kQ, {sh.batch, sh.heads, sh.s, sh.d});
-  auto k = input(*graph, "K", kK, {sh.batch, sh.kvHeads, sh.t, sh.d});
-  auto v = input(*graph, "V", kV, {sh.batch, sh.kvHeads, sh.t, sh.d});
+  auto q = input(*graph, "Q", kQ, {sh.batch, sh.heads, sh.s, sh.d}, sh.bshd);
+  auto k = input(*graph, "K", kK, {sh.batch, sh.kvHeads, sh.t, sh.d}, sh.bshd);
+  auto v = input(*graph, "V", kV, {sh.batch, sh.kvHeads, sh.t, sh.d}, sh.bshd);
   auto options = fe::graph::SDPA_attributes()
                      .set_name("attention")
                      .set_generate_stats(stats)
                      .set_attn_scale(sh.scale)
                      .set_causal_mask(sh.causal);
   auto [o, statsTensor] = graph->sdpa(q, k, v, options);
-  output(o, kO, {sh.batch, sh.heads, sh.s, sh.d});
+  output(o, kO, {sh.batch, sh.heads, sh.s, sh.d}, sh.bshd);
   if (stats)
-    output(statsTensor, kStats, {sh.batch, sh.heads, sh.s, 1}, fe::DataType_t::FLOAT);
+    output(statsTensor, kStats, {sh.batch, sh.heads, sh.s, 1}, false, fe::DataType_t::FLOAT);
   return finish(std::move(graph), handle);
 }
 
 Built buildBackward(const Shape &sh, cudnnHandle_t handle) {
   auto graph = newGraph();
-  auto q = input(*graph, "Q", kQ, {sh.batch, sh.heads, sh.s, sh.d});
-  auto k = input(*graph, "K", kK, {sh.batch, sh.kvHeads, sh.t, sh.d});
-  auto v = input(*graph, "V", kV, {sh.batch, sh.kvHeads, sh.t, sh.d});
-  auto o = input(*graph, "O", kO, {sh.batch, sh.heads, sh.s, sh.d});
-  auto dO = input(*graph, "dO", kDo, {sh.batch, sh.heads, sh.s, sh.d});
-  auto stats = input(*graph, "Stats", kStats, {sh.batch, sh.heads, sh.s, 1}, fe::DataType_t::FLOAT);
+  auto q = input(*graph, "Q", kQ, {sh.batch, sh.heads, sh.s, sh.d}, sh.bshd);
+  auto k = input(*graph, "K", kK, {sh.batch, sh.kvHeads, sh.t, sh.d}, sh.bshd);
+  auto v = input(*graph, "V", kV, {sh.batch, sh.kvHeads, sh.t, sh.d}, sh.bshd);
+  auto o = input(*graph, "O", kO, {sh.batch, sh.heads, sh.s, sh.d}, sh.bshd);
+  auto dO = input(*graph, "dO", kDo, {sh.batch, sh.heads, sh.s, sh.d}, sh.bshd);
+  auto stats =
+      input(*graph, "Stats", kStats, {sh.batch, sh.heads, sh.s, 1}, false, fe::DataType_t::FLOAT);
   auto options = fe::graph::SDPA_backward_attributes()
                      .set_name("attention gradient")
                      .set_attn_scale(sh.scale)
                      .set_causal_mask(sh.causal);
   auto [dQ, dK, dV] = graph->sdpa_backward(q, k, v, o, dO, stats, options);
-  output(dQ, kDq, {sh.batch, sh.heads, sh.s, sh.d});
-  output(dK, kDk, {sh.batch, sh.kvHeads, sh.t, sh.d});
-  output(dV, kDv, {sh.batch, sh.kvHeads, sh.t, sh.d});
+  output(dQ, kDq, {sh.batch, sh.heads, sh.s, sh.d}, sh.bshd);
+  output(dK, kDk, {sh.batch, sh.kvHeads, sh.t, sh.d}, sh.bshd);
+  output(dV, kDv, {sh.batch, sh.kvHeads, sh.t, sh.d}, sh.bshd);
   return finish(std::move(graph), handle);
 }
 
 // Why cuDNN does not take this case (empty: it does).
-std::string ineligible(bool causal, const Tensor &q, const Tensor &k, const Tensor &v,
+std::string ineligible(bool causal, bool bshd, const Tensor &q, const Tensor &k, const Tensor &v,
                        const Tensor *mask, const Tensor *slopes, Element element) {
   if (element != Element::kBF16)
     return "not bf16";
@@ -204,12 +214,13 @@ std::string ineligible(bool causal, const Tensor &q, const Tensor &k, const Tens
     return "ALiBi slopes";
   if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
     return "not [B, H, S, D]";
+  const int heads = bshd ? 2 : 1, seq = bshd ? 1 : 2;
   int64_t d = q.shape[3];
   if (v.shape[3] != d || d % 8 != 0 || d < 64 || d > 128)
     return "head dims other than one of 64..128 (a multiple of 8) for both keys and values";
-  if (causal && q.shape[2] != k.shape[2])
+  if (causal && q.shape[seq] != k.shape[seq])
     return "causal with fewer queries than keys";
-  if (q.shape[1] % k.shape[1] != 0)
+  if (q.shape[heads] % k.shape[heads] != 0)
     return "query heads not a multiple of key heads";
   return {};
 }
@@ -272,14 +283,14 @@ void execute(CudnnAttention &state, const Built &built, std::unordered_map<int64
 }
 
 // The case's shape, or nullopt (having said why when that matters) when cuDNN does not take it.
-std::optional<std::pair<Shape, Mode>> accept(Context &ctx, bool causal, float scale,
+std::optional<std::pair<Shape, Mode>> accept(Context &ctx, bool causal, float scale, bool bshd,
                                              const Tensor &q, const Tensor &k, const Tensor &v,
                                              const Tensor *mask, const Tensor *slopes,
                                              Element element) {
   Mode m = mode();
   if (m == Mode::kOff)
     return std::nullopt;
-  std::string why = ineligible(causal, q, k, v, mask, slopes, element);
+  std::string why = ineligible(causal, bshd, q, k, v, mask, slopes, element);
   if (!why.empty()) {
     if (m == Mode::kRequire)
       throw makeError("SLRT_CUDNN_ATTENTION=require, but cuDNN does not take attention with ",
@@ -293,15 +304,19 @@ std::optional<std::pair<Shape, Mode>> accept(Context &ctx, bool causal, float sc
     noteFallback("cannot load cuDNN 9: " + loadError());
     return std::nullopt;
   }
-  Shape sh{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], causal, scale};
+  const int heads = bshd ? 2 : 1, seq = bshd ? 1 : 2;
+  Shape sh{q.shape[0],  q.shape[heads], k.shape[heads], q.shape[seq],
+           k.shape[seq], q.shape[3],    causal,         scale,
+           bshd};
   return std::make_pair(sh, m);
 }
 
 } // namespace
 
-bool cudnnAttention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                    const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y) {
-  auto accepted = accept(ctx, causal, scale, q, k, v, mask, slopes, y.element);
+bool cudnnAttention(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+                    const Tensor &k, const Tensor &v, const Tensor *mask, const Tensor *slopes,
+                    const Tensor &y) {
+  auto accepted = accept(ctx, causal, scale, bshd, q, k, v, mask, slopes, y.element);
   if (!accepted)
     return false;
   auto [sh, m] = *accepted;
@@ -317,11 +332,11 @@ bool cudnnAttention(Context &ctx, bool causal, float scale, const Tensor &q, con
   return true;
 }
 
-bool cudnnAttentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                        const Tensor &v, const Tensor &dy, const Tensor *mask,
+bool cudnnAttentionGrad(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+                        const Tensor &k, const Tensor &v, const Tensor &dy, const Tensor *mask,
                         const Tensor *slopes, const Tensor &dq, const Tensor &dk,
                         const Tensor &dv) {
-  auto accepted = accept(ctx, causal, scale, q, k, v, mask, slopes, dq.element);
+  auto accepted = accept(ctx, causal, scale, bshd, q, k, v, mask, slopes, dq.element);
   if (!accepted)
     return false;
   auto [sh, m] = *accepted;
@@ -334,7 +349,8 @@ bool cudnnAttentionGrad(Context &ctx, bool causal, float scale, const Tensor &q,
       graphFor(state.backward, sh, m, [&] { return buildBackward(sh, state.handle); });
   if (!backward)
     return false;
-  // Scratch: the recomputed output (bf16), the statistics (f32), then the larger workspace.
+  // Scratch: the recomputed output (bf16, in the layout of dy), the statistics (f32, [B, H, S]),
+  // then the larger workspace.
   int64_t workspaceBytes = std::max(forward->workspaceBytes, backward->workspaceBytes);
   ScratchLayout layout;
   size_t outputAt = layout.add<uint16_t>(sh.batch * sh.heads * sh.s * sh.d);

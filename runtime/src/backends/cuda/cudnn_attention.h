@@ -16,10 +16,12 @@ void destroyCudnnAttention(CudnnAttention *state) noexcept;
 // kernels must (cuDNN does not take the case, is not loaded, or is turned off with
 // SLRT_CUDNN_ATTENTION=0). With SLRT_CUDNN_ATTENTION=require, a case cuDNN does not take is an
 // Error instead.
-bool cudnnAttention(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                    const Tensor &v, const Tensor *mask, const Tensor *slopes, const Tensor &y);
-bool cudnnAttentionGrad(Context &ctx, bool causal, float scale, const Tensor &q, const Tensor &k,
-                        const Tensor &v, const Tensor &dy, const Tensor *mask,
+// With `bshd`, q, k, v, dy, y and the gradients are [B, S, H, D] (attention.layout BSHD).
+bool cudnnAttention(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+                    const Tensor &k, const Tensor &v, const Tensor *mask, const Tensor *slopes,
+                    const Tensor &y);
+bool cudnnAttentionGrad(Context &ctx, bool causal, float scale, bool bshd, const Tensor &q,
+                        const Tensor &k, const Tensor &v, const Tensor &dy, const Tensor *mask,
                         const Tensor *slopes, const Tensor &dq, const Tensor &dk,
                         const Tensor &dv);
 

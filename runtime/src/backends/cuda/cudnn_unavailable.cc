@@ -23,14 +23,14 @@ bool unavailable() {
 struct CudnnAttention {};
 void destroyCudnnAttention(CudnnAttention *state) noexcept { delete state; }
 
-bool cudnnAttention(Context &, bool, float, const Tensor &, const Tensor &, const Tensor &,
-                    const Tensor *, const Tensor *, const Tensor &) {
+bool cudnnAttention(Context &, bool, float, bool, const Tensor &, const Tensor &,
+                    const Tensor &, const Tensor *, const Tensor *, const Tensor &) {
   return unavailable();
 }
 
-bool cudnnAttentionGrad(Context &, bool, float, const Tensor &, const Tensor &, const Tensor &,
-                        const Tensor &, const Tensor *, const Tensor *, const Tensor &,
-                        const Tensor &, const Tensor &) {
+bool cudnnAttentionGrad(Context &, bool, float, bool, const Tensor &, const Tensor &,
+                        const Tensor &, const Tensor &, const Tensor *, const Tensor *,
+                        const Tensor &, const Tensor &, const Tensor &) {
   return unavailable();
 }
 
