@@ -74,7 +74,7 @@ public:
   // The verifier guarantees that concurrent kernels do not touch the same bytes with one of them
   // writing unless events order them, so a backend needs no locking of its own beyond that.
   //
-  // Event slots 0 .. count-1, none recorded; once, after allocate() (which drops earlier slots).
+  // Event slots 0 .. count-1, none recorded; after allocate() (a later allocate() may drop them).
   virtual void createEvents(size_t count) = 0;
   // Every slot unrecorded again; called between runs, when no stream has work in flight.
   virtual void resetEvents() = 0;
