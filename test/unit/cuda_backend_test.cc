@@ -215,14 +215,20 @@ Outcome runOn(Backend &backend, const Kernel &kernel, const std::vector<Value> &
     out.push_back(onHost ? &hostOut[i] : &deviceOut[i]);
   Outcome outcome;
   try {
+    // A kernel the host runs reads and writes the pool at once: the uploads of its poisoned
+    // results must be done first (copies are asynchronous).
+    if (onHost)
+      backend.synchronize();
     backend.execute(kernel, in, out);
     backend.synchronize();
   } catch (const Error &e) {
     outcome.error = e.what();
   }
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!onHost)
+  if (!onHost)
+    for (size_t i = 0; i < results.size(); ++i)
       backend.copy(deviceOut[i], hostOut[i]);
+  backend.synchronize(); // the downloads, before the host reads them
+  for (size_t i = 0; i < results.size(); ++i) {
     Value v{results[i].dtype, results[i].shape, {}};
     v.bytes.assign(hostOut[i].data, hostOut[i].data + hostOut[i].bytes);
     outcome.results.push_back(std::move(v));
