@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <limits>
 #include <random>
 #include <string>
@@ -1309,15 +1311,25 @@ struct EventRig {
       in[i] = static_cast<float>(i % 7);
   }
 
-  // On a thread of its own: the upload, the doublings, the record of slot 0.
-  void produce() {
-    std::thread([&] {
+  // On a thread of its own: the upload, the doublings, the record of slot 0; then `consume` on
+  // another thread while the producer's is still alive (a thread that ended may hand its id, and
+  // with it its CUDA stream, to the next one, which would order the two without any event).
+  void produce(const std::function<void()> &consume = nullptr) {
+    std::promise<void> issued, consumed;
+    std::thread producer([&] {
       backend->copy(input, device);
       sl::schedule::Kernel add = makeKernel(ADD);
       for (int i = 0; i < kDoublings; ++i)
         backend->execute(add, {&device, &device}, {&device});
       backend->recordEvent(0);
-    }).join();
+      issued.set_value();
+      consumed.get_future().wait();
+    });
+    issued.get_future().wait();
+    if (consume)
+      std::thread(consume).join();
+    consumed.set_value();
+    producer.join();
   }
 
   void expectDoubled() const {
@@ -1337,12 +1349,11 @@ struct EventRig {
 TEST(CudaEvents, AStreamWaitOrdersAnotherThreadsWork) {
   SKIP_WITHOUT_GPU();
   EventRig rig;
-  rig.produce();
-  std::thread([&] {
+  rig.produce([&] {
     EXPECT_FALSE(rig.backend->waitEvent(0, false)); // never blocks the thread
     rig.backend->copy(rig.device, rig.output);
     rig.backend->synchronize();
-  }).join();
+  });
   rig.expectDoubled();
 }
 
