@@ -62,7 +62,8 @@ for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
   path="$(ldd "$bundle/bin/sl-run" | awk -v l="$lib" '$1 == l { print $3 }')"
   [ -n "$path" ] && cp -L "$path" "$bundle/lib/"
 done
-cp "$root/bench/gpu/run-gpu-suite.sh" "$root/bench/gpu/gpu-libs.sh" "$root/bench/gpu/compare_backends.py" \
+cp "$root/bench/gpu/run-gpu-suite.sh" "$root/bench/gpu/bundle.sh" "$root/bench/gpu/gpu-libs.sh" \
+   "$root/bench/gpu/compare_backends.py" \
    "$root/bench/gpu/run_gtests.py" "$bundle/"
 
 if [ "$models" = 1 ]; then

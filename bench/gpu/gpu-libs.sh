@@ -1,4 +1,4 @@
-# Sourced by run-gpu-suite.sh and run-gpu-perf.sh with $b set to the unpacked bundle: puts on
+# Sourced by bundle.sh's open_bundle with $b set to the unpacked bundle: puts on
 # LD_LIBRARY_PATH what the bundled binaries load from the GPU machine and the loader may not find
 # by itself: cuBLAS 13 (linked), and cuDNN 9 with the CUDA 13 runtime library (loaded at run time by
 # the cuDNN frontend for fused attention; without them attention runs the reference kernels).

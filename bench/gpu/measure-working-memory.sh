@@ -9,13 +9,11 @@
 # For each probe: the GPU's used memory before, its peak while sl-run runs (nvidia-smi every 20 ms),
 # the schedule's arena, and what is left: peak - before - arena.
 set -uo pipefail
-bundle="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 probes="$(cd "$2" && pwd)"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/bundle.sh"
+open_bundle "$1" || exit 1
 work="$(mktemp -d)"
-tar -C "$work" -xzf "$bundle"
-b="$work/speedloader-runtime"
-source "$here/gpu-libs.sh"
 used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 printf '%-16s %10s %10s %10s %12s\n' probe "before" peak arena "working MiB"
 for p in train train-n4 train-canonical infer; do

@@ -25,10 +25,9 @@ allow() {
   [ "$left" -lt 1 ] && left=1
   [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
 }
+source "$here/bundle.sh"
+open_bundle "$bundle" || exit 1
 work="$(mktemp -d)"
-tar -C "$work" -xzf "$bundle" || { echo "cannot unpack $bundle"; exit 1; }
-b="$work/speedloader-runtime"
-source "$here/gpu-libs.sh"
 vocab="$(python3 -c "import json; print(json.load(open('$probes/probe.json'))['vocab'])")"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 timeout -k 10 "$(allow 70 100)" python3 "$here/torch_roofline.py" --probe "$probes/probe.json" \

@@ -72,23 +72,13 @@ else
 fi
 
 echo "=== bundle ==="
-if [ -d "$bundle/bin" ]; then
-  b="$(cd "$bundle" && pwd)"
-elif [ -f "$bundle" ]; then
-  work="$(mktemp -d)"
-  tar -C "$work" -xzf "$bundle" || { record unpack FAIL "$bundle"; finish; }
-  b="$work/speedloader-runtime"
-else
-  echo "no bundle at $bundle: run scripts/pack-runtime.sh here first and carry build-bundle"
-  record unpack FAIL "no bundle at $bundle"
-  finish
-fi
+source "$here/bundle.sh"
+open_bundle "$bundle" || { record unpack FAIL "$bundle"; finish; }
 head -4 "$b/MANIFEST"
 
 # cuBLAS, cuDNN and the CUDA runtime (gpu-libs.sh), and, on an older system, the C++ runtime,
 # where the loader does not find them itself.
 missing() { ldd "$b/bin/sl-run" "$b/bin/cuda_backend_test" | awk '/not found/ { print $1 }' | sort -u; }
-source "$here/gpu-libs.sh"
 [ -n "$(missing)" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$b/lib"
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 ldd "$b/bin/sl-run"

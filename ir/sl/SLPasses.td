@@ -415,8 +415,10 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     Option<"mode", "mode", "std::string", /*default=*/"\"speedloader\"",
            "Schedule to plan: speedloader or canonical (ZeRO-3 offload)">,
     Option<"target", "target", "std::string", /*default=*/"\"\"",
-           "The machine to plan for, whose measured rates are the defaults of link-gbps, tflops "
-           "and optimizer-gparams: cpu, or h200 (none: cpu)">,
+           "The machine to plan for, whose rates are the defaults of link-gbps, tflops and "
+           "optimizer-gparams: cpu or h200 (measured), h100-sxm, h100-pcie or a100 (datasheet "
+           "peaks scaled by the H200's measured fractions), or FILE.json, a profile that "
+           "`sl-run --calibrate FILE.json` measured (none: cpu)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "The stages' storage type: bf16 takes the target's bf16 compute rate, anything else its "
            "f32 rate">,

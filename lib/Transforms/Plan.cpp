@@ -50,11 +50,22 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
   /// The machine's rates: the target's profile (cpu's without one), then each rate given.
   FailureOr<sl::Machine> machineFor() {
     std::string name = target.empty() ? std::string("cpu") : std::string(target);
-    std::optional<sl::MachineProfile> profile = sl::lookupMachineProfile(name);
+    std::optional<sl::MachineProfile> profile;
+    if (llvm::StringRef(name).ends_with(".json")) {
+      std::string error;
+      profile = sl::loadMachineProfile(name, error);
+      if (!profile) {
+        emitError(getOperation().getLoc()) << "sl-plan: " << error;
+        return failure();
+      }
+    } else {
+      profile = sl::lookupMachineProfile(name);
+    }
     if (!profile) {
       emitError(getOperation().getLoc())
-          << "sl-plan: target must be one of " << sl::machineProfileNames() << ", not '"
-          << name << "' (for another machine, give link-gbps= and tflops=)";
+          << "sl-plan: target must be one of " << sl::machineProfileNames()
+          << " or a profile file FILE.json (sl-run --calibrate writes one), not '" << name
+          << "' (or give link-gbps= and tflops=)";
       return failure();
     }
     if (linkGBps < 0 || tflops < 0 || optimizerGParams < 0 || std::isnan(linkGBps) ||
@@ -65,6 +76,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       return failure();
     }
     sl::Machine machine;
+    machine.profile = profile->name + " (" + profile->source + ")";
     machine.linkBytesPerSecond = (linkGBps > 0 ? double(linkGBps) : profile->linkGBps) * 1e9;
     // The value itself is sl-convert-precision's to check; anything but bf16 computes in f32.
     double deviceTflops = precision == "bf16" ? profile->bf16Tflops : profile->f32Tflops;
@@ -406,6 +418,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     os << "sl-plan: " << sl::stringifyScheduleMode(config.mode) << ", " << config.numSubBatches
        << " sub-batches of " << b << " (batch " << b * config.numSubBatches << "), live-blocks "
        << config.liveBlocks << ", world " << config.world << "\n";
+    os << "  machine " << machine.profile << "\n";
     os << llvm::format("  link %g GB/s per direction, %g TFLOP/s", machine.linkBytesPerSecond / 1e9,
                        machine.flopsPerSecond / 1e12);
     if (machine.hostOptimizerParamsPerSecond > 0)

@@ -64,6 +64,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import mmap
 import os
 import sys
 import warnings
@@ -238,7 +239,7 @@ class _EmptyOnMeta(TorchFunctionMode):
 class _NoCopiesOf(TorchFunctionMode):
     """Makes `x.clone()` of the given tensors a view. torch.onnx.export (torch 1.13) clones every
     parameter before tracing (jit/_trace.py, ONNXTracedModule), which would write out each
-    stride-0 weight in full: all of a 30B model's weights. The clones are never used."""
+    placeholder weight in full: all of a 30B model's weights. The clones are never used."""
 
     def __init__(self, tensors) -> None:
         super().__init__()
@@ -266,25 +267,45 @@ def _shape_inference_without_values():
 
 
 def build_weightless(arch: str, config: Any) -> torch.nn.Module:
-    """`arch` built from `config` with parameters that take no memory: each is a stride-0 view
-    of one element, a different value for each (torch.onnx.export merges initializers it finds
-    equal). Buffers are real, as build_model makes them. For tracing, not for numbers."""
+    """`arch` built from `config` with parameters that take no memory (make_weightless). Buffers
+    are real, as build_model makes them. For tracing, not for numbers."""
     with _EmptyOnMeta():
         model = build_model(arch, config, seed=0)
     return make_weightless(model)
 
 
+def _zero_page_tensor(shape: torch.Size, dtype: torch.dtype, first: float) -> torch.Tensor:
+    """A contiguous tensor of zeros but for its first element, `first`, in private anonymous
+    memory: pages that are only read map the kernel's shared zero page and count in no resident
+    set, so tracing a matrix product over it (which a stride-0 view would copy into a contiguous
+    matrix first: 0.5 GB for a 32000 x 4096 head) reads it in place. Only the first page is
+    ever written."""
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if count == 0:
+        return torch.zeros(shape, dtype=dtype)
+    nbytes = count * torch.empty((), dtype=dtype).element_size()
+    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    # frombuffer keeps `memory` alive as long as the tensor (or a view of it) is.
+    t = torch.frombuffer(memory, dtype=dtype, count=count).view(shape)
+    t.view(-1)[0] = first
+    return t
+
+
 def make_weightless(model: torch.nn.Module) -> torch.nn.Module:
     """Replaces every parameter of `model` (built with its weights on the meta device, or
-    anywhere) by a stride-0 view of one element, a different value for each; returns `model`."""
+    anywhere) by a placeholder that takes no memory (_zero_page_tensor), whose first element
+    differs from every other placeholder's (torch.onnx.export merges initializers it finds
+    equal); returns `model`."""
     seen: Dict[int, torch.nn.Parameter] = {}  # a tied weight stays one parameter
     for module in model.modules():
         for name, p in list(module._parameters.items()):
             if p is None:
                 continue
             if id(p) not in seen:
-                value = torch.full((), (len(seen) + 1) * 1e-6, dtype=p.dtype)
-                seen[id(p)] = torch.nn.Parameter(value.expand(p.shape), requires_grad=False)
+                value = _zero_page_tensor(p.shape, p.dtype, (len(seen) + 1) * 1e-6)
+                seen[id(p)] = torch.nn.Parameter(value, requires_grad=False)
             module._parameters[name] = seen[id(p)]
     return model
 

@@ -4,7 +4,7 @@
         [--weights CHECKPOINT.safetensors]
 
 The model is built from DIR/config.json by `transformers` (its causal-LM class for the config's
-`model_type`) with every weight on the meta device, then replaced by a stride-0 placeholder, and
+`model_type`) with every weight on the meta device, then replaced by a placeholder that takes no memory, and
 traced by torch.onnx.export as the user guide says Hugging Face models are to be exported:
 input `input_ids` (int64 [batch, seq]), output `logits`, both axes symbolic (`batch`, `seq`),
 opset 17, `do_constant_folding=False` (every initializer keeps its PyTorch name, a tied weight is
@@ -167,7 +167,11 @@ def export_hf(directory: os.PathLike, out: os.PathLike, *, train: bool = False,
                 f"{weights or directory}: no weight {name!r}"
                 + (f" (nor {', '.join(a for a in aliases if a != name)})"
                    if len(aliases) > 1 else "")
-                + f" for this {config.model_type} model")
+                + f" for this {config.model_type} model"
+                + ("; its tensors named onnx::MatMul_N are weights an exporter folded: rename "
+                   "them with `python3 -m speedloader.pytorch_names MODEL.onnx --checkpoint "
+                   "CKPT --out RENAMED` (MODEL.onnx: the graph it was trained from)"
+                   if any(n.startswith("onnx::MatMul_") for n in files.names()) else ""))
         if tuple(files.shape(stored)) != shapes[name]:
             raise HFDirectoryError(f"{weights or directory}: weight {stored!r} is "
                                    f"{list(files.shape(stored))}; config.json makes it "

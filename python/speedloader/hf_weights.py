@@ -97,6 +97,18 @@ def _read_safetensors_header(path: Path) -> Dict[str, _Entry]:
     return entries
 
 
+def read_safetensors_tensor(e: _Entry, name: str) -> np.ndarray:
+    """Safetensors tensor `name` (entry `e` of _read_safetensors_header) as stored (bf16 as
+    uint16), read from its file alone."""
+    count = int(np.prod(e.shape, dtype=np.int64))
+    with open(e.file, "rb") as f:
+        f.seek(e.offset)
+        raw = np.fromfile(f, dtype=SAFETENSORS_DTYPES[e.dtype], count=count)
+    if raw.size != count:
+        raise WeightFileError(f"{e.file}: tensor {name!r} is truncated")
+    return raw.reshape(e.shape)
+
+
 class _LazyPickle(pickle.Unpickler):
     """Unpickles a torch zip checkpoint's data.pkl into descriptions of its tensors."""
 
@@ -220,15 +232,8 @@ class WeightFiles:
                 strides=[st * raw.itemsize for st in e.stride])
             raw = np.ascontiguousarray(view)
         else:
-            dtype = SAFETENSORS_DTYPES[e.dtype]
             bf16 = e.dtype == "BF16"
-            count = int(np.prod(e.shape, dtype=np.int64))
-            with open(e.file, "rb") as f:
-                f.seek(e.offset)
-                raw = np.fromfile(f, dtype=dtype, count=count)
-            if raw.size != count:
-                raise WeightFileError(f"{e.file}: tensor {name!r} is truncated")
-            raw = raw.reshape(e.shape)
+            raw = read_safetensors_tensor(e, name)
         if bf16:
             return bf16_to_f32(raw)
         return np.ascontiguousarray(raw, dtype=np.float32)

@@ -17,6 +17,7 @@ that step is skipped here (it only renames output axes it finds static).
 """
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ else:
 from hf_harness import (TRAIN_BATCH, TRAIN_SEQ, TRAIN_STEPS, LR, WD, SUB_BATCHES,  # noqa: E402
                         LogitsOnly, HFArch, build_model, check_generation, ops_of)
 from sl_helpers import check_ok  # noqa: E402
-from test_e2e_training import torch_training  # noqa: E402
+from test_e2e_training import read_safetensors, torch_training  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 
@@ -123,16 +124,69 @@ def check_train_losses(arch, onnx_path, tools, tmp):
     check_ok(tools._run([tools.sl_opt, onnx_path,
                          f"--sl-train=batch={TRAIN_BATCH} seq={TRAIN_SEQ} "
                          f"num-sub-batches={SUB_BATCHES}", "-o", sched]))
+    ckpt = tmp / "trained.safetensors"
     check_ok(tools._run([tools.sl_run, sched, "--data", data, "--steps", TRAIN_STEPS, "--lr", LR,
-                         "--weight-decay", WD, "--report", report]))
+                         "--weight-decay", WD, "--report", report, "--save", ckpt]))
     import json
     with open(report) as f:
         rep = json.load(f)
-    want = torch_training(LogitsOnly(build_model(arch).train()), tokens, arch.vocab,
+    model = build_model(arch).train()
+    want = torch_training(LogitsOnly(model), tokens, arch.vocab,
                           batch=TRAIN_BATCH, seq=TRAIN_SEQ, steps=TRAIN_STEPS, lr=LR, wd=WD)
     np.testing.assert_allclose(rep["train"]["losses"], want, rtol=1e-4,
                                err_msg=f"{arch.name}: losses")
     assert rep["ops"].get("ATTENTION", {}).get("count", 0) > 0, rep["ops"]
+
+    # The trained weights are PyTorch's, under PyTorch's names once the folded ones
+    # (`onnx::MatMul_N`, transposed) are mapped back from the MatMul nodes' module scopes.
+    named = tmp / "trained-pytorch-names.safetensors"
+    check_ok(tools._run([sys.executable, "-m", "speedloader.pytorch_names", onnx_path,
+                         "--checkpoint", ckpt, "--out", named]))
+    got = read_safetensors(named)
+    assert not any(n.startswith("onnx::") for n in got), sorted(got)
+    if any(n.startswith("onnx::") for n in read_safetensors(ckpt)):
+        # The renamed checkpoint goes back into the model directory's export; the raw one is
+        # refused with the way to rename it.
+        from speedloader.hf import HFDirectoryError, export_hf
+        with pytest.raises(HFDirectoryError, match="speedloader.pytorch_names"):
+            export_hf(tmp / "hf", tmp / "raw" / "model.onnx", weights=ckpt)
+        back = export_hf(tmp / "hf", tmp / "back" / "model.onnx", weights=named)
+        import onnx
+        from onnx import numpy_helper
+        inits = {t.name: numpy_helper.to_array(t)
+                 for t in onnx.load(str(back.onnx_path)).graph.initializer}
+        name = "model.layers.0.self_attn.k_proj.weight"
+        np.testing.assert_array_equal(inits[name], got[name])
+    for name, param in model.named_parameters():
+        if name == "lm_head.weight" and model.config.tie_word_embeddings:
+            continue  # one tensor with the embedding (exported without folding, see above)
+        expected = param.detach().numpy()
+        assert name in got, f"{arch.name}: {name} not in the renamed checkpoint {sorted(got)}"
+        assert got[name + ".adam_m"].shape == expected.shape, name
+        key_bias = _key_bias_rows(arch, name, expected.shape[0])
+        if key_bias is not None:
+            # The key bias shifts every score of a query alike, which softmax ignores: its true
+            # gradient is zero, both sides see rounding noise, and AdamW turns noise into steps
+            # of about lr. Only bound it.
+            np.testing.assert_array_less(np.abs(got[name][key_bias] - expected[key_bias]),
+                                         2 * LR * TRAIN_STEPS + 1e-6)
+            keep = np.ones(expected.shape[0], bool)
+            keep[key_bias] = False
+            got[name], expected = got[name][keep], expected[keep]
+        # AdamW's steps depend on ratios of gradients, which rounding moves where a gradient is
+        # near zero: allow 1% of the largest total step (a wrong or untransposed mapping is off by
+        # the weights' own size, ~0.1).
+        np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=0.01 * LR * TRAIN_STEPS,
+                                   err_msg=f"{arch.name}: {name}")
+
+
+def _key_bias_rows(arch, name, rows):
+    """The rows of parameter `name` that are a key projection's bias, or None."""
+    if name.endswith("self_attn.k_proj.bias"):
+        return slice(0, rows)
+    if name.endswith("attn.c_attn.bias"):  # GPT-2: q, k, v biases side by side
+        return slice(rows // 3, 2 * rows // 3)
+    return None
 
 
 @pytest.mark.parametrize("form", list(FORMS))

@@ -13,8 +13,20 @@
 // RUN: sl-opt %t/batch-not-multiple.mlir --sl-plan="batch=5" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bound-elsewhere.mlir --sl-plan="sub-batch-size=4" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-mode.mlir --sl-plan="mode=fast" -verify-diagnostics -o /dev/null
-// RUN: sl-opt %t/bad-target.mlir --sl-plan="target=a100" -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/bad-target.mlir --sl-plan="target=tpu-v9" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-rate.mlir --sl-plan="target=h200 tflops=-1" -verify-diagnostics -o /dev/null
+// A profile file (target=FILE.json) that is missing, not JSON, or not a profile.
+// RUN: cp %t/bad-target.mlir %t/missing-profile.mlir
+// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{sl-plan: cannot read the machine profile}}/' %t/missing-profile.mlir
+// RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/none.json" -verify-diagnostics -o /dev/null
+// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{is not JSON}}/' %t/missing-profile.mlir
+// RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/not-json.json" -verify-diagnostics -o /dev/null
+// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{unknown key "tflops" (a profile has name, source, link_gbps, bf16_tflops, f32_tflops and host_optimizer_gparams)}}/' %t/missing-profile.mlir
+// RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/unknown-key.json" -verify-diagnostics -o /dev/null
+// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{"f32_tflops" must be a positive number}}/' %t/missing-profile.mlir
+// RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/negative.json" -verify-diagnostics -o /dev/null
+// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{"bf16_tflops" is missing}}/' %t/missing-profile.mlir
+// RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/incomplete.json" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-bytes.mlir --sl-plan="device-memory=lots" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-unit.mlir --sl-plan="host-memory=16GiBs" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/too-many-live-blocks.mlir --sl-plan="live-blocks=2" -verify-diagnostics -o /dev/null
@@ -210,7 +222,7 @@ module {
 }
 
 //--- bad-target.mlir
-// expected-error @+1 {{sl-plan: target must be one of cpu, h200, not 'a100' (for another machine, give link-gbps= and tflops=)}}
+// expected-error @+1 {{sl-plan: target must be one of cpu, h200, h100-sxm, h100-pcie, a100 or a profile file FILE.json (sl-run --calibrate writes one), not 'tpu-v9' (or give link-gbps= and tflops=)}}
 module {
   func.func private @block(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}) -> tensor<2x4xf32> {
     %y = sl.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
@@ -343,3 +355,12 @@ module {
     return %y : tensor<2x4xf32>
   }
 }
+
+//--- not-json.json
+{"link_gbps": 25,
+//--- unknown-key.json
+{"link_gbps": 25, "bf16_tflops": 1, "f32_tflops": 1, "tflops": 1}
+//--- negative.json
+{"link_gbps": 25, "bf16_tflops": 1, "f32_tflops": -1}
+//--- incomplete.json
+{"link_gbps": 25, "f32_tflops": 1}

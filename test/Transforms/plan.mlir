@@ -4,6 +4,11 @@
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 live-blocks=2 report" -o /dev/null | FileCheck %s --check-prefix=LIVE2
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h200 precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H200
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h200 link-gbps=0.000001 tflops=0.000000001 optimizer-gparams=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=SLOWHOST
+// RUN: echo '{"name": "calibrated-cpu", "source": "a test", "link_gbps": 2, "bf16_tflops": 3, "f32_tflops": 0.5, "host_optimizer_gparams": 0.25}' > %t.json
+// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=%t.json report" -o /dev/null | FileCheck %s --check-prefix=PROFILE
+// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h100-sxm precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H100
+// RUN: sl-run --calibrate %t-measured.json --calibrate-seconds 0.01 | FileCheck %s --check-prefix=MEASURED
+// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=%t-measured.json report" -o /dev/null | FileCheck %s --check-prefix=CALIBRATED
 // RUN: sl-opt %s --sl-plan="batch=6" | FileCheck %s --check-prefix=BATCH
 // RUN: sl-opt %s --sl-plan="host-memory=9599" | FileCheck %s --check-prefix=HOST3
 // RUN: sl-opt %s --sl-plan="host-memory=9023" | FileCheck %s --check-prefix=HOST2
@@ -211,6 +216,21 @@ module {
 // AdamW; the host's AdamW over the 384 parameters (1536 fp32 bytes) at 2.9e9 a second.
 // H200: link 55 GB/s per direction, 770 TFLOP/s, host AdamW 2.9 G parameters/s
 // H200: host optimizer: 1.3241e-07 s
+// A profile file (what sl-run --calibrate writes) names the plan's machine and gives its rates.
+// PROFILE: machine calibrated-cpu (a test)
+// PROFILE: link 2 GB/s per direction, 0.5 TFLOP/s, host AdamW 0.25 G parameters/s
+// sl-run --calibrate measures this machine and writes such a file; sl-opt plans with its rates.
+// MEASURED: "name": "calibrated-cpu",
+// MEASURED: "link_gbps": {{[0-9.e+-]+}},
+// MEASURED: "bf16_tflops": {{[0-9.e+-]+}},
+// MEASURED: "f32_tflops": {{[0-9.e+-]+}},
+// MEASURED: "host_optimizer_gparams": {{[0-9.e+-]+}}
+// MEASURED: sl-run: wrote the machine profile
+// CALIBRATED: machine calibrated-cpu (sl-run --calibrate on the cpu backend, {{[0-9]+}} host threads: 512^3 f32 and 512^3 bf16 MATMUL
+// CALIBRATED: link {{[0-9.e+-]+}} GB/s per direction, {{[0-9.e+-]+}} TFLOP/s, host AdamW {{[0-9.e+-]+}} G parameters/s
+// A datasheet-derived preset leaves the host AdamW unmodelled.
+// H100: machine h100-sxm (NVIDIA H100 SXM, PCIe 5 host link: datasheet peaks x the H200's measured fractions (not measured))
+// H100: link 55 GB/s per direction, 771 TFLOP/s{{$}}
 // Each rate given overrides the target's: at 1 parameter a second, the optimizer's 384 s after
 // the forward is the whole step.
 // SLOWHOST: link 1e-06 GB/s per direction, 1e-09 TFLOP/s, host AdamW 1e-09 G parameters/s

@@ -640,7 +640,10 @@ TEST_F(CudaKernelTest, LayerNormAndItsGradient) {
   };
   for (DType dtype : kFloats)
     for (const Case &c : {Case{{2, 3, 8}, 2, {8}}, Case{{2, 3, 8}, 1, {3, 8}},
-                          Case{{2, 3, 8}, 1, {1, 8}}, Case{{5, 1000}, 1, {1000}}})
+                          Case{{2, 3, 8}, 1, {1, 8}}, Case{{5, 1000}, 1, {1000}},
+                          // Several row chunks and column tiles of the gradient's column sums,
+                          // neither a multiple of its tile.
+                          Case{{3, 100, 45}, 2, {45}}})
       for (bool withBias : {false, true}) {
         Kernel k = makeKernel(LAYER_NORM);
         k.mutable_norm()->set_axis(c.axis);
@@ -667,7 +670,7 @@ TEST_F(CudaKernelTest, LayerNormAndItsGradient) {
 
 TEST_F(CudaKernelTest, RmsNormAndItsGradient) {
   for (DType dtype : kFloats)
-    for (const Shape &shape : {Shape{3, 5, 16}, Shape{1, 4096}, Shape{7, 1}}) {
+    for (const Shape &shape : {Shape{3, 5, 16}, Shape{1, 4096}, Shape{7, 1}, Shape{300, 70}}) {
       Kernel k = makeKernel(RMS_NORM);
       k.mutable_norm()->set_axis(static_cast<int64_t>(shape.size()) - 1);
       k.mutable_norm()->set_epsilon(1e-6f);

@@ -15,6 +15,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/backend.h"
 #include "slrt/bfloat16.h"
+#include "slrt/calibrate.h"
 #include "slrt/checked.h"
 #include "slrt/checkpoint.h"
 #include "slrt/comm.h"
@@ -122,6 +123,9 @@ struct Options {
   double collectiveTimeout = 300;
   slrt::Communicator *comm = nullptr;
   std::string consolidatePath;
+  // --calibrate: measure the machine instead of running a schedule.
+  std::string calibratePath;
+  double calibrateSeconds = 0.3;
   std::vector<std::string> inputArgs, outputArgs;
   // Training.
   std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
@@ -644,6 +648,21 @@ int run(const Options &options) {
   return infer(options, *backend, loaded);
 }
 
+// --calibrate FILE: the planner's rates measured on this machine and backend (slrt/calibrate.h),
+// written as a machine profile for sl-opt's target=FILE.
+int calibrate(const Options &options) {
+  std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
+  slrt::CalibrationOptions calibration;
+  calibration.minSeconds = options.calibrateSeconds;
+  slrt::checkWritable(options.calibratePath);
+  slrt::MachineCalibration measured = slrt::calibrate(*backend, calibration);
+  std::string json = slrt::machineProfileJson(measured, "calibrated-" + options.backendName);
+  slrt::writeFileAtomically(options.calibratePath, json);
+  std::cout << json << "sl-run: wrote the machine profile " << options.calibratePath
+            << ": plan with sl-opt --sl-train=\"... target=" << options.calibratePath << "\"\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -661,9 +680,9 @@ int main(int argc, char **argv) {
       "it); a progress line per batch goes to standard error."};
   app.get_formatter()->column_width(30);
   Options o;
-  app.add_option("SCHEDULE", o.schedulePath, "The schedule file (.slsched) to run")
-      ->required()
-      ->type_name("");
+  CLI::Option *scheduleOption =
+      app.add_option("SCHEDULE", o.schedulePath, "The schedule file (.slsched) to run")
+          ->type_name("");
   std::vector<CLI::Option *> inferOptions, trainOptions;
   inferOptions.push_back(
       app.add_option("--input,-i", o.inputArgs,
@@ -731,6 +750,21 @@ int main(int argc, char **argv) {
                  "a fault names its kernel and per-op times are the kernels' own)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+
+  CLI::Option *calibrateOption =
+      app.add_option("--calibrate", o.calibratePath,
+                     "Instead of running a schedule: measure this machine with --backend (matrix "
+                     "products in f32 and bf16, host->device copies, the host AdamW) and write "
+                     "the rates as a machine profile (JSON) to FILE, for sl-opt's "
+                     "--sl-train=\"... target=FILE\"")
+          ->type_name("FILE")
+          ->excludes(scheduleOption);
+  app.add_option("--calibrate-seconds", o.calibrateSeconds,
+                 "With --calibrate: the least time each rate is measured over")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str()
+      ->needs(calibrateOption)
+      ->type_name("SECONDS");
 
   const char *training = "Training (train schedules only)";
   auto trainOption = [&](CLI::Option *option) {
@@ -864,6 +898,10 @@ int main(int argc, char **argv) {
     // --help is reported as a "parse error" with exit code 0; every real error exits 1.
     return app.exit(e) == 0 ? 0 : 1;
   }
+  if (o.calibratePath.empty() && o.schedulePath.empty()) {
+    std::cerr << "SCHEDULE is required\nRun with --help for more information.\n";
+    return 1;
+  }
   for (CLI::Option *option : trainOptions)
     if (option->count() > 0)
       o.trainFlagsGiven.push_back(option->get_name());
@@ -881,6 +919,18 @@ int main(int argc, char **argv) {
     commOptions.timeoutSeconds = o.collectiveTimeout;
     comm = slrt::openCommunicator(commOptions);
     o.comm = comm.get();
+    if (!o.calibratePath.empty()) {
+      std::vector<std::string> given = o.trainFlagsGiven;
+      given.insert(given.end(), o.inferFlagsGiven.begin(), o.inferFlagsGiven.end());
+      given.insert(given.end(), o.generateFlagsGiven.begin(), o.generateFlagsGiven.end());
+      if (!given.empty() || !o.reportPath.empty() || !o.tracePath.empty() ||
+          !o.consolidatePath.empty() || o.randomWeightsSeed)
+        throw makeError("--calibrate runs no schedule: it takes only --backend and "
+                        "--calibrate-seconds");
+      if (comm && comm->size() > 1)
+        throw makeError("--calibrate runs as one process; run it without mpirun");
+      return calibrate(o);
+    }
     if (!o.consolidatePath.empty() &&
         (!o.inferFlagsGiven.empty() || !o.generateFlagsGiven.empty()))
       throw makeError("--consolidate takes only --save and --export-onnx, not ",

@@ -121,6 +121,8 @@ struct PlanConfig {
 };
 
 struct Machine {
+  /// The profile the rates come from (sl/Analysis/MachineProfiles.h), for reports.
+  std::string profile = "cpu";
   /// One direction of the host<->device link; the two directions run at once.
   double linkBytesPerSecond = 25e9;
   double flopsPerSecond = 0.2e12;

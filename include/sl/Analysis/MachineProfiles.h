@@ -1,8 +1,9 @@
 //===- MachineProfiles.h - The machines sl-plan knows by name -------------------------*- C++ -*-===//
 //
 // sl-plan's machine is a handful of rates: the host<->device link, the device's compute rate by
-// storage precision, and the host's AdamW rate. `target=NAME` takes them from a profile measured
-// on that machine, so that a plan for a GPU is not made with a CPU's figures; link-gbps=,
+// storage precision, and the host's AdamW rate. `target=NAME` takes them from a built-in profile,
+// so that a plan for a GPU is not made with a CPU's figures, and `target=FILE.json` from a
+// profile file (what `sl-run --calibrate FILE.json` writes on the machine itself); link-gbps=,
 // tflops= and optimizer-gparams= still override each one.
 //
 //===----------------------------------------------------------------------------------------===//
@@ -18,7 +19,7 @@
 namespace sl {
 
 struct MachineProfile {
-  llvm::StringRef name;
+  std::string name;
   /// Pinned host->device GB/s (10^9 bytes per second), one direction.
   double linkGBps;
   /// Sustained TFLOP/s of the device's matrix products, by storage precision.
@@ -26,7 +27,7 @@ struct MachineProfile {
   /// The host's AdamW, in 10^9 parameters per second (0: not modelled).
   double hostOptimizerGParams;
   /// Where the figures come from.
-  llvm::StringRef source;
+  std::string source;
 };
 
 /// The profile called `name`, or nullopt.
@@ -34,6 +35,11 @@ std::optional<MachineProfile> lookupMachineProfile(llvm::StringRef name);
 
 /// The profiles' names, comma-separated, for error messages and help.
 std::string machineProfileNames();
+
+/// The profile in JSON file `path`: an object with "link_gbps", "bf16_tflops" and "f32_tflops"
+/// (positive), and optionally "host_optimizer_gparams" (0 or more; 0: not modelled), "name" and
+/// "source" (strings); any other key is an error. On failure, nullopt and `error` says why.
+std::optional<MachineProfile> loadMachineProfile(llvm::StringRef path, std::string &error);
 
 } // namespace sl
 

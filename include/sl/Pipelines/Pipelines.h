@@ -68,8 +68,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
                         llvm::cl::init(1)};
   Option<std::string> target{
       *this, "target",
-      llvm::cl::desc("The machine to plan for: cpu (the default) or h200, whose measured rates "
-                     "are the defaults of link-gbps, tflops and optimizer-gparams"),
+      llvm::cl::desc("The machine to plan for, whose rates are the defaults of link-gbps, tflops "
+                     "and optimizer-gparams: cpu (the default) or h200 (measured), h100-sxm, "
+                     "h100-pcie or a100 (datasheet peaks scaled by the H200's measured "
+                     "fractions), or FILE.json, a profile `sl-run --calibrate FILE.json` wrote"),
       llvm::cl::init("")};
   Option<double> linkGBps{*this, "link-gbps",
                           llvm::cl::desc("Host<->device GB/s per direction, for the plan (0: the "

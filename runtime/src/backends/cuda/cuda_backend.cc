@@ -81,6 +81,8 @@ Context::~Context() { release(); }
 void Context::release() noexcept {
   destroyCudnnAttention(cudnnAttention);
   cudnnAttention = nullptr;
+  destroyLtPlans(ltPlans);
+  ltPlans = nullptr;
   if (cublasLt_)
     cublasLtDestroy(cublasLt_);
   if (cublas_)

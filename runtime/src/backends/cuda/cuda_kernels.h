@@ -62,6 +62,10 @@ struct Tensor {
 // memory and the words that checking kernels report through. One per host thread that calls the
 // backend (the executor runs each schedule stream on a thread of its own), so nothing in it is
 // shared between threads. Defined in cuda_backend.cc.
+class LtPlanCache;
+// Frees a context's cuBLASLt plans (linear_algebra.cu); null is allowed.
+void destroyLtPlans(LtPlanCache *plans) noexcept;
+
 class Context {
 public:
   explicit Context(int device);
@@ -87,6 +91,9 @@ public:
   // cuDNN's attention state for this context (cudnn_attention.cc), created on first use; owned
   // here, destroyed before the stream.
   CudnnAttention *cudnnAttention = nullptr;
+  // cuBLASLt's descriptors and chosen algorithm per GEMM shape (linear_algebra.cu), built on a
+  // shape's first call; owned here.
+  LtPlanCache *ltPlans = nullptr;
 
   // Validation: resetCheck() enqueues firstBad = UINT64_MAX and count = 0 in checkWords(); the
   // checking kernels atomicMin the position of a bad element into word 0 (and may atomicAdd a

@@ -12,6 +12,9 @@
 // cuBLAS and cuBLASLt alike: gemm() below sums those in fp32.
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
 
 #include <cublasLt.h>
 
@@ -74,15 +77,59 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 // in fp32. `workspace` (at least kLtWorkspaceBytes) when the caller holds the context's scratch
 // already, else null. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T. Returns false,
 // having enqueued nothing, when cuBLASLt has no algorithm for these shapes and alignments.
-bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-            const bf16 *a, int64_t lda, int64_t strideA, const bf16 *b, int64_t ldb,
-            int64_t strideB, float beta, void *y, cudaDataType_t yType, int64_t ldy,
-            int64_t strideY, int64_t batch, void *workspace = nullptr) {
-  uint64_t um = static_cast<uint64_t>(m), un = static_cast<uint64_t>(n);
-  uint64_t uk = static_cast<uint64_t>(k);
-  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+// What decides a cuBLASLt plan: the problem's shape, layouts, types and the buffers' alignments.
+// No padding (10 x 8 + 6 x 4 bytes), so that comparing and hashing its bytes is comparing fields.
+struct LtKey {
+  int64_t m, n, k, lda, strideA, ldb, strideB, ldy, strideY, batch;
+  int32_t yType;
+  uint32_t alignA, alignB, alignD, transA, transB;
+  bool operator==(const LtKey &o) const {
+    return std::memcmp(this, &o, sizeof(LtKey)) == 0;
+  }
+};
+
+struct LtKeyHash {
+  size_t operator()(const LtKey &key) const {
+    // FNV-1a over the key's bytes.
+    const auto *bytes = reinterpret_cast<const unsigned char *>(&key);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(LtKey); ++i)
+      h = (h ^ bytes[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// The descriptors and the heuristic's choice for one LtKey; `supported` false when cuBLASLt has no
+// algorithm for it (remembered too, so the fallback costs no second heuristic call).
+struct LtPlan {
   LtDescriptors lt;
+  bool supported = false;
+  cublasLtMatmulHeuristicResult_t result = {};
+};
+
+} // namespace
+
+class LtPlanCache {
+public:
+  // At most this many shapes are kept; a run with more (it would need thousands of distinct GEMM
+  // shapes) starts again from an empty cache.
+  static constexpr size_t kMaxPlans = 4096;
+  std::unordered_map<LtKey, std::unique_ptr<LtPlan>, LtKeyHash> plans;
+};
+
+void destroyLtPlans(LtPlanCache *plans) noexcept { delete plans; }
+
+namespace {
+
+// Builds the descriptors and asks the heuristic once; see gemmLt.
+std::unique_ptr<LtPlan> makeLtPlan(Context &ctx, const LtKey &key) {
+  auto plan = std::make_unique<LtPlan>();
+  LtDescriptors &lt = plan->lt;
+  uint64_t um = static_cast<uint64_t>(key.m), un = static_cast<uint64_t>(key.n);
+  uint64_t uk = static_cast<uint64_t>(key.k);
+  cublasOperation_t opA = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  static_assert(sizeof(LtKey) == 10 * 8 + 6 * 4, "LtKey must have no padding");
   check(cublasLtMatmulDescCreate(&lt.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
   auto setDesc = [&](cublasLtMatmulDescAttributes_t attribute, const void *value, size_t size,
@@ -96,8 +143,8 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
   auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t columns, int64_t ld,
                     int64_t stride, const char *what, cudaDataType_t type = CUDA_R_16BF) {
     check(cublasLtMatrixLayoutCreate(&out, type, rows, columns, std::max<int64_t>(1, ld)), what);
-    if (batch > 1) {
-      int32_t count = cublasInt(batch, "batch count");
+    if (key.batch > 1) {
+      int32_t count = cublasInt(key.batch, "batch count");
       check(cublasLtMatrixLayoutSetAttribute(out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                              sizeof count),
             what);
@@ -106,9 +153,12 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
             what);
     }
   };
-  layout(lt.a, transB ? uk : un, transB ? un : uk, ldb, strideB, "cublasLtMatrixLayoutCreate (B)");
-  layout(lt.b, transA ? um : uk, transA ? uk : um, lda, strideA, "cublasLtMatrixLayoutCreate (A)");
-  layout(lt.d, un, um, ldy, strideY, "cublasLtMatrixLayoutCreate (Y)", yType);
+  layout(lt.a, key.transB ? uk : un, key.transB ? un : uk, key.ldb, key.strideB,
+         "cublasLtMatrixLayoutCreate (B)");
+  layout(lt.b, key.transA ? um : uk, key.transA ? uk : um, key.lda, key.strideA,
+         "cublasLtMatrixLayoutCreate (A)");
+  layout(lt.d, un, um, key.ldy, key.strideY, "cublasLtMatrixLayoutCreate (Y)",
+         static_cast<cudaDataType_t>(key.yType));
   check(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate");
   auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void *value,
                            size_t size, const char *what) {
@@ -124,32 +174,77 @@ bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_
                 "cublasLtMatmulPreferenceSetAttribute (REDUCTION_SCHEME_MASK)");
   // The arena's offsets are the compiler's: tell the heuristic how aligned the buffers really are
   // (it assumes 256 bytes otherwise).
-  uint32_t alignA = alignmentOf(b), alignB = alignmentOf(a), alignD = alignmentOf(y);
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA,
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.alignA, sizeof key.alignA,
                 "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_A_BYTES)");
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB,
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.alignB, sizeof key.alignB,
                 "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_B_BYTES)");
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof alignD,
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.alignD, sizeof key.alignD,
                 "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_C_BYTES)");
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof alignD,
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.alignD, sizeof key.alignD,
                 "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT_D_BYTES)");
-  cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   // C is Y itself (read when beta is not 0).
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &result, &found);
+      ctx.cublasLt(), lt.matmul, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &plan->result, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
-    return false;
+    return plan;
   check(status, "cublasLtMatmulAlgoGetHeuristic");
-  if (result.state != CUBLAS_STATUS_SUCCESS)
-    return false;
-  if (result.workspaceSize > workspaceBytes)
-    throw makeError("cuBLASLt chose an algorithm that needs ", result.workspaceSize,
+  if (plan->result.state != CUBLAS_STATUS_SUCCESS)
+    return plan;
+  if (plan->result.workspaceSize > workspaceBytes)
+    throw makeError("cuBLASLt chose an algorithm that needs ", plan->result.workspaceSize,
                     " bytes of workspace, more than the ", workspaceBytes, " it was offered");
-  if (!workspace && result.workspaceSize > 0)
-    workspace = ctx.scratch(result.workspaceSize);
-  check(cublasLtMatmul(ctx.cublasLt(), lt.matmul, &alpha, b, lt.a, a, lt.b, &beta, y, lt.d, y, lt.d,
-                       &result.algo, workspace, result.workspaceSize, ctx.stream()),
+  plan->supported = true;
+  return plan;
+}
+
+// Row-major, for `batch` matrices at the given element strides (0: one matrix shared by every
+// batch): Y = alpha * op(A) op(B) + beta * Y as one cuBLASLt matmul: bf16 A and B, Y of yType
+// (bf16, or fp32 for gemm's sum with a C), fp32 compute and scale, split-k parts (if any) summed
+// in fp32. `workspace` (at least kLtWorkspaceBytes) when the caller holds the context's scratch
+// already, else null. Column-major as in gemmBatched: Y^T [n, m] = op(B)^T op(A)^T. Returns false,
+// having enqueued nothing, when cuBLASLt has no algorithm for these shapes and alignments. The
+// descriptors and the heuristic's algorithm are made on a shape's first call and kept in the
+// context (LtPlanCache): later calls of the shape only enqueue the matmul.
+bool gemmLt(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+            const bf16 *a, int64_t lda, int64_t strideA, const bf16 *b, int64_t ldb,
+            int64_t strideB, float beta, void *y, cudaDataType_t yType, int64_t ldy,
+            int64_t strideY, int64_t batch, void *workspace = nullptr) {
+  LtKey key;
+  key.transA = transA;
+  key.transB = transB;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.lda = lda;
+  key.strideA = strideA;
+  key.ldb = ldb;
+  key.strideB = strideB;
+  key.ldy = ldy;
+  key.strideY = strideY;
+  key.batch = batch;
+  key.yType = static_cast<int32_t>(yType);
+  // Lt's A is our B and its B our A.
+  key.alignA = alignmentOf(b);
+  key.alignB = alignmentOf(a);
+  key.alignD = alignmentOf(y);
+  if (!ctx.ltPlans)
+    ctx.ltPlans = new LtPlanCache();
+  auto &plans = ctx.ltPlans->plans;
+  auto found = plans.find(key);
+  if (found == plans.end()) {
+    if (plans.size() >= LtPlanCache::kMaxPlans)
+      plans.clear();
+    found = plans.emplace(key, makeLtPlan(ctx, key)).first;
+  }
+  const LtPlan &plan = *found->second;
+  if (!plan.supported)
+    return false;
+  if (!workspace && plan.result.workspaceSize > 0)
+    workspace = ctx.scratch(plan.result.workspaceSize);
+  check(cublasLtMatmul(ctx.cublasLt(), plan.lt.matmul, &alpha, b, plan.lt.a, a, plan.lt.b, &beta,
+                       y, plan.lt.d, y, plan.lt.d, &plan.result.algo, workspace,
+                       plan.result.workspaceSize, ctx.stream()),
         "cublasLtMatmul (bf16)");
   return true;
 }

@@ -203,15 +203,44 @@ __global__ void normStats(const T *x, double *mean, double *rstd, int64_t rows, 
   }
 }
 
-// The parameter gradients of a [rows, n] norm, one thread per column summing its rows in order:
-// dscale[j] = sum_r dy * xhat (xhat = (x - mean) * rstd for LayerNorm, x * rstd for RMSNorm) and,
-// where dbias is given, dbias[j] = sum_r dy.
+// The parameter gradients of a [rows, n] norm: dscale[j] = sum_r dy * xhat (xhat = (x - mean) *
+// rstd for LayerNorm, x * rstd for RMSNorm) and, where dbias is given, dbias[j] = sum_r dy. Two
+// stages, each summing in a fixed order, so the bits are the same on every run and GPU:
+//  1. normColumnPartials: a block of 32 x 8 threads takes 32 columns of one chunk of kChunkRows
+//     rows (a warp reads 32 neighbouring elements of a row: coalesced); thread (c, t) sums rows
+//     t, t + 8, ... of the chunk in order, then thread (c, 0) adds the 8 sums in order into the
+//     chunk's partial sum of column c;
+//  2. normColumnFinish: one thread per column adds the chunks' partial sums in chunk order.
+// A [4096 x 4096] gradient is 128 x 128 blocks instead of 16 blocks walking 4096 rows each.
+constexpr int kColumnTile = 32;
+constexpr int kColumnRowThreads = 8;
+constexpr int64_t kChunkRows = 64;
+
+struct ColumnChunks {
+  int64_t rows = 0, chunks = 0;
+};
+
+// Rows per chunk (at least kChunkRows; more when the grid's y dimension would pass 65535) and the
+// number of chunks.
+ColumnChunks columnChunks(int64_t rows) {
+  ColumnChunks c;
+  c.rows = std::max<int64_t>(kChunkRows, (rows + 65534) / 65535);
+  c.chunks = (rows + c.rows - 1) / c.rows;
+  return c;
+}
+
 template <typename T>
-__global__ void normColumnSums(const T *x, const T *dy, const double *mean, const double *rstd,
-                               T *dscale, T *dbias, int64_t rows, int64_t n) {
-  SLRT_GRID_LOOP(j, n) {
-    double s = 0, b = 0;
-    for (int64_t r = 0; r < rows; ++r) {
+__global__ void normColumnPartials(const T *x, const T *dy, const double *mean,
+                                   const double *rstd, double *partialScale, double *partialBias,
+                                   int64_t rows, int64_t n, int64_t chunkRows) {
+  __shared__ double scaleSums[kColumnRowThreads][kColumnTile];
+  __shared__ double biasSums[kColumnRowThreads][kColumnTile];
+  int64_t j = static_cast<int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  int64_t begin = static_cast<int64_t>(blockIdx.y) * chunkRows;
+  int64_t end = begin + chunkRows < rows ? begin + chunkRows : rows;
+  double s = 0, b = 0;
+  if (j < n)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kColumnRowThreads) {
       double d = load(dy[r * n + j]);
       if (mean)
         s += d * ((load(x[r * n + j]) - mean[r]) * rstd[r]);
@@ -219,10 +248,58 @@ __global__ void normColumnSums(const T *x, const T *dy, const double *mean, cons
         s += d * load(x[r * n + j]) * rstd[r];
       b += d;
     }
+  scaleSums[threadIdx.y][threadIdx.x] = s;
+  biasSums[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    double ts = 0, tb = 0;
+    for (int t = 0; t < kColumnRowThreads; ++t) {
+      ts += scaleSums[t][threadIdx.x];
+      tb += biasSums[t][threadIdx.x];
+    }
+    partialScale[blockIdx.y * n + j] = ts;
+    if (partialBias)
+      partialBias[blockIdx.y * n + j] = tb;
+  }
+}
+
+template <typename T>
+__global__ void normColumnFinish(const double *partialScale, const double *partialBias, T *dscale,
+                                 T *dbias, int64_t chunks, int64_t n) {
+  SLRT_GRID_LOOP(j, n) {
+    double s = 0, b = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      s += partialScale[c * n + j];
+      if (partialBias)
+        b += partialBias[c * n + j];
+    }
     dscale[j] = store<T>(s);
     if (dbias)
       dbias[j] = store<T>(b);
   }
+}
+
+// Both stages on the context's stream; `partialScale` (and `partialBias` when dbias is given) hold
+// columnChunks(rows).chunks x n doubles of scratch.
+template <typename T>
+void normColumnSums(Context &ctx, const char *name, const T *x, const T *dy, const double *mean,
+                    const double *rstd, double *partialScale, double *partialBias, T *dscale,
+                    T *dbias, int64_t rows, int64_t n) {
+  if (n == 0)
+    return;
+  ColumnChunks c = columnChunks(rows);
+  if (c.chunks > 0) {
+    dim3 grid(static_cast<unsigned>((n + kColumnTile - 1) / kColumnTile),
+              static_cast<unsigned>(c.chunks));
+    dim3 block(kColumnTile, kColumnRowThreads);
+    normColumnPartials<T><<<grid, block, 0, ctx.stream()>>>(x, dy, mean, rstd, partialScale,
+                                                             dbias ? partialBias : nullptr, rows,
+                                                             n, c.rows);
+    check(cudaGetLastError(), name);
+  }
+  launch(ctx, name, normColumnFinish<T>, blocksFor(n), kThreads, 0,
+         static_cast<const double *>(partialScale),
+         static_cast<const double *>(dbias ? partialBias : nullptr), dscale, dbias, c.chunks, n);
 }
 
 // dx = r * g * dy - x * r^3 / n * sum(dy * g * x).
@@ -361,12 +438,16 @@ void rmsNormGrad(Context &ctx, double epsilon, const Tensor &x, const Tensor &sc
   int64_t n = x.shape.back(), rows = n == 0 ? 0 : x.numel() / n;
   withFloatType(dx.element, [&](auto type) {
     using T = decltype(type);
-    double *rstd = reinterpret_cast<double *>(ctx.scratch(static_cast<size_t>(rows) * 8));
+    ScratchLayout layout;
+    size_t rstdAt = layout.add<double>(rows),
+           partialAt = layout.add<double>(columnChunks(rows).chunks * n);
+    std::byte *base = ctx.scratch(layout.bytes());
+    double *rstd = reinterpret_cast<double *>(base + rstdAt);
     launch(ctx, "rmsNormGrad stats", normStats<T>, blocksForRows(rows), kRowThreads, 0, x.as<T>(),
            static_cast<double *>(nullptr), rstd, rows, n, epsilon);
-    launch(ctx, "rmsNormGrad dscale", normColumnSums<T>, blocksFor(n), kThreads, 0, x.as<T>(),
-           dy.as<T>(), static_cast<const double *>(nullptr), rstd, dscale.as<T>(),
-           static_cast<T *>(nullptr), rows, n);
+    normColumnSums<T>(ctx, "rmsNormGrad dscale", x.as<T>(), dy.as<T>(), nullptr, rstd,
+                      reinterpret_cast<double *>(base + partialAt), nullptr, dscale.as<T>(),
+                      nullptr, rows, n);
     launch(ctx, "rmsNormGrad dx", rmsNormDx<T>, blocksForRows(rows), kRowThreads, 0, x.as<T>(),
            scale.as<T>(), dy.as<T>(), rstd, dx.as<T>(), rows, n);
   });
@@ -378,8 +459,10 @@ void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x, 
   withFloatType(dx.element, [&](auto type) {
     using T = decltype(type);
     ScratchLayout layout;
+    int64_t partials = columnChunks(r.rows).chunks * r.n;
     size_t scaleAt = layout.add<T>(r.n), meanAt = layout.add<double>(r.rows),
-           rstdAt = layout.add<double>(r.rows);
+           rstdAt = layout.add<double>(r.rows), partialScaleAt = layout.add<double>(partials),
+           partialBiasAt = layout.add<double>(partials);
     std::byte *base = ctx.scratch(layout.bytes());
     // A dense copy of scale, taken first: dx may be exactly scale.
     T *denseScale = expandTo(ctx, scale, r.normalized, reinterpret_cast<T *>(base + scaleAt));
@@ -387,9 +470,10 @@ void layerNormGrad(Context &ctx, int64_t axis, double epsilon, const Tensor &x, 
     double *rstd = reinterpret_cast<double *>(base + rstdAt);
     launch(ctx, "layerNormGrad stats", normStats<T>, blocksForRows(r.rows), kRowThreads, 0,
            x.as<T>(), mean, rstd, r.rows, r.n, epsilon);
-    launch(ctx, "layerNormGrad dscale", normColumnSums<T>, blocksFor(r.n), kThreads, 0, x.as<T>(),
-           dy.as<T>(), static_cast<const double *>(mean), static_cast<const double *>(rstd),
-           dscale.as<T>(), dbias.as<T>(), r.rows, r.n);
+    normColumnSums<T>(ctx, "layerNormGrad dscale", x.as<T>(), dy.as<T>(), mean, rstd,
+                      reinterpret_cast<double *>(base + partialScaleAt),
+                      reinterpret_cast<double *>(base + partialBiasAt), dscale.as<T>(),
+                      dbias.as<T>(), r.rows, r.n);
     launch(ctx, "layerNormGrad dx", layerNormDx<T>, blocksForRows(r.rows), kRowThreads, 0,
            x.as<T>(), static_cast<const T *>(denseScale), dy.as<T>(),
            static_cast<const double *>(mean), static_cast<const double *>(rstd), dx.as<T>(), r.rows,
