@@ -6,12 +6,16 @@ schedules: the outputs must agree within --output-rtol (or the entry's "output_r
 ||a - b|| / ||b||. Generation schedules: greedy tokens must be equal on both, and equal to
 PyTorch's where the manifest has them. Prints a table (last, so that a truncated log still ends with it) and writes
 every number to --out as JSON. Exit status 1 when anything disagrees or fails to run.
+--only runs the named entries alone; --candidate-env KEY=VALUE sets a variable for the candidate's
+runs only (SLRT_CUDA_SYNC=1: the CUDA backend waiting for every kernel, as it did before it ran
+asynchronously).
 
     python3 bench/gpu/compare_backends.py --sl-run bin/sl-run --models models --out e2e.json
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,18 +24,19 @@ from pathlib import Path
 import numpy as np
 
 
-def sl_run(sl_run_path, args, timeout):
+def sl_run(sl_run_path, args, timeout, env=None):
     """Runs sl-run; one that outlasts `timeout` is killed and reported, and the others still run."""
     try:
         proc = subprocess.run([str(sl_run_path)] + [str(a) for a in args], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                              env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         return 124, out + f"\nsl-run ran past {timeout} s and was killed"
     return proc.returncode, proc.stdout
 
 
-def run_entry(entry, backend, models, sl_run_path, tmp, timeout):
+def run_entry(entry, backend, models, sl_run_path, tmp, timeout, env=None):
     """Returns (result, error): result the losses (train) or the output array (infer)."""
     report = tmp / f"{backend}-report.json"
     args = [models / entry["schedule"], "--backend", backend, "--report", report]
@@ -44,7 +49,7 @@ def run_entry(entry, backend, models, sl_run_path, tmp, timeout):
     else:
         out = tmp / f"{backend}-logits.npy"
         args += ["--input", models / entry["input"], "--output", f"logits={out}"]
-    code, text = sl_run(sl_run_path, args, timeout)
+    code, text = sl_run(sl_run_path, args, timeout, env)
     if code != 0:
         return None, None, text[-2000:]
     with open(report) as f:
@@ -69,9 +74,25 @@ def main():
     parser.add_argument("--loss-rtol", type=float, default=1e-3)
     parser.add_argument("--output-rtol", type=float, default=1e-4)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--only", default="",
+                        help="comma-separated manifest names to run (default: every entry)")
+    parser.add_argument("--candidate-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for the candidate backend's runs")
     args = parser.parse_args()
     reference, candidate = args.backends.split(",")
     entries = json.loads((args.models / "manifest.json").read_text())
+    if args.only:
+        wanted = args.only.split(",")
+        missing = sorted(set(wanted) - {e["name"] for e in entries})
+        if missing:
+            parser.error(f"--only names entries the manifest lacks: {', '.join(missing)}")
+        entries = [e for e in entries if e["name"] in wanted]
+    candidate_env = {}
+    for item in args.candidate_env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--candidate-env takes KEY=VALUE, got '{item}'")
+        candidate_env[key] = value
 
     rows, ok = [], True
     for entry in entries:
@@ -81,7 +102,7 @@ def main():
             want, want_wall, want_error = run_entry(entry, reference, args.models, args.sl_run,
                                                     tmp, args.timeout)
             got, got_wall, got_error = run_entry(entry, candidate, args.models, args.sl_run, tmp,
-                                                 args.timeout)
+                                                 args.timeout, candidate_env)
         row["wall_seconds"] = {reference: want_wall, candidate: got_wall}
         if want_error or got_error:
             row["error"] = {reference: want_error, candidate: got_error}
@@ -115,6 +136,7 @@ def main():
               flush=True)
 
     args.out.write_text(json.dumps({"reference": reference, "candidate": candidate,
+                                    "candidate_env": candidate_env,
                                     "loss_rtol": args.loss_rtol, "output_rtol": args.output_rtol,
                                     "runs": rows}, indent=1) + "\n")
     print(f"\n{'schedule':36} {'kind':8} {'difference':>12}  result")

@@ -16,6 +16,8 @@
 #                          run in a process of its own (run_gtests.py), merged
 #   e2e.json               every bundled schedule on both backends, f32 and bf16: 20 steps of
 #                          losses, outputs, greedy tokens
+#   e2e-sync.json          two of them again with SLRT_CUDA_SYNC=1 (each kernel waited for, as
+#                          before the backend ran asynchronously)
 #   sanitizer.log          compute-sanitizer memcheck and racecheck over the kernel tests, initcheck
 #                          over one train and one generate schedule (or "unsupported")
 #   summary.txt            the table that also ends the log
@@ -120,6 +122,19 @@ if [ -d "$b/models" ]; then
   [ "$code" = 0 ] && record end-to-end pass "$summaryLine" || record end-to-end FAIL "exit $code; $summaryLine"
 else
   record end-to-end skip "the bundle has no models (packed with --no-models)"
+fi
+
+echo "=== end to end with SLRT_CUDA_SYNC=1: one train and one generate schedule ==="
+# The asynchronous path ran above; this is the synchronous one it must agree with.
+if [ -d "$b/models/llama-gqa" ]; then
+  timeout -k 10 "$(allow 60 80)" python3 "$here/compare_backends.py" --sl-run "$b/bin/sl-run" \
+    --models "$b/models" --out "$out/e2e-sync.json" --timeout 40 \
+    --only llama-gqa/train-speedloader,llama-gqa/generate --candidate-env SLRT_CUDA_SYNC=1
+  code=$?
+  summaryLine="$(python3 -c "import json; r=json.load(open('$out/e2e-sync.json'))['runs']; print(f'{sum(x[\"pass\"] for x in r)}/{len(r)} schedules agree')" 2>/dev/null)"
+  [ "$code" = 0 ] && record end-to-end-sync pass "$summaryLine" || record end-to-end-sync FAIL "exit $code; $summaryLine"
+else
+  record end-to-end-sync skip "the bundle has no models/llama-gqa"
 fi
 
 echo "=== compute-sanitizer ==="

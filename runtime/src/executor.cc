@@ -204,6 +204,7 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
   loadParameters();
   writeConstants();
   prepareKernels();
+  backend_.createEvents(eventSlots_);
   startThreads();
   stats_.loadSeconds = secondsSince(start);
 }
@@ -257,6 +258,11 @@ void Executor::prepareKernels() {
       plan.waitSlots.push_back(slot(event));
     for (uint32_t event : k.record_events())
       plan.recordSlots.push_back(slot(event));
+    // What the host runs itself may touch memory only once the work it waits for is done;
+    // everything else is issued to the calling thread's backend stream, ordered there.
+    plan.onHost = k.op() == sl::schedule::OPTIMIZER_STEP || k.op() == sl::schedule::ALL_GATHER ||
+                  k.op() == sl::schedule::REDUCE_SCATTER ||
+                  (k.op() != sl::schedule::COPY && executesOnHost(plan.results));
     auto [run, inserted] = runOf.emplace(k.stream(), streamRuns_.size());
     if (inserted) {
       streamRuns_.push_back(std::make_unique<StreamRun>());
@@ -485,6 +491,7 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
   {
     std::unique_lock<std::mutex> lock(t.mutex);
     t.recorded.assign(eventSlots_, 0);
+    backend_.resetEvents(); // every stream is idle: the last run drained them
     t.failed = false;
     t.error = nullptr;
     t.running = streamRuns_.size();
@@ -575,6 +582,17 @@ void Executor::workerMain(size_t worker) {
     } catch (...) {
       fail(std::current_exception());
     }
+    // Drained whether the stream finished, stopped for another's error or failed itself, so that
+    // nothing is in flight when the run returns or reports its error; work that failed only
+    // asynchronously reports here.
+    try {
+      backend_.synchronize();
+    } catch (const Error &e) {
+      fail(std::make_exception_ptr(makeError(
+          "stream ", run.stream, ", finishing the work issued before its run ended: ", e.what())));
+    } catch (...) {
+      fail(std::current_exception());
+    }
     std::lock_guard<std::mutex> lock(t.mutex);
     --t.running;
     failIfStuck();
@@ -595,11 +613,15 @@ void Executor::runStream(StreamRun &run, bool tracing, uint32_t program) {
     int index = run.kernels[position];
     const KernelPlan &plan = plans_[static_cast<size_t>(index)];
     const sl::schedule::Kernel &kernel = s.kernels(index);
+    // First until another thread has issued the event's record (the executor's host-side flag),
+    // then on the backend: this stream's next work waits for the event, or, for a kernel the host
+    // runs, this thread blocks until it has completed.
     for (size_t i = 0; i < plan.waitSlots.size(); ++i) {
       auto waitStart = Clock::now();
       bool blocked = false;
       if (!waitForEvent(run.worker, plan.waitSlots[i], blocked))
         return;
+      blocked |= backend_.waitEvent(plan.waitSlots[i], plan.onHost);
       if (blocked) {
         auto waitEnd = Clock::now();
         run.waitSeconds += std::chrono::duration<double>(waitEnd - waitStart).count();
@@ -611,6 +633,9 @@ void Executor::runStream(StreamRun &run, bool tracing, uint32_t program) {
     }
     if (threads_->failed)
       return;
+    // What this stream issued before must be done before the host runs a kernel itself.
+    if (plan.onHost)
+      backend_.synchronize();
     auto kernelStart = Clock::now();
     runKernel(index, run);
     auto kernelEnd = Clock::now();
@@ -625,8 +650,11 @@ void Executor::runStream(StreamRun &run, bool tracing, uint32_t program) {
     if (tracing)
       run.spans.push_back({TraceSpan::Kind::kKernel, run.stream, index, 0, 0, micros(kernelStart),
                            micros(kernelEnd) - micros(kernelStart)});
-    for (uint32_t slot : plan.recordSlots)
+    // The backend's record is issued before the flag that lets other threads wait for it is set.
+    for (uint32_t slot : plan.recordSlots) {
+      backend_.recordEvent(slot);
       recordEvent(slot);
+    }
   }
 }
 
@@ -653,8 +681,6 @@ void Executor::runKernel(int index, StreamRun &run) {
     } else {
       backend_.execute(kernel, plan.operands, plan.results);
     }
-    // Per-kernel times stay honest on a backend that issues asynchronously.
-    backend_.synchronize();
   } catch (const Error &e) {
     // Backends describe what went wrong with the data; which kernel it was is named here.
     throw makeError("kernel ", index, kernel.name().empty() ? "" : " '" + kernel.name() + "'", " (",
@@ -669,8 +695,8 @@ void Executor::runCollective(int index, StreamRun &run) {
   const TensorRef &out = *plan.results[0];
   // The communicator's errors name the rank and this kernel: they are not wrapped again.
   std::string what = kernelText(index, kernel);
-  // Whatever computed the operand (another stream's kernel) has completed: kernels are
-  // synchronous once they return, and the wait for its event came first.
+  // Whatever computed the operand (another stream's kernel) has completed: a collective runs on
+  // the host, which waited for its events there (KernelPlan::onHost).
   if (kernel.op() == sl::schedule::ALL_GATHER) {
     options_.comm->allGather(reinterpret_cast<const float *>(in.data),
                              reinterpret_cast<float *>(out.data), in.bytes / sizeof(float), what);

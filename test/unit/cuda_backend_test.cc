@@ -11,9 +11,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -214,14 +217,20 @@ Outcome runOn(Backend &backend, const Kernel &kernel, const std::vector<Value> &
     out.push_back(onHost ? &hostOut[i] : &deviceOut[i]);
   Outcome outcome;
   try {
+    // A kernel the host runs reads and writes the pool at once: the uploads of its poisoned
+    // results must be done first (copies are asynchronous).
+    if (onHost)
+      backend.synchronize();
     backend.execute(kernel, in, out);
     backend.synchronize();
   } catch (const Error &e) {
     outcome.error = e.what();
   }
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!onHost)
+  if (!onHost)
+    for (size_t i = 0; i < results.size(); ++i)
       backend.copy(deviceOut[i], hostOut[i]);
+  backend.synchronize(); // the downloads, before the host reads them
+  for (size_t i = 0; i < results.size(); ++i) {
     Value v{results[i].dtype, results[i].shape, {}};
     v.bytes.assign(hostOut[i].data, hostOut[i].data + hostOut[i].bytes);
     outcome.results.push_back(std::move(v));
@@ -1324,6 +1333,131 @@ TEST(CudaSchedules, TrainingTracksTheCpuBackend) {
     for (size_t j = 0; j < want.size(); ++j)
       EXPECT_NEAR(got[j], want[j], 1e-4) << "parameter " << i << " element " << j;
   }
+}
+
+// --- the device model: events across threads' streams ---------------------------------------------
+
+// A producer thread's long chain of in-place doublings on its stream, then its record; each test
+// issues the consumer side right after (the producer's thread returns at once, its work does not),
+// so anything the consumer did without the event would see the chain half done.
+struct EventRig {
+  static constexpr int64_t kElements = int64_t{1} << 22; // 16 MiB of f32
+  static constexpr int kDoublings = 24;
+
+  EventRig() : backend(createCudaBackend()) {
+    backend->allocate(2 * kBytes, 2 * kBytes);
+    backend->createEvents(2);
+    input = {backend->hostPool(), HOST, F32, {kElements}, kBytes};
+    output = {backend->hostPool() + kBytes, HOST, F32, {kElements}, kBytes};
+    device = {backend->deviceArena(), DEVICE, F32, {kElements}, kBytes};
+    auto *in = reinterpret_cast<float *>(input.data);
+    for (int64_t i = 0; i < kElements; ++i)
+      in[i] = static_cast<float>(i % 7);
+  }
+
+  // On a thread of its own: the upload, the doublings, the record of slot 0; then `consume` on
+  // another thread while the producer's is still alive (a thread that ended may hand its id, and
+  // with it its CUDA stream, to the next one, which would order the two without any event).
+  void produce(const std::function<void()> &consume = nullptr) {
+    std::promise<void> issued, consumed;
+    std::thread producer([&] {
+      backend->copy(input, device);
+      sl::schedule::Kernel add = makeKernel(ADD);
+      for (int i = 0; i < kDoublings; ++i)
+        backend->execute(add, {&device, &device}, {&device});
+      backend->recordEvent(0);
+      issued.set_value();
+      consumed.get_future().wait();
+    });
+    issued.get_future().wait();
+    if (consume)
+      std::thread(consume).join();
+    consumed.set_value();
+    producer.join();
+  }
+
+  void expectDoubled() const {
+    const auto *out = reinterpret_cast<const float *>(output.data);
+    for (int64_t i = 0; i < kElements; ++i)
+      if (out[i] != static_cast<float>(i % 7) * static_cast<float>(1 << kDoublings)) {
+        ADD_FAILURE() << "element " << i << " is " << out[i];
+        return;
+      }
+  }
+
+  static constexpr uint64_t kBytes = kElements * sizeof(float);
+  std::unique_ptr<Backend> backend;
+  TensorRef input, output, device;
+};
+
+TEST(CudaEvents, AStreamWaitOrdersAnotherThreadsWork) {
+  SKIP_WITHOUT_GPU();
+  EventRig rig;
+  rig.produce([&] {
+    EXPECT_FALSE(rig.backend->waitEvent(0, false)); // never blocks the thread
+    rig.backend->copy(rig.device, rig.output);
+    rig.backend->synchronize();
+  });
+  rig.expectDoubled();
+}
+
+TEST(CudaEvents, AHostWaitBlocksUntilTheWorkIsDone) {
+  SKIP_WITHOUT_GPU();
+  EventRig rig;
+  // The download goes on the producer's stream too; the host reads the pool after its wait only.
+  std::thread([&] {
+    rig.backend->copy(rig.input, rig.device);
+    sl::schedule::Kernel add = makeKernel(ADD);
+    for (int i = 0; i < EventRig::kDoublings; ++i)
+      rig.backend->execute(add, {&rig.device, &rig.device}, {&rig.device});
+    rig.backend->copy(rig.device, rig.output);
+    rig.backend->recordEvent(1);
+  }).join();
+  rig.backend->waitEvent(1, true);
+  rig.expectDoubled();
+}
+
+TEST(CudaEvents, AWaitNeedsARecordInThisRun) {
+  SKIP_WITHOUT_GPU();
+  EventRig rig;
+  EXPECT_THAT(errorOf([&] { rig.backend->waitEvent(0, false); }),
+              HasSubstr("event slot 0, which has not been recorded in this run"));
+  EXPECT_THAT(errorOf([&] { rig.backend->waitEvent(1, true); }), HasSubstr("not been recorded"));
+  EXPECT_THAT(errorOf([&] { rig.backend->recordEvent(2); }), HasSubstr("out of range (2 slots)"));
+  rig.produce();
+  EXPECT_THAT(errorOf([&] { rig.backend->recordEvent(0); }), HasSubstr("recorded twice"));
+  rig.backend->waitEvent(0, true);
+  rig.backend->resetEvents();
+  EXPECT_THAT(errorOf([&] { rig.backend->waitEvent(0, true); }), HasSubstr("not been recorded"));
+}
+
+TEST(CudaEvents, SyncModeIsZeroOrOne) {
+  SKIP_WITHOUT_GPU();
+  ScopedEnv sync("SLRT_CUDA_SYNC", "yes");
+  EXPECT_EQ(errorOf([] { createCudaBackend(); }), "SLRT_CUDA_SYNC='yes' is not 0 or 1");
+}
+
+// With SLRT_CUDA_SYNC=1 every kernel is waited for as it is issued: the same results, and a run
+// that ends with nothing in flight either way.
+TEST(CudaSchedules, SynchronousModeMatchesTheCpuBackendToo) {
+  SKIP_WITHOUT_GPU();
+  ScopedEnv sync("SLRT_CUDA_SYNC", "1");
+  std::unique_ptr<Backend> cpu = createCpuBackend(), gpu = createCudaBackend();
+  TempDir dir;
+  std::mt19937 rng(freshSeed());
+  std::string path = dir.file("streamed.slsched");
+  writeSchedule(StreamedSchedule::build(), path);
+  LoadedSchedule streamed = loadSchedule(path);
+  std::map<std::string, HostTensor> values = {
+      {"x", f32Tensor({StreamedSchedule::kSize}, randomFloats(rng, StreamedSchedule::kSize))}};
+  expectSameOutputs(runSchedule(*gpu, streamed, values), runSchedule(*cpu, streamed, values),
+                    kElementwise);
+  TinyAttention block = TinyAttention::build(rng());
+  LoadedSchedule blockSchedule = loadSchedule(block.write(dir.path()));
+  std::map<std::string, HostTensor> ids = {
+      {"ids", i64Tensor({1, TinyAttention::kSeq}, {3, -1, 0, 5})}};
+  expectSameOutputs(runSchedule(*gpu, blockSchedule, ids), runSchedule(*cpu, blockSchedule, ids),
+                    kReduction);
 }
 
 } // namespace

@@ -745,7 +745,9 @@ int main(int argc, char **argv) {
                "you compiled or trust");
   app.add_option("--backend", o.backendName,
                  "Where kernels run: cpu, or cuda (an NVIDIA GPU, in a build with the CUDA "
-                 "backend)")
+                 "backend; its kernels and copies run asynchronously, ordered by CUDA events, "
+                 "and SLRT_CUDA_SYNC=1 in the environment makes each wait for its work, so that "
+                 "a fault names its kernel and per-op times are the kernels' own)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
 

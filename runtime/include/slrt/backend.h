@@ -52,16 +52,44 @@ public:
   virtual std::byte *deviceArena() = 0;
   virtual std::byte *hostPool() = 0;
 
-  // execute and copy are called from one host thread per schedule stream, concurrently for kernels
-  // of different streams; the verifier guarantees that concurrent kernels do not touch the same
-  // bytes with one of them writing, so a backend needs no locking of its own beyond that.
+  // The device model. The executor calls from one host thread per schedule stream, and each such
+  // thread has a stream of the backend's own (a CUDA stream; on the CPU backend, the thread
+  // itself). execute and copy issue their work on the calling thread's stream and may return
+  // before it is done (the CUDA backend does, unless SLRT_CUDA_SYNC=1); the work of one stream
+  // completes in the order it was issued. Streams are ordered by events, one per slot
+  // (createEvents), each recorded at most once per run:
+  //  - recordEvent(slot) issues a record on the calling thread's stream: the event completes once
+  //    everything issued on that stream before it has. The slot counts as recorded as soon as
+  //    the record is issued (when recordEvent returns), never before.
+  //  - waitEvent(slot, onHost = false) makes the work the calling thread issues next start after
+  //    the event has completed, without blocking the thread; waitEvent(slot, true) blocks the
+  //    thread until the event has completed, and is what a caller does before it reads or writes
+  //    on the host what other streams' work touches. It returns whether the thread blocked.
+  //    A slot not recorded since the last resetEvents is an Error, never a silent no-op (as
+  //    cudaStreamWaitEvent on a never-recorded event would be): a caller orders its records
+  //    before its waits on the host (the executor keeps host-side flags for that and blocks on
+  //    them first).
+  //  - synchronize() blocks until the calling thread's stream has finished what was issued on it,
+  //    and raises the first error of that work that surfaced only then (an asynchronous fault).
+  // The verifier guarantees that concurrent kernels do not touch the same bytes with one of them
+  // writing unless events order them, so a backend needs no locking of its own beyond that.
   //
+  // Event slots 0 .. count-1, none recorded; after allocate() (a later allocate() may drop them).
+  virtual void createEvents(size_t count) = 0;
+  // Every slot unrecorded again; called between runs, when no stream has work in flight.
+  virtual void resetEvents() = 0;
+  virtual void recordEvent(uint32_t slot) = 0;
+  virtual bool waitEvent(uint32_t slot, bool onHost) = 0;
+  virtual void synchronize() = 0;
+
   // Runs one compute kernel (any op but COPY and OPTIMIZER_STEP, which the executor handles). A
-  // kernel of a HOST_COMPUTE stream (ACCUMULATE) comes here too, with HOST buffers: a device
-  // backend must run it on the host. The caller has verified the kernel against its operands and
-  // results (verifySchedule), so shapes and dtypes are trusted here. Failures that depend on the
-  // data are Errors raised before anything is written; their messages do not name the kernel (the
-  // executor does).
+  // kernel whose results are HOST buffers (executesOnHost: ACCUMULATE of a HOST_COMPUTE stream, a
+  // KV_WRITE into a host cache) comes here too: every backend runs it on the host, and it has
+  // completed when execute returns; the caller has waited on the host (waitEvent(slot, true) and
+  // synchronize) for the work that wrote what it reads. The caller has verified the kernel against
+  // its operands and results (verifySchedule), so shapes and dtypes are trusted here. Failures
+  // that depend on the data are Errors raised before anything is written (a device backend reads
+  // its checks back first); their messages do not name the kernel (the executor does).
   //
   // Where the schedule contract is silent, every backend computes alike:
   //  - SOFTMAX and ATTENTION subtract the row maximum before exponentiating; a row with no
@@ -80,12 +108,16 @@ public:
                        const std::vector<const TensorRef *> &operands,
                        const std::vector<const TensorRef *> &results) = 0;
 
-  // Copies src.bytes bytes from src to dst, in whichever spaces they are.
+  // Copies src.bytes bytes from src to dst, in whichever spaces they are, on the calling
+  // thread's stream.
   virtual void copy(const TensorRef &src, const TensorRef &dst) = 0;
-
-  // Returns when everything issued so far has completed.
-  virtual void synchronize() = 0;
 };
+
+// Whether Backend::execute runs a kernel with these results on the host, synchronously: one that
+// writes the host pool.
+inline bool executesOnHost(const std::vector<const TensorRef *> &results) {
+  return !results.empty() && results[0]->space == sl::schedule::HOST;
+}
 
 // The reference backend: fp32 on the host (f64 too, for checking), OpenBLAS for the GEMMs, both
 // memory spaces in RAM.

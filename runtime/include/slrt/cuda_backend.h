@@ -15,10 +15,15 @@ int cudaDeviceCountOrZero() noexcept;
 // The backend on CUDA device `device`: the device arena is one cudaMalloc of exactly the schedule's
 // size, the host pool one cudaHostAlloc (pinned) of exactly its size. Each host thread that calls
 // execute or copy (the executor runs one per schedule stream) gets a CUDA stream of its own and a
-// cuBLAS handle on it; a call issues its work there and waits for it before returning, so the
-// executor's host-side events order the streams. Kernels on HOST buffers (ACCUMULATE of a
-// HOST_COMPUTE stream, KV_WRITE) run on the host with the CPU backend's kernels. Throws Error when
-// no device is visible or the device cannot be used.
+// cuBLAS handle on it; a call issues its work there and returns without waiting for it (except
+// where a kernel reads a check back first, slrt/backend.h). Events are one cudaEvent_t per slot:
+// recordEvent is cudaEventRecord on the calling thread's stream, waitEvent cudaStreamWaitEvent on
+// it or, on the host, cudaEventSynchronize; synchronize() waits for the calling thread's stream.
+// With SLRT_CUDA_SYNC=1 in the environment every execute and copy waits for its work before
+// returning (a fault then names its kernel, and the executor's per-kernel times are the kernels'
+// own). Kernels on HOST buffers (ACCUMULATE of a HOST_COMPUTE stream, KV_WRITE) run on the host
+// with the CPU backend's kernels. Throws Error when no device is visible or the device cannot be
+// used, and for an SLRT_CUDA_SYNC other than 0 or 1.
 std::unique_ptr<Backend> createCudaBackend(int device = 0);
 
 } // namespace slrt

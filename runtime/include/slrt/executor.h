@@ -21,7 +21,9 @@ namespace slrt {
 struct OpStats {
   uint64_t count = 0;
   // Summed over the kernels of the op, whichever stream (host thread) ran them: kernels of
-  // different streams overlap, so the sum over ops can exceed the run's wall time.
+  // different streams overlap, so the sum over ops can exceed the run's wall time. Host time from
+  // the call to the backend to its return: the kernel's whole run on the CPU backend, the time
+  // to issue it on an asynchronous one (CUDA, unless SLRT_CUDA_SYNC=1 makes each call wait).
   double seconds = 0;
 };
 
@@ -29,8 +31,8 @@ struct StreamStats {
   uint32_t id = 0;
   sl::schedule::StreamKind kind = sl::schedule::STREAM_KIND_UNSPECIFIED;
   uint64_t kernels = 0;
-  // Time its kernels ran (a copy's includes its link pacing), and time it was blocked waiting for
-  // events.
+  // Time its kernels ran (a copy's includes its link pacing; on an asynchronous backend, the time
+  // to issue them: see OpStats), and time its host thread was blocked waiting for events.
   double busySeconds = 0;
   double waitSeconds = 0;
 };
@@ -106,11 +108,17 @@ void checkInputs(const sl::schedule::Schedule &schedule,
 // program in list order. A schedule without programs is one program (index 0) of every kernel;
 // a schedule with programs (Schedule.programs, version 4: generation's "prefill" and "decode")
 // runs one of them per run(), in any order and as often as the caller likes. Buffers persist
-// between runs: what one program leaves in the host pool (a KV cache) the next one reads. Before a
-// kernel it waits until every event in its wait_events has been recorded in this run; after the
-// kernel it records its record_events. COPY kernels go to Backend::copy, OPTIMIZER_STEP to the hook
-// (or nothing), ALL_GATHER and REDUCE_SCATTER to the communicator, the others to
-// Backend::execute. The verifier has checked that this order cannot
+// between runs: what one program leaves in the host pool (a KV cache) the next one reads. Each
+// thread issues its kernels to the backend (slrt/backend.h's device model), which may run them
+// asynchronously on a stream of its own. Before a kernel the thread blocks until every event in
+// its wait_events has had its record issued in this run (by another thread), then waits for the
+// event on the backend: on its stream for a kernel the backend runs, on the host for one the host
+// runs (OPTIMIZER_STEP, collectives, kernels writing the host pool), which also waits for the
+// thread's own earlier work first. After the kernel it issues the record of each of its
+// record_events, then flags it for the other threads. Every stream is drained before a run
+// returns or reports an error, so outputs and gradients are read only once written. COPY kernels
+// go to Backend::copy, OPTIMIZER_STEP to the hook (or nothing), ALL_GATHER and REDUCE_SCATTER to
+// the communicator, the others to Backend::execute. The verifier has checked that this order cannot
 // deadlock (every waited event is recorded by an earlier kernel) and that kernels of different
 // streams that touch the same bytes are ordered by events, so the outputs are those of running the
 // kernels one by one in list order.
@@ -131,10 +139,12 @@ public:
   // Checks the inputs of program `program` (checkInputs), copies them into their host buffers,
   // runs the program's kernels on every stream and returns the program's outputs in schedule
   // order once every stream has finished. Error for a program index out of range. The first error
-  // on any stream stops the others (a stream finishes the kernel it is in, and a waiting one
-  // wakes) and is rethrown here: an Error from a kernel (a GATHER index out of range, an integer
-  // division by zero) starts with "kernel N 'name' (OP): "; an exception from the OPTIMIZER_STEP
-  // hook comes through unchanged. The executor can run again after an error.
+  // on any stream stops the others (a stream finishes the kernel it is in and the work it has
+  // issued, and a waiting one wakes) and is rethrown here: an Error from a kernel (a GATHER index
+  // out of range, an integer division by zero) starts with "kernel N 'name' (OP): "; one that an
+  // asynchronous backend reports only when the stream is drained starts with "stream N, finishing
+  // the work issued before its run ended: "; an exception from the OPTIMIZER_STEP hook comes
+  // through unchanged. The executor can run again after an error.
   std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs, uint32_t program);
   // The only program: Error for a schedule with more than one.
   std::vector<NamedTensor> run(const std::map<std::string, HostTensor> &inputs);
@@ -214,6 +224,9 @@ private:
     std::vector<const TensorRef *> operands, results;
     std::vector<uint32_t> waitSlots, recordSlots;
     uint64_t deviceEnd = 0, hostEnd = 0;
+    // Run on the host (an OPTIMIZER_STEP, a collective, a kernel writing the host pool): its
+    // events are waited for on the host, after the stream's own earlier work.
+    bool onHost = false;
   };
   std::vector<KernelPlan> plans_;
   // Events that some kernel records or waits for, numbered densely (a schedule's event ids may

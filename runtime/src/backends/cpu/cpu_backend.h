@@ -1,7 +1,10 @@
 // The CPU backend: the reference for numerics. Both memory spaces are 64-byte aligned RAM, every
-// kernel runs synchronously on the calling thread (the executor calls from one thread per stream:
-// kernels keep their scratch memory on their own stack or heap, and share no mutable state) and
-// computes in fp32 (sums, norms and softmax denominators accumulate in double; i64 where the op
+// kernel and copy runs synchronously on the calling thread (the executor calls from one thread per
+// stream: kernels keep their scratch memory on their own stack or heap, and share no mutable
+// state), so a thread is its own stream and an event has completed once it is recorded: events
+// are only the flags of event_flags.h, which make a wait on an unrecorded slot an Error as on
+// CUDA (the executor blocks on its own host-side flags until the record is issued). It computes
+// in fp32 (sums, norms and softmax denominators accumulate in double; i64 where the op
 // allows it) or, for float64 schedules (gradient checks), every float op in double from the same
 // kernel templates, GEMMs go through OpenBLAS, and the other kernels split large tensors across OpenMP
 // threads without letting the thread count change any result. The kernels themselves are in
@@ -21,6 +24,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backends/event_flags.h"
 #include "slrt/backend.h"
 
 namespace slrt {
@@ -34,6 +38,17 @@ public:
   void execute(const sl::schedule::Kernel &kernel, const std::vector<const TensorRef *> &operands,
                const std::vector<const TensorRef *> &results) override;
   void copy(const TensorRef &src, const TensorRef &dst) override;
+  void createEvents(size_t count) override { events_.create(count); }
+  void resetEvents() override { events_.reset(); }
+  void recordEvent(uint32_t slot) override {
+    events_.checkRecordable(slot);
+    events_.markRecorded(slot);
+  }
+  // Whatever preceded the record ran before it on the recording thread: nothing to wait for.
+  bool waitEvent(uint32_t slot, bool) override {
+    events_.checkRecorded(slot);
+    return false;
+  }
   void synchronize() override {}
 
 private:
@@ -58,6 +73,7 @@ private:
 
   Memory arena_;
   Memory pool_;
+  EventFlags events_;
   std::mutex scratchMutex_;
   // Node-based: a thread's Scratch stays where it is while other threads add theirs.
   std::unordered_map<std::thread::id, Scratch> scratch_;

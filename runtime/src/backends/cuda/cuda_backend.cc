@@ -2,16 +2,20 @@
 // cuda_kernels.h. Compiled by the host compiler; only the .cu files hold device code.
 #include "slrt/cuda_backend.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cudnn_attention.h"
+#include "backends/event_flags.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 
@@ -44,6 +48,18 @@ void check(cublasStatus_t status, const char *what) {
 // so that 3 streams count 800 MiB.
 constexpr uint64_t kDeviceWorkingPerStreamBytes = uint64_t{96} << 20;
 constexpr uint64_t kDeviceWorkingFixedBytes = uint64_t{512} << 20;
+
+// SLRT_CUDA_SYNC=1: every execute and copy waits for its work before returning, as before the
+// backend was asynchronous, so that a fault names its kernel and per-kernel times are the kernels'
+// (debugging, profiling by op). Unset or 0: asynchronous.
+bool syncEachCall() {
+  const char *value = std::getenv("SLRT_CUDA_SYNC");
+  if (!value || !*value || std::strcmp(value, "0") == 0)
+    return false;
+  if (std::strcmp(value, "1") == 0)
+    return true;
+  throw makeError("SLRT_CUDA_SYNC='", value, "' is not 0 or 1");
+}
 
 } // namespace
 
@@ -317,7 +333,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(int device) : device_(device), host_(createCpuBackend()) {
+  explicit CudaBackend(int device)
+      : device_(device), syncEachCall_(syncEachCall()), host_(createCpuBackend()) {
     SLRT_CHECK(cudaSetDevice(device_));
     // Creates the device's primary context now, so that a broken driver or device fails here.
     SLRT_CHECK(cudaFree(nullptr));
@@ -369,25 +386,67 @@ public:
 
   void execute(const Kernel &kernel, const std::vector<const TensorRef *> &operands,
                const std::vector<const TensorRef *> &results) override {
-    // HOST_COMPUTE kernels (ACCUMULATE over the host pool, KV_WRITE) are the CPU backend's.
-    if (!results.empty() && results[0]->space == HOST)
+    // HOST_COMPUTE kernels (ACCUMULATE over the host pool, KV_WRITE) are the CPU backend's; the
+    // executor has waited on the host for what they read.
+    if (executesOnHost(results))
       return host_->execute(kernel, operands, results);
     Context &ctx = context();
     run(ctx, kernel, operands, results);
-    ctx.synchronize();
+    if (syncEachCall_)
+      ctx.synchronize();
   }
 
+  // Both ends are the arena or the pinned pool, so the copy is a DMA in stream order and returns
+  // at once; the executor's events keep either end from being reused before it is done.
   void copy(const TensorRef &src, const TensorRef &dst) override {
     // A copy exactly in place (the verifier allows it) has nothing to move.
     if (src.bytes == 0 || src.data == dst.data)
       return;
     Context &ctx = context();
     SLRT_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes, cudaMemcpyDefault, ctx.stream()));
-    ctx.synchronize();
+    if (syncEachCall_)
+      ctx.synchronize();
   }
 
-  // Every execute and copy has waited for its own work, so only the calling thread's stream can
-  // hold anything (nothing, unless a call failed half-way).
+  // One cudaEvent_t per slot, without timing (cheaper to record and wait on).
+  void createEvents(size_t count) override {
+    SLRT_CHECK(cudaSetDevice(device_));
+    destroyEvents();
+    events_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      cudaEvent_t event = nullptr;
+      SLRT_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      events_.push_back(event);
+    }
+    flags_.create(count);
+  }
+
+  void resetEvents() override { flags_.reset(); }
+
+  void recordEvent(uint32_t slot) override {
+    flags_.checkRecordable(slot);
+    Context &ctx = context();
+    SLRT_CHECK(cudaEventRecord(events_[slot], ctx.stream()));
+    flags_.markRecorded(slot);
+  }
+
+  bool waitEvent(uint32_t slot, bool onHost) override {
+    flags_.checkRecorded(slot);
+    if (!onHost) {
+      SLRT_CHECK(cudaStreamWaitEvent(context().stream(), events_[slot], 0));
+      return false;
+    }
+    SLRT_CHECK(cudaSetDevice(device_));
+    cudaError_t status = cudaEventQuery(events_[slot]);
+    if (status == cudaSuccess)
+      return false;
+    if (status != cudaErrorNotReady)
+      check(status, "cudaEventQuery(event)");
+    SLRT_CHECK(cudaEventSynchronize(events_[slot]));
+    return true;
+  }
+
+  // Waits for the calling thread's stream.
   void synchronize() override {
     // The lock only finds the context; waiting for the stream under it would serialise every
     // other thread's context() behind this wait. A context lives until release(), which runs
@@ -427,6 +486,7 @@ private:
   void release() {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
+    destroyEvents();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       contexts_.clear();
@@ -438,8 +498,19 @@ private:
     arena_ = pool_ = nullptr;
   }
 
+  // Errors are ignored: release() calls it too.
+  void destroyEvents() noexcept {
+    for (cudaEvent_t event : events_)
+      cudaEventDestroy(event);
+    events_.clear();
+    flags_.create(0);
+  }
+
   int device_;
+  bool syncEachCall_;
   std::unique_ptr<Backend> host_;
+  std::vector<cudaEvent_t> events_;
+  EventFlags flags_;
   std::byte *arena_ = nullptr;
   std::byte *pool_ = nullptr;
   alignas(64) std::byte emptyPool_[64] = {};
