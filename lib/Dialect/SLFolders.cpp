@@ -102,22 +102,30 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
 }
 
 /// For each element of `result` (row-major), the index of the element of `operand` that NumPy
-/// broadcasting reads.
+/// broadcasting reads. Walks the result's coordinates as an odometer: no division per element.
 SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> operand, ArrayRef<int64_t> result) {
   int64_t n = 1;
   for (int64_t d : result)
     n *= d;
-  SmallVector<int64_t> resultStrides = stridesOf(result), operandStrides = stridesOf(operand);
-  size_t offset = result.size() - operand.size();
   SmallVector<int64_t> indices(n);
+  if (n == 0)
+    return indices;
+  size_t rank = result.size(), offset = rank - operand.size();
+  // The operand's stride along each result dimension: 0 where it broadcasts.
+  SmallVector<int64_t> operandStrides = stridesOf(operand), step(rank, 0);
+  for (size_t d = offset; d < rank; ++d)
+    step[d] = operand[d - offset] == 1 ? 0 : operandStrides[d - offset];
+  SmallVector<int64_t> coord(rank, 0);
+  int64_t index = 0;
   for (int64_t i = 0; i < n; ++i) {
-    int64_t index = 0;
-    for (size_t d = offset; d < result.size(); ++d) {
-      int64_t coord = (i / resultStrides[d]) % result[d];
-      if (operand[d - offset] != 1)
-        index += coord * operandStrides[d - offset];
-    }
     indices[i] = index;
+    for (size_t d = rank; d-- > 0;) {
+      index += step[d];
+      if (++coord[d] < result[d])
+        break;
+      index -= step[d] * result[d];
+      coord[d] = 0;
+    }
   }
   return indices;
 }
@@ -167,8 +175,10 @@ int64_t wrapMul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)
 /// Folds an elementwise function of a float constant, computed in double and rounded once.
 template <typename Fn>
 OpFoldResult foldUnaryFloat(Attribute input, RankedTensorType resultType, Fn fn) {
+  if (!foldable(resultType))
+    return {};
   auto v = valuesOf(input);
-  if (!v || !v->isFloat || !foldable(resultType))
+  if (!v || !v->isFloat)
     return {};
   SmallVector<double> out;
   for (double x : v->floats)
@@ -178,15 +188,17 @@ OpFoldResult foldUnaryFloat(Attribute input, RankedTensorType resultType, Fn fn)
 
 /// Gathers `source` elements at `indices` into a constant of `type`.
 OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, RankedTensorType type) {
-  SmallVector<double> out;
-  for (int64_t i : indices)
-    out.push_back(source.at(i));
   if (!source.isFloat) {
     SmallVector<int64_t> ints;
+    ints.reserve(indices.size());
     for (int64_t i : indices)
       ints.push_back(source.ints[i]);
     return makeDense(type, ArrayRef<int64_t>(ints));
   }
+  SmallVector<double> out;
+  out.reserve(indices.size());
+  for (int64_t i : indices)
+    out.push_back(source.floats[i]);
   return toAttr(type, out);
 }
 
@@ -196,7 +208,7 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor a) {
   // A constant transposes at compile time (rotary angles [1, D/2, S] -> [1, S, D/2]).
-  if (auto v = valuesOf(a.getInput()); v && foldable(getType())) {
+  if (auto v = foldable(getType()) ? valuesOf(a.getInput()) : std::nullopt) {
     ArrayRef<int64_t> perm = getPerm(), shape = getType().getShape();
     SmallVector<int64_t> inStrides = stridesOf(v->shape), outStrides = stridesOf(shape);
     SmallVector<int64_t> indices(getType().getNumElements());
@@ -318,8 +330,10 @@ OpFoldResult MatmulOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult NegOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   if (!v->isFloat) {
     SmallVector<int64_t> out;
@@ -336,8 +350,10 @@ OpFoldResult NegOp::fold(FoldAdaptor a) {
 OpFoldResult CastOp::fold(FoldAdaptor a) {
   if (getInput().getType() == getType())
     return getInput();
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   Type to = getType().getElementType();
   if (!v->isFloat)
@@ -357,8 +373,10 @@ OpFoldResult WhereOp::fold(FoldAdaptor a) {
     if (getType().hasStaticShape() && chosen.getType() == getType())
       return chosen;
   }
+  if (!foldable(getType()))
+    return {};
   auto c = valuesOf(a.getCondition()), x = valuesOf(a.getX()), y = valuesOf(a.getY());
-  if (!c || !x || !y || x->isFloat != y->isFloat || !foldable(getType()))
+  if (!c || !x || !y || x->isFloat != y->isFloat)
     return {};
   ArrayRef<int64_t> shape = getType().getShape();
   SmallVector<int64_t> ci = broadcastIndices(c->shape, shape), xi = broadcastIndices(x->shape, shape),
@@ -390,6 +408,9 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  // The result's size first: reading a big table only to refuse its result costs the most.
+  if (!foldable(getType()))
+    return {};
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   auto indices = valuesOf(a.getIndices());
   if (!data)
@@ -494,10 +515,12 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
     if (steps && llvm::all_of(*steps, [](int64_t step) { return step == 1; }))
       return getData();
   }
+  if (!foldable(getType()))
+    return {};
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   if (!data)
     data = partialShapeValues(getData());
-  if (!data || !foldable(getType()))
+  if (!data)
     return {};
   auto starts = constantInts(a.getStarts()), ends = constantInts(a.getEnds());
   if (!starts || !ends)
@@ -551,15 +574,19 @@ OpFoldResult ExpandOp::fold(FoldAdaptor a) {
     return {};
   if (input.isSplat())
     return SplatElementsAttr::get(getType(), input.getSplatValue<Attribute>());
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(input);
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   return gatherValues(*v, broadcastIndices(v->shape, getType().getShape()), getType());
 }
 
 OpFoldResult TriluOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   int64_t k = 0;
   if (getK()) {
@@ -603,8 +630,10 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult TileOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
-  if (!v || !foldable(getType()) || !constantInts(a.getRepeats()))
+  if (!v || !constantInts(a.getRepeats()))
     return {};
   // Each result element reads the input element at its coordinates modulo the input's shape.
   ArrayRef<int64_t> out = getType().getShape();
@@ -620,9 +649,11 @@ OpFoldResult TileOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   auto picks = valuesOf(a.getIndices());
-  if (!data || !picks || picks->isFloat || !foldable(getType()))
+  if (!data || !picks || picks->isFloat)
     return {};
   int64_t rank = int64_t(data->shape.size());
   // The attribute's accessor is unsigned: a negative axis reads back as a huge one.
@@ -736,9 +767,11 @@ OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult CumSumOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
   auto axisValues = constantInts(a.getAxis());
-  if (!v || !axisValues || axisValues->size() != 1 || !foldable(getType()))
+  if (!v || !axisValues || axisValues->size() != 1)
     return {};
   int64_t rank = int64_t(v->shape.size());
   int64_t axis = (*axisValues)[0] < 0 ? (*axisValues)[0] + rank : (*axisValues)[0];
