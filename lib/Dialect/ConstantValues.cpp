@@ -55,10 +55,6 @@ std::optional<SmallVector<int64_t>> constantInts(Attribute attr) {
                                                       : 0) {
   case 1:
     return widen<bool, int64_t>(dense);
-  case 8:
-    return widen<int8_t, int64_t>(dense);
-  case 16:
-    return widen<int16_t, int64_t>(dense);
   case 32:
     return widen<int32_t, int64_t>(dense);
   case 64:
@@ -143,10 +139,6 @@ DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<int64_t> values) {
     switch (intType.isSignless() ? intType.getWidth() : 0) {
     case 1:
       return narrow<bool>(type, values);
-    case 8:
-      return narrow<int8_t>(type, values);
-    case 16:
-      return narrow<int16_t>(type, values);
     case 32:
       return narrow<int32_t>(type, values);
     case 64:

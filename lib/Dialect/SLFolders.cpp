@@ -48,7 +48,11 @@ bool fitsFoldLimit(RankedTensorType type, int64_t limit) {
   return count && *count <= limit;
 }
 
-std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements()) {
+/// `attr`'s values, if it has at most `limit` elements. A splat read by a broadcasting fold
+/// (`broadcast`) is one element with every dimension 1, which broadcasts to the same values
+/// without spelling out millions of copies (a causal mask's fill).
+std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements(),
+                               bool broadcast = false) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
@@ -57,6 +61,10 @@ std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements
     return std::nullopt;
   Values v;
   v.shape.assign(type.getShape().begin(), type.getShape().end());
+  if (broadcast && dense.isSplat() && type.getNumElements() > 1) {
+    std::fill(v.shape.begin(), v.shape.end(), 1);
+    dense = dense.resizeSplat(RankedTensorType::get(v.shape, type.getElementType()));
+  }
   if (auto ints = constantInts(dense)) {
     v.ints = std::move(*ints);
   } else if (auto floats = constantFloats(dense)) {
@@ -101,32 +109,48 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
+/// Walks the elements of `result` in row-major order, giving for each the index of the element
+/// of `operand` that NumPy broadcasting reads: an odometer over the result's coordinates, with no
+/// division per element and no index vector as long as the result.
+class BroadcastWalk {
+public:
+  BroadcastWalk(ArrayRef<int64_t> operand, ArrayRef<int64_t> result)
+      : result(result), step(result.size(), 0), coord(result.size(), 0) {
+    size_t offset = result.size() - operand.size();
+    // The operand's stride along each result dimension: 0 where it broadcasts.
+    SmallVector<int64_t> operandStrides = stridesOf(operand);
+    for (size_t d = offset; d < result.size(); ++d)
+      step[d] = operand[d - offset] == 1 ? 0 : operandStrides[d - offset];
+  }
+
+  int64_t index() const { return current; }
+
+  void next() {
+    for (size_t d = result.size(); d-- > 0;) {
+      current += step[d];
+      if (++coord[d] < result[d])
+        return;
+      current -= step[d] * result[d];
+      coord[d] = 0;
+    }
+  }
+
+private:
+  ArrayRef<int64_t> result;
+  SmallVector<int64_t> step, coord;
+  int64_t current = 0;
+};
+
 /// For each element of `result` (row-major), the index of the element of `operand` that NumPy
-/// broadcasting reads. Walks the result's coordinates as an odometer: no division per element.
+/// broadcasting reads.
 SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> operand, ArrayRef<int64_t> result) {
   int64_t n = 1;
   for (int64_t d : result)
     n *= d;
   SmallVector<int64_t> indices(n);
-  if (n == 0)
-    return indices;
-  size_t rank = result.size(), offset = rank - operand.size();
-  // The operand's stride along each result dimension: 0 where it broadcasts.
-  SmallVector<int64_t> operandStrides = stridesOf(operand), step(rank, 0);
-  for (size_t d = offset; d < rank; ++d)
-    step[d] = operand[d - offset] == 1 ? 0 : operandStrides[d - offset];
-  SmallVector<int64_t> coord(rank, 0);
-  int64_t index = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    indices[i] = index;
-    for (size_t d = rank; d-- > 0;) {
-      index += step[d];
-      if (++coord[d] < result[d])
-        break;
-      index -= step[d] * result[d];
-      coord[d] = 0;
-    }
-  }
+  BroadcastWalk walk(operand, result);
+  for (int64_t i = 0; i < n; ++i, walk.next())
+    indices[i] = walk.index();
   return indices;
 }
 
@@ -142,15 +166,18 @@ OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType r
                         IntFn intFn, FloatFn floatFn) {
   if (!foldable(resultType))
     return {};
-  auto lhs = valuesOf(lhsAttr), rhs = valuesOf(rhsAttr);
+  auto lhs = valuesOf(lhsAttr, maxFoldedElements(), /*broadcast=*/true),
+       rhs = valuesOf(rhsAttr, maxFoldedElements(), /*broadcast=*/true);
   if (!lhs || !rhs || lhs->isFloat != rhs->isFloat)
     return {};
-  SmallVector<int64_t> li = broadcastIndices(lhs->shape, resultType.getShape());
-  SmallVector<int64_t> ri = broadcastIndices(rhs->shape, resultType.getShape());
+  ArrayRef<int64_t> shape = resultType.getShape();
+  int64_t n = resultType.getNumElements();
+  BroadcastWalk l(lhs->shape, shape), r(rhs->shape, shape);
   if (!lhs->isFloat) {
     SmallVector<int64_t> out;
-    for (size_t i = 0; i < li.size(); ++i) {
-      std::optional<int64_t> v = intFn(lhs->ints[li[i]], rhs->ints[ri[i]]);
+    out.reserve(n);
+    for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
+      std::optional<int64_t> v = intFn(lhs->ints[l.index()], rhs->ints[r.index()]);
       if (!v)
         return {};
       out.push_back(*v);
@@ -158,8 +185,9 @@ OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType r
     return makeDense(resultType, ArrayRef<int64_t>(out));
   }
   SmallVector<double> out;
-  for (size_t i = 0; i < li.size(); ++i) {
-    std::optional<double> v = floatFn(lhs->floats[li[i]], rhs->floats[ri[i]]);
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
+    std::optional<double> v = floatFn(lhs->floats[l.index()], rhs->floats[r.index()]);
     if (!v)
       return {};
     out.push_back(*v);
@@ -375,21 +403,27 @@ OpFoldResult WhereOp::fold(FoldAdaptor a) {
   }
   if (!foldable(getType()))
     return {};
-  auto c = valuesOf(a.getCondition()), x = valuesOf(a.getX()), y = valuesOf(a.getY());
+  int64_t limit = maxFoldedElements();
+  auto c = valuesOf(a.getCondition(), limit, /*broadcast=*/true),
+       x = valuesOf(a.getX(), limit, /*broadcast=*/true),
+       y = valuesOf(a.getY(), limit, /*broadcast=*/true);
   if (!c || !x || !y || x->isFloat != y->isFloat)
     return {};
   ArrayRef<int64_t> shape = getType().getShape();
-  SmallVector<int64_t> ci = broadcastIndices(c->shape, shape), xi = broadcastIndices(x->shape, shape),
-                       yi = broadcastIndices(y->shape, shape);
+  int64_t n = getType().getNumElements();
+  BroadcastWalk ci(c->shape, shape), xi(x->shape, shape), yi(y->shape, shape);
+  auto advance = [&] { ci.next(), xi.next(), yi.next(); };
   if (!x->isFloat) {
     SmallVector<int64_t> out;
-    for (size_t i = 0; i < ci.size(); ++i)
-      out.push_back(c->ints[ci[i]] ? x->ints[xi[i]] : y->ints[yi[i]]);
+    out.reserve(n);
+    for (int64_t i = 0; i < n; ++i, advance())
+      out.push_back(c->ints[ci.index()] ? x->ints[xi.index()] : y->ints[yi.index()]);
     return makeDense(getType(), ArrayRef<int64_t>(out));
   }
   SmallVector<double> out;
-  for (size_t i = 0; i < ci.size(); ++i)
-    out.push_back(c->ints[ci[i]] ? x->floats[xi[i]] : y->floats[yi[i]]);
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i, advance())
+    out.push_back(c->ints[ci.index()] ? x->floats[xi.index()] : y->floats[yi.index()]);
   return toAttr(getType(), out);
 }
 
