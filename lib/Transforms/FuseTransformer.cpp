@@ -480,12 +480,12 @@ enum class MaskKind;
 
 /// What evaluate() and classifyMask() found during one run of the pass, by value: every layer's
 /// attention reads the same causal mask (millions of elements at a realistic length), which is
-/// then evaluated and classified once, not once per layer. Only what was evaluated is kept (a
-/// failure may be a fold limit, retried under another). Rewrites keep what a value means, so
-/// entries stay true while their value lives; they go when its op is erased, whose memory a new
-/// op may reuse.
+/// then evaluated and classified once, not once per layer. Only what was evaluated is kept, with
+/// the fold limit it was evaluated under: a lower limit might refuse it, and gets what evaluating
+/// under it gives. Rewrites keep what a value means, so entries stay true while their value
+/// lives; they go when its op is erased, whose memory a new op may reuse.
 struct EvaluationCache : RewriterBase::Listener {
-  DenseMap<Value, DenseElementsAttr> values;
+  DenseMap<Value, std::pair<int64_t, DenseElementsAttr>> values; // fold limit, value
   DenseMap<Value, SmallVector<std::tuple<int64_t, int64_t, MaskKind>, 1>> masks; // S, T, kind
 
   void notifyOperationErased(Operation *op) override {
@@ -509,11 +509,13 @@ DenseElementsAttr evaluate(Value v, int depth = 0) {
     return llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!evaluationCache)
     return evaluateUncached(v, depth);
-  if (auto it = evaluationCache->values.find(v); it != evaluationCache->values.end())
-    return it->second;
+  int64_t limit = maxFoldedElements();
+  if (auto it = evaluationCache->values.find(v);
+      it != evaluationCache->values.end() && it->second.first <= limit)
+    return it->second.second;
   DenseElementsAttr value = evaluateUncached(v, depth);
   if (value)
-    evaluationCache->values[v] = value;
+    evaluationCache->values[v] = {limit, value};
   return value;
 }
 
@@ -547,23 +549,22 @@ enum class MaskKind {
   CausalOnes, // a float multiplier: 1 where causal masking keeps, 0 where it drops
 };
 
+MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t);
+
 /// Classifies `mask` against [.., S, T] scores. Broadcasts of the mask (the exporter's expand to
 /// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive
 /// (kept entries are 0 and dropped ones at most -1e4) or multipliers (kept 1, dropped 0).
-MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t);
-
 MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
   while (auto expand = defining<ExpandOp>(mask))
     mask = expand.getInput();
   if (!evaluationCache)
     return classifyMaskUncached(mask, s, t);
-  auto &known = evaluationCache->masks[mask];
-  for (auto [rows, cols, kind] : known)
-    if (rows == s && cols == t)
-      return kind;
+  if (auto it = evaluationCache->masks.find(mask); it != evaluationCache->masks.end())
+    for (auto [rows, cols, kind] : it->second)
+      if (rows == s && cols == t)
+        return kind;
   MaskKind kind = classifyMaskUncached(mask, s, t);
-  // Kept only when the mask was evaluated (classifyMaskUncached may have added entries: look
-  // the vector up again).
+  // Kept only when the mask was evaluated: a verdict on values, not on a failure to get them.
   if (evaluationCache->values.count(mask))
     evaluationCache->masks[mask].emplace_back(s, t, kind);
   return kind;
