@@ -21,14 +21,50 @@ int64_t maxFoldedElements() { return foldLimit; }
 ScopedFoldLimit::ScopedFoldLimit(int64_t limit) : previous(foldLimit) { foldLimit = limit; }
 ScopedFoldLimit::~ScopedFoldLimit() { foldLimit = previous; }
 
+namespace {
+
+/// `dense`'s elements as T, read through the typed iterator (splats included), widened to U.
+template <typename T, typename U> SmallVector<U> widen(DenseElementsAttr dense) {
+  auto values = dense.getValues<T>();
+  SmallVector<U> out;
+  out.reserve(dense.getNumElements());
+  for (T v : values)
+    out.push_back(U(v));
+  return out;
+}
+
+/// An attribute of `type` from `values` converted to T, its element type's C++ type.
+template <typename T, typename U> DenseElementsAttr narrow(ShapedType type, ArrayRef<U> values) {
+  SmallVector<T> out;
+  out.reserve(values.size());
+  for (U v : values)
+    out.push_back(T(v));
+  return DenseElementsAttr::get(type, ArrayRef<T>(out));
+}
+
+} // namespace
+
+// Typed loops over the attribute's raw storage for the widths models use; APInt and APFloat per
+// element only for the others (a mask of a 4k context is 16M elements).
 std::optional<SmallVector<int64_t>> constantInts(Attribute attr) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense || !llvm::isa<IntegerType>(dense.getElementType()))
     return std::nullopt;
+  // The typed iterators assert that signedness matches: signless integers only.
+  switch (dense.getElementType().isSignlessInteger() ? dense.getElementType().getIntOrFloatBitWidth()
+                                                      : 0) {
+  case 1:
+    return widen<bool, int64_t>(dense);
+  case 32:
+    return widen<int32_t, int64_t>(dense);
+  case 64:
+    return widen<int64_t, int64_t>(dense);
+  default:
+    break;
+  }
   SmallVector<int64_t> values;
-  bool isBool = dense.getElementType().isInteger(1);
   for (const APInt &v : dense.getValues<APInt>())
-    values.push_back(isBool ? int64_t(v.getBoolValue()) : v.getSExtValue());
+    values.push_back(v.getSExtValue());
   return values;
 }
 
@@ -82,6 +118,10 @@ std::optional<SmallVector<double>> constantFloats(Attribute attr) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense || !llvm::isa<FloatType>(dense.getElementType()))
     return std::nullopt;
+  if (dense.getElementType().isF32())
+    return widen<float, double>(dense);
+  if (dense.getElementType().isF64())
+    return widen<double, double>(dense);
   SmallVector<double> values;
   for (const APFloat &v : dense.getValues<APFloat>()) {
     bool lost;
@@ -95,6 +135,17 @@ std::optional<SmallVector<double>> constantFloats(Attribute attr) {
 DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<int64_t> values) {
   Type element = type.getElementType();
   if (auto intType = llvm::dyn_cast<IntegerType>(element)) {
+    // Truncated to the width, as APInt(width, v) does.
+    switch (intType.isSignless() ? intType.getWidth() : 0) {
+    case 1:
+      return narrow<bool>(type, values);
+    case 32:
+      return narrow<int32_t>(type, values);
+    case 64:
+      return DenseElementsAttr::get(type, values);
+    default:
+      break;
+    }
     SmallVector<APInt> ints;
     for (int64_t v : values)
       ints.push_back(intType.getWidth() == 1 ? APInt(1, v != 0)
@@ -108,6 +159,11 @@ DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<int64_t> values) {
 DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<double> values) {
   Type element = type.getElementType();
   if (auto floatType = llvm::dyn_cast<FloatType>(element)) {
+    // A double rounds to float to nearest, ties to even, as APFloat's conversion does.
+    if (floatType.isF32())
+      return narrow<float>(type, values);
+    if (floatType.isF64())
+      return DenseElementsAttr::get(type, values);
     SmallVector<APFloat> floats;
     for (double v : values) {
       APFloat f(v);

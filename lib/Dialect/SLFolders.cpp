@@ -48,7 +48,11 @@ bool fitsFoldLimit(RankedTensorType type, int64_t limit) {
   return count && *count <= limit;
 }
 
-std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements()) {
+/// `attr`'s values, if it has at most `limit` elements. A splat read by a broadcasting fold
+/// (`broadcast`) is one element with every dimension 1, which broadcasts to the same values
+/// without spelling out millions of copies (a causal mask's fill).
+std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements(),
+                               bool broadcast = false) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
@@ -57,6 +61,10 @@ std::optional<Values> valuesOf(Attribute attr, int64_t limit = maxFoldedElements
     return std::nullopt;
   Values v;
   v.shape.assign(type.getShape().begin(), type.getShape().end());
+  if (broadcast && dense.isSplat() && type.getNumElements() > 1) {
+    std::fill(v.shape.begin(), v.shape.end(), 1);
+    dense = dense.resizeSplat(RankedTensorType::get(v.shape, type.getElementType()));
+  }
   if (auto ints = constantInts(dense)) {
     v.ints = std::move(*ints);
   } else if (auto floats = constantFloats(dense)) {
@@ -101,24 +109,48 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
+/// Walks the elements of `result` in row-major order, giving for each the index of the element
+/// of `operand` that NumPy broadcasting reads: an odometer over the result's coordinates, with no
+/// division per element and no index vector as long as the result.
+class BroadcastWalk {
+public:
+  BroadcastWalk(ArrayRef<int64_t> operand, ArrayRef<int64_t> result)
+      : result(result), step(result.size(), 0), coord(result.size(), 0) {
+    size_t offset = result.size() - operand.size();
+    // The operand's stride along each result dimension: 0 where it broadcasts.
+    SmallVector<int64_t> operandStrides = stridesOf(operand);
+    for (size_t d = offset; d < result.size(); ++d)
+      step[d] = operand[d - offset] == 1 ? 0 : operandStrides[d - offset];
+  }
+
+  int64_t index() const { return current; }
+
+  void next() {
+    for (size_t d = result.size(); d-- > 0;) {
+      current += step[d];
+      if (++coord[d] < result[d])
+        return;
+      current -= step[d] * result[d];
+      coord[d] = 0;
+    }
+  }
+
+private:
+  ArrayRef<int64_t> result;
+  SmallVector<int64_t> step, coord;
+  int64_t current = 0;
+};
+
 /// For each element of `result` (row-major), the index of the element of `operand` that NumPy
 /// broadcasting reads.
 SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> operand, ArrayRef<int64_t> result) {
   int64_t n = 1;
   for (int64_t d : result)
     n *= d;
-  SmallVector<int64_t> resultStrides = stridesOf(result), operandStrides = stridesOf(operand);
-  size_t offset = result.size() - operand.size();
   SmallVector<int64_t> indices(n);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t index = 0;
-    for (size_t d = offset; d < result.size(); ++d) {
-      int64_t coord = (i / resultStrides[d]) % result[d];
-      if (operand[d - offset] != 1)
-        index += coord * operandStrides[d - offset];
-    }
-    indices[i] = index;
-  }
+  BroadcastWalk walk(operand, result);
+  for (int64_t i = 0; i < n; ++i, walk.next())
+    indices[i] = walk.index();
   return indices;
 }
 
@@ -134,15 +166,18 @@ OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType r
                         IntFn intFn, FloatFn floatFn) {
   if (!foldable(resultType))
     return {};
-  auto lhs = valuesOf(lhsAttr), rhs = valuesOf(rhsAttr);
+  auto lhs = valuesOf(lhsAttr, maxFoldedElements(), /*broadcast=*/true),
+       rhs = valuesOf(rhsAttr, maxFoldedElements(), /*broadcast=*/true);
   if (!lhs || !rhs || lhs->isFloat != rhs->isFloat)
     return {};
-  SmallVector<int64_t> li = broadcastIndices(lhs->shape, resultType.getShape());
-  SmallVector<int64_t> ri = broadcastIndices(rhs->shape, resultType.getShape());
+  ArrayRef<int64_t> shape = resultType.getShape();
+  int64_t n = resultType.getNumElements();
+  BroadcastWalk l(lhs->shape, shape), r(rhs->shape, shape);
   if (!lhs->isFloat) {
     SmallVector<int64_t> out;
-    for (size_t i = 0; i < li.size(); ++i) {
-      std::optional<int64_t> v = intFn(lhs->ints[li[i]], rhs->ints[ri[i]]);
+    out.reserve(n);
+    for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
+      std::optional<int64_t> v = intFn(lhs->ints[l.index()], rhs->ints[r.index()]);
       if (!v)
         return {};
       out.push_back(*v);
@@ -150,8 +185,9 @@ OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType r
     return makeDense(resultType, ArrayRef<int64_t>(out));
   }
   SmallVector<double> out;
-  for (size_t i = 0; i < li.size(); ++i) {
-    std::optional<double> v = floatFn(lhs->floats[li[i]], rhs->floats[ri[i]]);
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
+    std::optional<double> v = floatFn(lhs->floats[l.index()], rhs->floats[r.index()]);
     if (!v)
       return {};
     out.push_back(*v);
@@ -167,8 +203,10 @@ int64_t wrapMul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)
 /// Folds an elementwise function of a float constant, computed in double and rounded once.
 template <typename Fn>
 OpFoldResult foldUnaryFloat(Attribute input, RankedTensorType resultType, Fn fn) {
+  if (!foldable(resultType))
+    return {};
   auto v = valuesOf(input);
-  if (!v || !v->isFloat || !foldable(resultType))
+  if (!v || !v->isFloat)
     return {};
   SmallVector<double> out;
   for (double x : v->floats)
@@ -178,15 +216,17 @@ OpFoldResult foldUnaryFloat(Attribute input, RankedTensorType resultType, Fn fn)
 
 /// Gathers `source` elements at `indices` into a constant of `type`.
 OpFoldResult gatherValues(const Values &source, ArrayRef<int64_t> indices, RankedTensorType type) {
-  SmallVector<double> out;
-  for (int64_t i : indices)
-    out.push_back(source.at(i));
   if (!source.isFloat) {
     SmallVector<int64_t> ints;
+    ints.reserve(indices.size());
     for (int64_t i : indices)
       ints.push_back(source.ints[i]);
     return makeDense(type, ArrayRef<int64_t>(ints));
   }
+  SmallVector<double> out;
+  out.reserve(indices.size());
+  for (int64_t i : indices)
+    out.push_back(source.floats[i]);
   return toAttr(type, out);
 }
 
@@ -196,7 +236,7 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor a) {
   // A constant transposes at compile time (rotary angles [1, D/2, S] -> [1, S, D/2]).
-  if (auto v = valuesOf(a.getInput()); v && foldable(getType())) {
+  if (auto v = foldable(getType()) ? valuesOf(a.getInput()) : std::nullopt) {
     ArrayRef<int64_t> perm = getPerm(), shape = getType().getShape();
     SmallVector<int64_t> inStrides = stridesOf(v->shape), outStrides = stridesOf(shape);
     SmallVector<int64_t> indices(getType().getNumElements());
@@ -318,8 +358,10 @@ OpFoldResult MatmulOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult NegOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   if (!v->isFloat) {
     SmallVector<int64_t> out;
@@ -336,8 +378,10 @@ OpFoldResult NegOp::fold(FoldAdaptor a) {
 OpFoldResult CastOp::fold(FoldAdaptor a) {
   if (getInput().getType() == getType())
     return getInput();
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   Type to = getType().getElementType();
   if (!v->isFloat)
@@ -357,21 +401,29 @@ OpFoldResult WhereOp::fold(FoldAdaptor a) {
     if (getType().hasStaticShape() && chosen.getType() == getType())
       return chosen;
   }
-  auto c = valuesOf(a.getCondition()), x = valuesOf(a.getX()), y = valuesOf(a.getY());
-  if (!c || !x || !y || x->isFloat != y->isFloat || !foldable(getType()))
+  if (!foldable(getType()))
+    return {};
+  int64_t limit = maxFoldedElements();
+  auto c = valuesOf(a.getCondition(), limit, /*broadcast=*/true),
+       x = valuesOf(a.getX(), limit, /*broadcast=*/true),
+       y = valuesOf(a.getY(), limit, /*broadcast=*/true);
+  if (!c || !x || !y || x->isFloat != y->isFloat)
     return {};
   ArrayRef<int64_t> shape = getType().getShape();
-  SmallVector<int64_t> ci = broadcastIndices(c->shape, shape), xi = broadcastIndices(x->shape, shape),
-                       yi = broadcastIndices(y->shape, shape);
+  int64_t n = getType().getNumElements();
+  BroadcastWalk ci(c->shape, shape), xi(x->shape, shape), yi(y->shape, shape);
+  auto advance = [&] { ci.next(), xi.next(), yi.next(); };
   if (!x->isFloat) {
     SmallVector<int64_t> out;
-    for (size_t i = 0; i < ci.size(); ++i)
-      out.push_back(c->ints[ci[i]] ? x->ints[xi[i]] : y->ints[yi[i]]);
+    out.reserve(n);
+    for (int64_t i = 0; i < n; ++i, advance())
+      out.push_back(c->ints[ci.index()] ? x->ints[xi.index()] : y->ints[yi.index()]);
     return makeDense(getType(), ArrayRef<int64_t>(out));
   }
   SmallVector<double> out;
-  for (size_t i = 0; i < ci.size(); ++i)
-    out.push_back(c->ints[ci[i]] ? x->floats[xi[i]] : y->floats[yi[i]]);
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i, advance())
+    out.push_back(c->ints[ci.index()] ? x->floats[xi.index()] : y->floats[yi.index()]);
   return toAttr(getType(), out);
 }
 
@@ -390,6 +442,9 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  // The result's size first: reading a big table only to refuse its result costs the most.
+  if (!foldable(getType()))
+    return {};
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   auto indices = valuesOf(a.getIndices());
   if (!data)
@@ -494,10 +549,12 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
     if (steps && llvm::all_of(*steps, [](int64_t step) { return step == 1; }))
       return getData();
   }
+  if (!foldable(getType()))
+    return {};
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   if (!data)
     data = partialShapeValues(getData());
-  if (!data || !foldable(getType()))
+  if (!data)
     return {};
   auto starts = constantInts(a.getStarts()), ends = constantInts(a.getEnds());
   if (!starts || !ends)
@@ -551,15 +608,19 @@ OpFoldResult ExpandOp::fold(FoldAdaptor a) {
     return {};
   if (input.isSplat())
     return SplatElementsAttr::get(getType(), input.getSplatValue<Attribute>());
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(input);
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   return gatherValues(*v, broadcastIndices(v->shape, getType().getShape()), getType());
 }
 
 OpFoldResult TriluOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
-  if (!v || !foldable(getType()))
+  if (!v)
     return {};
   int64_t k = 0;
   if (getK()) {
@@ -603,8 +664,10 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult TileOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
-  if (!v || !foldable(getType()) || !constantInts(a.getRepeats()))
+  if (!v || !constantInts(a.getRepeats()))
     return {};
   // Each result element reads the input element at its coordinates modulo the input's shape.
   ArrayRef<int64_t> out = getType().getShape();
@@ -620,9 +683,11 @@ OpFoldResult TileOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult GatherElementsOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto data = valuesOf(a.getData(), std::max(maxFoldedElements(), kMaxSelectedFromElements));
   auto picks = valuesOf(a.getIndices());
-  if (!data || !picks || picks->isFloat || !foldable(getType()))
+  if (!data || !picks || picks->isFloat)
     return {};
   int64_t rank = int64_t(data->shape.size());
   // The attribute's accessor is unsigned: a negative axis reads back as a huge one.
@@ -736,9 +801,11 @@ OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult CumSumOp::fold(FoldAdaptor a) {
+  if (!foldable(getType()))
+    return {};
   auto v = valuesOf(a.getInput());
   auto axisValues = constantInts(a.getAxis());
-  if (!v || !axisValues || axisValues->size() != 1 || !foldable(getType()))
+  if (!v || !axisValues || axisValues->size() != 1)
     return {};
   int64_t rank = int64_t(v->shape.size());
   int64_t axis = (*axisValues)[0] < 0 ? (*axisValues)[0] + rank : (*axisValues)[0];

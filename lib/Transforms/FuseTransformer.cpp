@@ -28,6 +28,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include <cmath>
 
 namespace sl {
@@ -474,12 +476,50 @@ Value unrepeatKv(Value v) {
   return ok ? split.getInput() : v;
 }
 
+enum class MaskKind;
+
+/// What evaluate() and classifyMask() found during one run of the pass, by value: every layer's
+/// attention reads the same causal mask (millions of elements at a realistic length), which is
+/// then evaluated and classified once, not once per layer. Only what was evaluated is kept, with
+/// the fold limit it was evaluated under: a lower limit might refuse it, and gets what evaluating
+/// under it gives. Rewrites keep what a value means, so entries stay true while their value
+/// lives; they go when its op is erased, whose memory a new op may reuse.
+struct EvaluationCache : RewriterBase::Listener {
+  DenseMap<Value, std::pair<int64_t, DenseElementsAttr>> values; // fold limit, value
+  DenseMap<Value, SmallVector<std::tuple<int64_t, int64_t, MaskKind>, 1>> masks; // S, T, kind
+
+  void notifyOperationErased(Operation *op) override {
+    for (Value result : op->getResults()) {
+      values.erase(result);
+      masks.erase(result);
+    }
+  }
+};
+
+/// The cache of the pass run on this thread (none outside the pass).
+thread_local EvaluationCache *evaluationCache = nullptr;
+
+DenseElementsAttr evaluateUncached(Value v, int depth);
+
 /// The value of `v` if it is a constant or can be folded from constants: masks are built from
 /// shapes, but at realistic lengths they are too big to keep as constants in the IR, so they are
 /// evaluated here, on the side, with a raised fold limit.
 DenseElementsAttr evaluate(Value v, int depth = 0) {
   if (auto constant = defining<ConstantOp>(v))
     return llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!evaluationCache)
+    return evaluateUncached(v, depth);
+  int64_t limit = maxFoldedElements();
+  if (auto it = evaluationCache->values.find(v);
+      it != evaluationCache->values.end() && it->second.first <= limit)
+    return it->second.second;
+  DenseElementsAttr value = evaluateUncached(v, depth);
+  if (value)
+    evaluationCache->values[v] = {limit, value};
+  return value;
+}
+
+DenseElementsAttr evaluateUncached(Value v, int depth) {
   Operation *op = v.getDefiningOp();
   if (!op || depth > 32 || op->getNumRegions() != 0 || op->getNumResults() != 1 ||
       op->getDialect() != v.getContext()->getLoadedDialect<SLDialect>() ||
@@ -509,12 +549,28 @@ enum class MaskKind {
   CausalOnes, // a float multiplier: 1 where causal masking keeps, 0 where it drops
 };
 
+MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t);
+
 /// Classifies `mask` against [.., S, T] scores. Broadcasts of the mask (the exporter's expand to
 /// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive
 /// (kept entries are 0 and dropped ones at most -1e4) or multipliers (kept 1, dropped 0).
 MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
   while (auto expand = defining<ExpandOp>(mask))
     mask = expand.getInput();
+  if (!evaluationCache)
+    return classifyMaskUncached(mask, s, t);
+  if (auto it = evaluationCache->masks.find(mask); it != evaluationCache->masks.end())
+    for (auto [rows, cols, kind] : it->second)
+      if (rows == s && cols == t)
+        return kind;
+  MaskKind kind = classifyMaskUncached(mask, s, t);
+  // Kept only when the mask was evaluated: a verdict on values, not on a failure to get them.
+  if (evaluationCache->values.count(mask))
+    evaluationCache->masks[mask].emplace_back(s, t, kind);
+  return kind;
+}
+
+MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t) {
   auto type = typeOf(mask);
   if (!type.hasStaticShape())
     return MaskKind::Unknown;
@@ -1031,7 +1087,12 @@ struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransf
     patterns.add<FuseLayerNorm>(context, /*benefit=*/2);
     // SiLU fusion (mul of sigmoid) first, so SwiGLU sees sl.silu.
     MulOp::getCanonicalizationPatterns(patterns, context);
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    EvaluationCache cache;
+    evaluationCache = &cache;
+    auto reset = llvm::make_scope_exit([] { evaluationCache = nullptr; });
+    GreedyRewriteConfig config;
+    config.listener = &cache;
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     remarkUnfusedAttention(getOperation());
   }

@@ -171,6 +171,53 @@ func.func @where() -> (tensor<2x2xf32>, tensor<2x2xi64>) {
 
 // -----
 
+// Splats of the result's full shape (a causal mask's fill) are read as one broadcast value, and
+// broadcasting walks three dimensions at once: [2, 1, 3] against [1, 2, 1].
+// CHECK-LABEL: func.func @broadcast_splats
+// CHECK-NEXT: %[[W:.+]] = sl.constant dense<{{\[}}{{\[}}[5.000000e-01, -3.000000e+00], [5.000000e-01, 5.000000e-01]], {{\[}}[-3.000000e+00, -3.000000e+00], [5.000000e-01, -3.000000e+00]]]> : tensor<2x2x2xf32>
+// CHECK-NEXT: %[[A:.+]] = sl.constant dense<{{\[}}{{\[}}[11, 12, 13], [21, 22, 23]], {{\[}}[14, 15, 16], [24, 25, 26]]]> : tensor<2x2x3xi64>
+// CHECK-NEXT: %[[S:.+]] = sl.constant dense<-2.500000e+00> : tensor<2x2x2xf32>
+// CHECK-NEXT: return %[[W]], %[[S]], %[[A]]
+func.func @broadcast_splats() -> (tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x2x3xi64>) {
+  %c = sl.constant dense<[[[true, false], [true, true]], [[false, false], [true, false]]]> : tensor<2x2x2xi1>
+  %half = sl.constant dense<0.5> : tensor<2x2x2xf32>
+  %fill = sl.constant dense<-3.0> : tensor<2x2x2xf32>
+  %w = sl.where %c, %half, %fill : tensor<2x2x2xi1>, tensor<2x2x2xf32>, tensor<2x2x2xf32> -> tensor<2x2x2xf32>
+  %x = sl.constant dense<[[[1, 2, 3]], [[4, 5, 6]]]> : tensor<2x1x3xi64>
+  %y = sl.constant dense<[[[10], [20]]]> : tensor<1x2x1xi64>
+  %a = sl.add %x, %y : tensor<2x1x3xi64>, tensor<1x2x1xi64> -> tensor<2x2x3xi64>
+  // Both operands splats of the full shape: the result is a splat.
+  %s = sl.add %half, %fill : tensor<2x2x2xf32>, tensor<2x2x2xf32> -> tensor<2x2x2xf32>
+  return %w, %s, %a : tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x2x3xi64>
+}
+
+// -----
+
+// Each storage type is read and written with its own C++ type where it has one: i32 wraps as
+// the kernels do, f64 keeps its precision; bf16 and f16 round once.
+// CHECK-LABEL: func.func @storage_types
+// CHECK-DAG: sl.constant dense<[-2147483648, 2, 0]> : tensor<3xi32>
+// CHECK-DAG: sl.constant dense<[1.0000000000000002, -2.500000e+00]> : tensor<2xf64>
+// CHECK-DAG: sl.constant dense<[1.000000e+00, 3.000000e+00]> : tensor<2xbf16>
+// CHECK-DAG: sl.constant dense<[1.000000e+00, 6.550400e+04]> : tensor<2xf16>
+func.func @storage_types() -> (tensor<3xi32>, tensor<2xf64>, tensor<2xbf16>, tensor<2xf16>) {
+  %a = sl.constant dense<[2147483647, 1, -1]> : tensor<3xi32>
+  %one = sl.constant dense<1> : tensor<i32>
+  %i32 = sl.add %a, %one : tensor<3xi32>, tensor<i32> -> tensor<3xi32>
+  %c = sl.constant dense<[1.0, -2.5]> : tensor<2xf64>
+  %eps = sl.constant dense<[2.220446049250313e-16, 0.0]> : tensor<2xf64>
+  %f64 = sl.add %c, %eps : tensor<2xf64>, tensor<2xf64> -> tensor<2xf64>
+  %d = sl.constant dense<[1.0, 2.0]> : tensor<2xbf16>
+  %e = sl.constant dense<[0.001, 1.0]> : tensor<2xbf16>
+  %bf16 = sl.add %d, %e : tensor<2xbf16>, tensor<2xbf16> -> tensor<2xbf16>
+  %g = sl.constant dense<[0.5, 65000.0]> : tensor<2xf16>
+  %h = sl.constant dense<[0.5, 500.0]> : tensor<2xf16>
+  %f16 = sl.add %g, %h : tensor<2xf16>, tensor<2xf16> -> tensor<2xf16>
+  return %i32, %f64, %bf16, %f16 : tensor<3xi32>, tensor<2xf64>, tensor<2xbf16>, tensor<2xf16>
+}
+
+// -----
+
 // A condition that is all true or all false selects an operand, unless broadcasting makes the
 // result larger than that operand.
 // CHECK-LABEL: func.func @where_splat_condition

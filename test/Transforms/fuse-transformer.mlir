@@ -782,3 +782,57 @@ func.func @attention_padding_before_scale(%q: tensor<2x2x3x2xf32>, %k: tensor<2x
   %o = sl.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x2xf32> -> tensor<2x2x3x2xf32>
   return %o : tensor<2x2x3x2xf32>
 }
+
+// -----
+
+// Every layer's attention reads the same causal mask. At 512 positions it has 262144 elements,
+// more than folds put into the IR, so it is evaluated on the side, once per run of the pass
+// (not once per layer), and never becomes a [512, 512] constant. The same condition selecting
+// the other way round (what causal masking drops) is not causal: that attention stays unfused,
+// and so does its mask, as ops. The additive mask made from the condition is its own value,
+// classified causal on its own.
+// CHECK-LABEL: func.func @attention_shared_mask
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x1x512x2xf32>, %[[K:.+]]: tensor<1x1x512x2xf32>, %[[V:.+]]: tensor<1x1x512x2xf32>)
+// CHECK-NOT: tensor<512x512xf32>
+// CHECK: %[[KEEP:.+]] = sl.less {{.+}} -> tensor<512x512xi1>
+// CHECK-NOT: tensor<512x512xf32>
+// CHECK: %[[O1:.+]] = sl.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 1.000000e+00 : f32}
+// CHECK: %[[O2:.+]] = sl.attention %[[O1]], %[[K]], %[[V]] {causal, scale = 1.000000e+00 : f32}
+// CHECK: sl.where %[[KEEP]], %{{.+}}, %{{.+}} : tensor<512x512xi1>, tensor<f32>, tensor<1x1x512x512xf32>
+// CHECK: %[[P3:.+]] = sl.softmax
+// CHECK: %[[O3:.+]] = sl.matmul %[[P3]], %[[V]]
+// CHECK: %[[O4:.+]] = sl.attention %[[O3]], %[[K]], %[[V]] {causal, scale = 1.000000e+00 : f32}
+// CHECK-NOT: tensor<512x512xf32>
+// CHECK: return %[[O4]]
+func.func @attention_shared_mask(%q: tensor<1x1x512x2xf32>, %k: tensor<1x1x512x2xf32>, %v: tensor<1x1x512x2xf32>) -> tensor<1x1x512x2xf32> {
+  %zero = sl.constant dense<0> : tensor<i64>
+  %n = sl.constant dense<512> : tensor<i64>
+  %one = sl.constant dense<1> : tensor<i64>
+  %column = sl.constant dense<[512, 1]> : tensor<2xi64>
+  %f0 = sl.constant dense<0.0> : tensor<f32>
+  %min = sl.constant dense<-3.40282347E+38> : tensor<f32>
+  // LLaMA's mask: column < row + 1.
+  %cols = sl.range %zero, %n, %one : tensor<i64>, tensor<i64>, tensor<i64> -> tensor<512xi64>
+  %r = sl.reshape %cols, %column : tensor<512xi64>, tensor<2xi64> -> tensor<512x1xi64>
+  %rows = sl.add %r, %one : tensor<512x1xi64>, tensor<i64> -> tensor<512x1xi64>
+  %keep = sl.less %cols, %rows : tensor<512xi64>, tensor<512x1xi64> -> tensor<512x512xi1>
+  %mask = sl.where %keep, %f0, %min : tensor<512x512xi1>, tensor<f32>, tensor<f32> -> tensor<512x512xf32>
+  %kt = sl.transpose %k [0, 1, 3, 2] : tensor<1x1x512x2xf32> -> tensor<1x1x2x512xf32>
+  %qk1 = sl.matmul %q, %kt : tensor<1x1x512x2xf32>, tensor<1x1x2x512xf32> -> tensor<1x1x512x512xf32>
+  %m1 = sl.where %keep, %qk1, %min : tensor<512x512xi1>, tensor<1x1x512x512xf32>, tensor<f32> -> tensor<1x1x512x512xf32>
+  %p1 = sl.softmax %m1 : tensor<1x1x512x512xf32>
+  %o1 = sl.matmul %p1, %v : tensor<1x1x512x512xf32>, tensor<1x1x512x2xf32> -> tensor<1x1x512x2xf32>
+  %qk2 = sl.matmul %o1, %kt : tensor<1x1x512x2xf32>, tensor<1x1x2x512xf32> -> tensor<1x1x512x512xf32>
+  %m2 = sl.where %keep, %qk2, %min : tensor<512x512xi1>, tensor<1x1x512x512xf32>, tensor<f32> -> tensor<1x1x512x512xf32>
+  %p2 = sl.softmax %m2 : tensor<1x1x512x512xf32>
+  %o2 = sl.matmul %p2, %v : tensor<1x1x512x512xf32>, tensor<1x1x512x2xf32> -> tensor<1x1x512x2xf32>
+  %qk3 = sl.matmul %o2, %kt : tensor<1x1x512x2xf32>, tensor<1x1x2x512xf32> -> tensor<1x1x512x512xf32>
+  %m3 = sl.where %keep, %min, %qk3 : tensor<512x512xi1>, tensor<f32>, tensor<1x1x512x512xf32> -> tensor<1x1x512x512xf32>
+  %p3 = sl.softmax %m3 : tensor<1x1x512x512xf32>
+  %o3 = sl.matmul %p3, %v : tensor<1x1x512x512xf32>, tensor<1x1x512x2xf32> -> tensor<1x1x512x2xf32>
+  %qk4 = sl.matmul %o3, %kt : tensor<1x1x512x2xf32>, tensor<1x1x2x512xf32> -> tensor<1x1x512x512xf32>
+  %m4 = sl.add %qk4, %mask : tensor<1x1x512x512xf32>, tensor<512x512xf32> -> tensor<1x1x512x512xf32>
+  %p4 = sl.softmax %m4 : tensor<1x1x512x512xf32>
+  %o4 = sl.matmul %p4, %v : tensor<1x1x512x512xf32>, tensor<1x1x512x2xf32> -> tensor<1x1x512x2xf32>
+  return %o4 : tensor<1x1x512x2xf32>
+}
