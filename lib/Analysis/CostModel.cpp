@@ -690,14 +690,15 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
     return p;
   };
   // The device must hold the step at the number of sub-batches it will have: the one given (or
-  // batch / b); when the host budget chooses it later, any number (the arena stops growing at
-  // kDeviceLaidOutSubBatches, the most it is laid out at); else 1.
+  // batch / b); when the host budget chooses it later, any number: the bound for more than
+  // kDeviceLaidOutSubBatches (the step laid out at that many, with kArenaGrowthSlack), which also
+  // covers fewer (the arena grows little with N); else 1.
   auto deviceCount = [&](int64_t size) -> int64_t {
     if (n)
       return n;
     if (request.batch)
       return request.batch / size;
-    return request.hostBudget ? kDeviceLaidOutSubBatches : 1;
+    return request.hostBudget ? kDeviceLaidOutSubBatches + 1 : 1;
   };
   auto deviceTooSmall = [&](int64_t size) -> LogicalResult {
     double needs = predictAt(size, deviceCount(size), true).deviceBytes;

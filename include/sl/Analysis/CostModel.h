@@ -166,8 +166,11 @@ struct StepMemory {
 /// training step").
 inline constexpr int64_t kDeviceLaidOutSubBatches = 16;
 /// The arena of a step of more than kDeviceLaidOutSubBatches sub-batches is bounded by the one
-/// laid out at kDeviceLaidOutSubBatches times (1 + this).
-inline constexpr double kArenaGrowthSlack = 0.03;
+/// laid out at kDeviceLaidOutSubBatches times (1 + this). An empirical rule, checked on the test
+/// models (python/tests/test_plan_accuracy.py): +0.6% at 37 sub-batches of the GPT-2 test model
+/// with the heads permuted around attention; +4.7% at 21 sub-batches of 6 once attention reads
+/// [B, S, H, D] (sl-fold-head-transposes), so 3% became 6%.
+inline constexpr double kArenaGrowthSlack = 0.06;
 inline constexpr int64_t kHostLaidOutSubBatches = 16;
 
 /// What to predict: the arena, the pool, and what each holds by kind (for reports).
