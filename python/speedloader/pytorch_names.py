@@ -111,7 +111,7 @@ def rename_checkpoint(model: Path, checkpoint: Path, out: Path) -> Dict[str, str
     renamed tensors."""
     mapped, _ = folded_weights(_read_graph(model))
     entries = _read_safetensors_header(Path(checkpoint))
-    plan = []  # (new name, entry, transposed)
+    plan = []  # (stored name, new name, entry, transposed)
     renamed: Dict[str, str] = {}
     for name, entry in entries.items():
         base, suffix = name, ""
@@ -120,19 +120,19 @@ def rename_checkpoint(model: Path, checkpoint: Path, out: Path) -> Dict[str, str
                 base, suffix = name[:-len(s)], s
         w = mapped.get(base)
         if w is None:
-            plan.append((name, entry, False))
+            plan.append((name, name, entry, False))
             continue
         if entry.shape != w.onnx_shape:
             raise WeightFileError(f"{checkpoint}: tensor {name!r} is {list(entry.shape)}; the "
                                   f"graph's {base} is {list(w.onnx_shape)}")
         renamed[name] = w.pytorch_name + suffix
-        plan.append((renamed[name], entry, True))
-    names = [p[0] for p in plan]
+        plan.append((name, renamed[name], entry, True))
+    names = [p[1] for p in plan]
     if len(set(names)) != len(names):
         clash = sorted({n for n in names if names.count(n) > 1})
         raise WeightFileError(f"{checkpoint}: renaming would write {', '.join(clash)} twice")
     header, offset = {}, 0
-    for new, entry, transposed in plan:
+    for _, new, entry, transposed in plan:
         size = int(np.prod(entry.shape, dtype=np.int64)) * SAFETENSORS_DTYPES[entry.dtype].itemsize
         shape = list(entry.shape[::-1]) if transposed else list(entry.shape)
         header[new] = {"dtype": entry.dtype, "shape": shape, "data_offsets": [offset, offset + size]}
@@ -145,7 +145,7 @@ def rename_checkpoint(model: Path, checkpoint: Path, out: Path) -> Dict[str, str
         with open(tmp, "wb") as f:
             f.write(struct.pack("<Q", len(text)))
             f.write(text)
-            for (_, entry, transposed), old in zip(plan, entries):
+            for old, _, entry, transposed in plan:
                 a = read_safetensors_tensor(entry, old)
                 f.write(np.ascontiguousarray(a.T if transposed else a).tobytes())
         tmp.replace(out)
