@@ -310,6 +310,9 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     gathers and reduce-scatters per sub-batch, as ZeRO-3 does. Each rank's `loss` is the mean over
     its own tokens; the backward is seeded with 1/(N W), so that the reduce-scatter's sum is the
     gradient of the mean over the W ranks' tokens (all ranks have the same number of tokens).
+    A parameter computed in bf16 whose model file stores f32 (`stored_as f32`) is sharded as f32:
+    the step's `sl.param` is f32 (the shard holds the optimizer's master), and after the
+    all-gather its f32 view is cast to bf16 (`sl.cast`) for the stages.
 
     With `forward-only` the pass writes an inference step instead, `@infer_step(inputs...) ->
     (outputs...)`, from stages that need no backward functions: each group's forward pass in

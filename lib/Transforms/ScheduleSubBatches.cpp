@@ -91,6 +91,20 @@ struct GroupPass {
   SmallVector<int64_t> subBatches;
 };
 
+/// Whether a parameter's shard can hold its f32 master weights: an f32 parameter, or one computed
+/// in another type whose model file stores f32 (precision=bf16 of an f32 model). A sharded step
+/// keeps such a parameter as f32 in its shard and casts it after the all-gather.
+bool hasF32Master(Value param) {
+  if (llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
+    return true;
+  std::optional<Type> stored = param.getDefiningOp<ParamOp>().getStoredAs();
+  return stored && stored->isF32();
+}
+
+RankedTensorType asF32(Type type) {
+  return llvm::cast<RankedTensorType>(type).clone(Float32Type::get(type.getContext()));
+}
+
 bool isFloat(Value v) {
   return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
 }
@@ -302,11 +316,13 @@ LogicalResult StepBuilder::formShards() {
     for (Value param : group.params) {
       if (shardOf.count(param))
         continue;
-      if (!llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
+      if (!hasF32Master(param))
         return param.getDefiningOp()->emitError("sl-schedule-subbatches: parameter '")
                << param.getDefiningOp<ParamOp>().getName() << "' is " << param.getType()
-               << "; sharding (world > 1) needs f32 parameters (precision=bf16 trains on one "
-                  "rank only: compile with world=1 or precision=f32)";
+               << " with no f32 values behind it (its model file stores it so, or it is inline "
+                  "in the module); sharding (world > 1) keeps f32 master weights in the "
+                  "shards, read from an f32 model file (export the model in f32: precision=bf16 "
+                  "then computes in bf16)";
       if (!own) {
         own = shards.size();
         shards.emplace_back();
@@ -486,10 +502,18 @@ void StepBuilder::gatherParams(ArrayRef<Value> params, llvm::StringRef group, IR
                       .create<AllGatherOp>(named("all-gather " + of), TypeRange{type},
                                            ValueRange{onDevice}, uint64_t(world))
                       .getResult(0);
-    for (Value p : params)
-      if (shardOf.lookup(p) == s)
-        into.map(p, builder.create<ViewOp>(loc, p.getType(), whole,
-                                           uint64_t(shard.offset.lookup(p))));
+    for (Value p : params) {
+      if (shardOf.lookup(p) != s)
+        continue;
+      // The shard holds f32 masters; a parameter computed in bf16 is cast on the device.
+      Value view = builder.create<ViewOp>(loc, asF32(p.getType()), whole,
+                                          uint64_t(shard.offset.lookup(p)));
+      if (view.getType() != p.getType())
+        view = builder.create<CastOp>(loc, p.getType(), view,
+                                      TypeAttr::get(llvm::cast<RankedTensorType>(p.getType())
+                                                        .getElementType()));
+      into.map(p, view);
+    }
   }
 }
 
@@ -850,8 +874,15 @@ LogicalResult StepBuilder::build() {
     return failure();
   step = createStep();
 
-  for (auto param : forward.getBody().front().getOps<ParamOp>())
-    stepParams.map(param.getResult(), builder.clone(*param)->getResult(0));
+  for (auto param : forward.getBody().front().getOps<ParamOp>()) {
+    Operation *copy = builder.clone(*param);
+    // Sharded, a parameter lives in its shard as f32 (its master): the file's f32 bytes.
+    if (world > 1 && param.getStoredAs() && param.getStoredAs()->isF32()) {
+      copy->getResult(0).setType(asF32(param.getType()));
+      copy->removeAttr(param.getStoredAsAttrName());
+    }
+    stepParams.map(param.getResult(), copy->getResult(0));
+  }
   if (world > 1)
     createShards();
   hostValue.resize(n);

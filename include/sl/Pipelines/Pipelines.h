@@ -146,7 +146,8 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       llvm::cl::desc("Storage type of the stages' floating-point tensors: f32, or bf16 (weights, "
                      "activations and their gradients in bf16, computed in f32 by the kernels; "
                      "the loss and the parameter gradients accumulated over sub-batches stay "
-                     "f32, and the runtime keeps f32 master weights; one rank only)"),
+                     "f32, and the runtime keeps f32 master weights (with world > 1, in the shards, "
+                     "cast to bf16 after the all-gather))"),
       llvm::cl::init("f32")};
 };
 
