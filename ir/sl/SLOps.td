@@ -1152,7 +1152,9 @@ def SL_KvWriteOp : SL_Op<"kv_write", [AllTypesMatch<["cache", "result"]>,
     for `t` < T, where `k` and `v` are [B, Hkv, T, D] and `s` is `start[b]` (0 without `start`).
     The result is the cache itself: the kernel writes the cache's buffer, on the host, and every
     other element keeps its value. A prefill writes the prompt's positions from 0; a decoding
-    step writes one position per sequence, at its length.
+    step writes one position per sequence, at its length. With `layout = #sl.head_layout<bshd>`
+    `k` and `v` are [B, T, Hkv, D], the order attention's projections produce (the cache keeps its
+    own order).
 
     Example:
 
@@ -1163,7 +1165,8 @@ def SL_KvWriteOp : SL_Op<"kv_write", [AllTypesMatch<["cache", "result"]>,
     ```
   }];
   let arguments = (ins SL_FloatTensor:$cache, SL_FloatTensor:$k, SL_FloatTensor:$v,
-                       Optional<SL_IndexVector>:$start);
+                       Optional<SL_IndexVector>:$start,
+                       DefaultValuedAttr<SL_HeadLayoutAttr, "::sl::HeadLayout::bhsd">:$layout);
   let results = (outs SL_FloatTensor:$result);
   let assemblyFormat = [{
     $cache `,` $k `,` $v (`,` $start^)? attr-dict `:` functional-type(operands, results)

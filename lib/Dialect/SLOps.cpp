@@ -290,7 +290,12 @@ LogicalResult DecodeAttentionOp::verify() {
 
 LogicalResult KvWriteOp::verify() {
   auto cache = rankedType(getCache());
-  if (failed(verifyKvCache(*this, cache, rankedType(getK()), rankedType(getV()))))
+  // k and v in [B, Hkv, T, D] order, as the cache's positions are.
+  auto logical = [&](Value value) {
+    auto type = rankedType(value);
+    return RankedTensorType::get(swapHeadsIf(getLayout(), type.getShape()), type.getElementType());
+  };
+  if (failed(verifyKvCache(*this, cache, logical(getK()), logical(getV()))))
     return failure();
   if (getStart())
     return verifyPerSequence(*this, getStart(), cache.getDimSize(0), "start");

@@ -36,7 +36,7 @@ namespace sl {
 namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
-constexpr uint32_t kVersion = 6;
+constexpr uint32_t kVersion = 7;
 // Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
 constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kHostToDeviceStream = 1;
@@ -559,7 +559,15 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         return plan;
       })
       .Case<TakeRowsOp>([&](auto) -> Result { return simple(pb::TAKE_ROWS); })
-      .Case<KvWriteOp>([&](auto) -> Result { return simple(pb::KV_WRITE); })
+      .Case<KvWriteOp>([&](KvWriteOp write) -> Result {
+        KernelPlan &plan = simple(pb::KV_WRITE);
+        // BHSD, the default, is written as no attributes (as version 6 wrote every KV_WRITE).
+        if (write.getLayout() == HeadLayout::bshd)
+          plan.attributes = [](pb::Kernel &k) {
+            k.mutable_kv_write()->set_layout(pb::AttentionAttributes::BSHD);
+          };
+        return plan;
+      })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) -> Result {
         pb::CrossEntropyAttributes attrs;
         attrs.set_ignore_index(int64_t(o.getIgnoreIndex()));

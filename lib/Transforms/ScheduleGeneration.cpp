@@ -45,6 +45,15 @@ namespace {
 
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
+/// `v` is `sl.transpose %x [0, 2, 1, 3]`: attention's [B, T, Hkv, D] keys or values permuted to
+/// the cache's [B, Hkv, T, D] order. Its input, else null.
+Value headPermutationInput(Value v) {
+  auto transpose = v.getDefiningOp<TransposeOp>();
+  if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3})
+    return {};
+  return transpose.getInput();
+}
+
 RankedTensorType batched(Type type, int64_t n) {
   auto tensor = llvm::cast<RankedTensorType>(type);
   SmallVector<int64_t> shape(tensor.getShape());
@@ -298,6 +307,14 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
       for (unsigned pair = 0; pair < pairs; ++pair) {
         Value k = results[j][1 + 2 * pair], v = results[j][2 + 2 * pair];
         Value chunk = cacheChunk(pair, j), start;
+        // Keys and values that attention read in [B, T, Hkv, D] (sl-fold-head-transposes) are
+        // written from that order: the permutation to the cache's is the write's, not a copy.
+        HeadLayout layout = HeadLayout::bhsd;
+        if (Value kIn = headPermutationInput(k), vIn = headPermutationInput(v); kIn && vIn) {
+          k = kIn;
+          v = vIn;
+          layout = HeadLayout::bshd;
+        }
         if (cacheOnDevice) {
           // Written in place on the device, at the position the decode step already has there.
           if (program == 1)
@@ -308,7 +325,8 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
           if (program == 1)
             start = view(decodePosition, j);
         }
-        builder.create<KvWriteOp>(named(prefix + "kv write"), chunk.getType(), chunk, k, v, start);
+        builder.create<KvWriteOp>(named(prefix + "kv write"), chunk.getType(), chunk, k, v, start,
+                                  HeadLayoutAttr::get(builder.getContext(), layout));
       }
       Value out = layer.getResult(0);
       if (out == returned) {

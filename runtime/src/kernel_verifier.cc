@@ -128,7 +128,8 @@ std::optional<OpRule> opRule(OpKind op) {
   // shapes), so it is not "in place" in the sense above: its k, v and start overlap nothing.
   case KV_WRITE:
     // start is optional; the cache is in the host pool or on the device.
-    return OpRule{3, 4, kNone, false, false, OpRule::Placement::kComputeOrHost};
+    // kv_write.layout (version 7) is optional: without it k and v are BHSD.
+    return OpRule{3, 4, Kernel::kKvWrite, false, false, OpRule::Placement::kComputeOrHost};
   case DECODE_ATTENTION:
     return OpRule{5, 6, Kernel::kAttention, true, false, kCompute}; // slopes with alibi
   case TAKE_ROWS:
@@ -799,20 +800,25 @@ private:
   }
 
   // KV_WRITE (cache [B, 2, Hkv, C, D], k [B, Hkv, T, D], v [B, Hkv, T, D] [, start [B]]) -> the
-  // cache itself, with T <= C (where the T rows go is checked at run time).
+  // cache itself, with T <= C (where the T rows go is checked at run time). With kv_write.layout
+  // BSHD, k and v are [B, T, Hkv, D].
   void verifyKvWrite() const {
     if (results_[0]->id() != operands_[0]->id())
       throw error(role(-1), " must be the very buffer of ", role(0),
                   ", the cache it writes in place");
     verifyCache(0);
+    bool bshd = k_.kv_write().layout() == sl::schedule::AttentionAttributes::BSHD;
+    if (k_.kv_write().layout() != sl::schedule::AttentionAttributes::BHSD && !bshd)
+      throw error("kv_write.layout ", int(k_.kv_write().layout()), " is neither BHSD nor BSHD");
     const Shape &cache = in_[0], &k = in_[1];
-    if (k.size() != 4 || k[0] != cache[0] || k[1] != cache[2] || k[3] != cache[4])
+    int heads = bshd ? 2 : 1, positions = bshd ? 1 : 2;
+    if (k.size() != 4 || k[0] != cache[0] || k[heads] != cache[2] || k[3] != cache[4])
       throw error("k ", formatShape(k), " does not fit the cache ", formatShape(cache),
-                  ": it should be [B, Hkv, T, D] = [", cache[0], ", ", cache[2], ", T, ", cache[4],
-                  "]");
+                  ": it should be ", bshd ? "[B, T, Hkv, D]" : "[B, Hkv, T, D]", " with B = ",
+                  cache[0], ", Hkv = ", cache[2], " and D = ", cache[4]);
     expectOperand(2, "v", k, " (the shape of k)");
-    if (k[2] > cache[3])
-      throw error("k ", formatShape(k), " has ", k[2], " positions, more than the cache ",
+    if (k[positions] > cache[3])
+      throw error("k ", formatShape(k), " has ", k[positions], " positions, more than the cache ",
                   formatShape(cache), " holds (", cache[3], ")");
     if (in_.size() > 3)
       expectOperand(3, "start", {cache[0]}, " (one position per sequence)");

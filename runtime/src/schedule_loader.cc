@@ -125,6 +125,12 @@ sl::schedule::Schedule parseSchedule(std::string_view bytes) {
                             schedule.kernels(i).attention().layout()),
                         ", which schedule version ", schedule.version(),
                         " does not have (version 6 does)");
+  if (schedule.version() < 7)
+    for (int i = 0; i < schedule.kernels_size(); ++i)
+      if (schedule.kernels(i).has_kv_write())
+        throw makeError(kernelText(i, schedule.kernels(i)), ": has kv_write attributes, which ",
+                        "schedule version ", schedule.version(),
+                        " does not have (version 7 does)");
   if (schedule.end_magic() != kScheduleMagic)
     throw Error("truncated schedule (the end marker is missing)");
   verifySchedule(schedule);

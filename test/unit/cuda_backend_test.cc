@@ -1158,6 +1158,18 @@ TEST_F(CudaKernelTest, KvWriteOnTheDevice) {
   }
 }
 
+// The same from k and v in [B, T, Hkv, D] (kv_write.layout BSHD), against the CPU backend's kernel.
+TEST_F(CudaKernelTest, KvWriteFromBshdOnTheDevice) {
+  for (DType dtype : kFloats) {
+    Value cache = uniform(rng, {2, 2, 3, 9, 4}, dtype), k = uniform(rng, {2, 2, 3, 4}, dtype);
+    Value v = uniform(rng, {2, 2, 3, 4}, dtype);
+    Kernel write = makeKernel(KV_WRITE);
+    write.mutable_kv_write()->set_layout(sl::schedule::AttentionAttributes::BSHD);
+    check(write, {cache, k, v, valueOf<int64_t>(I64, {2}, {0, 7})}, {{dtype, cache.shape, 0}},
+          kExact);
+  }
+}
+
 // --- the backend as a whole
 // -----------------------------------------------------------------------
 

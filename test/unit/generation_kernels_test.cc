@@ -138,6 +138,40 @@ TYPED_TEST(GenerationKernelsTest, KvWriteWritesExactlyItsPositions) {
   }
 }
 
+// With kv_write.layout BSHD, k and v are [B, T, Hkv, D]: the same cache as BHSD k and v that are
+// their head permutation, written from the projections' order without a transpose.
+TYPED_TEST(GenerationKernelsTest, KvWriteFromBshdEqualsTheTransposedWrite) {
+  using T = TypeParam;
+  const int64_t b = 2, heads = 3, capacity = 6, d = 5, t = 4;
+  Shape cacheShape{b, 2, heads, capacity, d};
+  Tensor<T> cache = randomTensor<T>(this->rng, cacheShape);
+  Tensor<T> bhsdCache(cacheShape, cache.values);
+  Tensor<T> k = randomTensor<T>(this->rng, {b, t, heads, d});
+  Tensor<T> v = randomTensor<T>(this->rng, {b, t, heads, d});
+  // The head permutation of k and v, by index.
+  auto permuted = [&](const Tensor<T> &x) {
+    std::vector<T> y(x.values.size());
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t p = 0; p < t; ++p)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t c = 0; c < d; ++c)
+            y[((i * heads + h) * t + p) * d + c] = x.values[((i * t + p) * heads + h) * d + c];
+    return y;
+  };
+  Tensor<T> kBhsd({b, heads, t, d}, permuted(k)), vBhsd({b, heads, t, d}, permuted(v));
+  Tensor<int64_t> start = ints({b}, {2, 0});
+  Kernel bshd = makeKernel(KV_WRITE);
+  bshd.mutable_kv_write()->set_layout(sl::schedule::AttentionAttributes::BSHD);
+  this->run(bshd, cache.ref, cache, k, v, start);
+  this->run(makeKernel(KV_WRITE), bhsdCache.ref, bhsdCache, kBhsd, vBhsd, start);
+  EXPECT_EQ(cache.values, bhsdCache.values);
+  // T counts positions from dimension 1: a start that leaves no room for 4 is refused.
+  Tensor<int64_t> late = ints({b}, {3, 0});
+  EXPECT_THAT(this->runError(bshd, cache.ref, cache, k, v, late),
+              HasSubstr("start 3 (element 0 of the starts [2]) is outside [0, 2]: 4 new "
+                        "positions"));
+}
+
 TYPED_TEST(GenerationKernelsTest, KvWriteStartOutOfRangeIsAnErrorAndWritesNothing) {
   using T = TypeParam;
   Tensor<T> cache = randomTensor<T>(this->rng, {2, 2, 1, 5, 3});

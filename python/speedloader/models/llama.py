@@ -295,6 +295,8 @@ register_preset("llama-30b", "llama", layers=60, hidden=6656, heads=52, ffn=1792
                 max_positions=2048, rms_norm_eps=1e-6)
 register_preset("llama2-7b", "llama", layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000,
                 max_positions=4096, rms_norm_eps=1e-5)
+register_preset("llama2-13b", "llama", layers=40, hidden=5120, heads=40, ffn=13824, vocab=32000,
+                max_positions=4096, rms_norm_eps=1e-5)
 
 register(Arch(
     name="llama",

@@ -8,7 +8,7 @@ namespace slrt {
 // The schedule version this runtime executes and sl-opt writes, and the oldest it still accepts
 // (version 4 is version 5 without MATMUL's transpose flags and ALiBi slopes; version 5 is
 // version 6 without attention's BSHD layout).
-inline constexpr uint32_t kScheduleVersion = 6;
+inline constexpr uint32_t kScheduleVersion = 7;
 inline constexpr uint32_t kOldestScheduleVersion = 4;
 // 'SLSC' as a little-endian uint32 (Schedule.magic).
 inline constexpr uint32_t kScheduleMagic = 0x43534c53;

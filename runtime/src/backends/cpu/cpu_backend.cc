@@ -216,7 +216,7 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
   case ATTENTION:
     return cpu::attention(kernel, operands, y);
   case KV_WRITE:
-    return cpu::kvWrite(operands, y);
+    return cpu::kvWrite(kernel, operands, y);
   case DECODE_ATTENTION:
     return cpu::decodeAttention(kernel, operands, y);
   case TAKE_ROWS:

@@ -128,7 +128,7 @@ void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 // generation.cc: KV_WRITE (y is operand 0's very buffer; any dtype), DECODE_ATTENTION, TAKE_ROWS
 // (any dtype).
 // A start, length or index out of range is an Error, raised before anything is written.
-void kvWrite(const Operands &operands, const TensorRef *y);
+void kvWrite(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void decodeAttention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void takeRows(const Operands &operands, const TensorRef *y);
 

@@ -20,22 +20,35 @@ int64_t cacheRow(const Shape &cache, int64_t b, int64_t kv, int64_t h, int64_t p
 
 // cache[b, 0, h, s + t] = k[b, h, t] and cache[b, 1, h, s + t] = v[b, h, t]: for each (b, h) two
 // contiguous runs of T rows. Every other cache element is left as it is.
+// With `bshd`, k and v are [B, T, Hkv, D]: row t of head h is at (b * T + t) * Hkv + h, so each
+// (b, h) gathers T rows of D elements instead of copying one run.
 template <typename T>
 void kvWriteAs(const Operands &operands, const TensorRef *cache,
-               const std::vector<int64_t> &start) {
+               const std::vector<int64_t> &start, bool bshd) {
   const TensorRef *k = operands[1], *v = operands[2];
   int64_t batch = cache->shape[0], heads = cache->shape[2], d = cache->shape[4];
-  int64_t t = k->shape[2];
+  int64_t t = bshd ? k->shape[1] : k->shape[2];
   T *pc = out<T>(cache);
   const T *pk = in<T>(k), *pv = in<T>(v);
   uint64_t runBytes = static_cast<uint64_t>(t * d) * sizeof(T);
+  uint64_t rowBytes = static_cast<uint64_t>(d) * sizeof(T);
   parallelFor(batch * heads, 2 * t * d, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
       int64_t b = bh / heads, h = bh % heads, s = start[static_cast<size_t>(b)];
       if (runBytes == 0)
         continue;
-      std::memcpy(pc + cacheRow(cache->shape, b, 0, h, s), pk + bh * t * d, runBytes);
-      std::memcpy(pc + cacheRow(cache->shape, b, 1, h, s), pv + bh * t * d, runBytes);
+      T *keys = pc + cacheRow(cache->shape, b, 0, h, s);
+      T *values = pc + cacheRow(cache->shape, b, 1, h, s);
+      if (!bshd) {
+        std::memcpy(keys, pk + bh * t * d, runBytes);
+        std::memcpy(values, pv + bh * t * d, runBytes);
+        continue;
+      }
+      for (int64_t p = 0; p < t; ++p) {
+        int64_t row = ((b * t + p) * heads + h) * d;
+        std::memcpy(keys + p * d, pk + row, rowBytes);
+        std::memcpy(values + p * d, pv + row, rowBytes);
+      }
     }
   });
 }
@@ -105,9 +118,11 @@ void decodeAttentionAs(const Kernel &kernel, const Operands &operands, const Ten
 
 } // namespace
 
-void kvWrite(const Operands &operands, const TensorRef *y) {
+void kvWrite(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *cache = operands[0], *k = operands[1];
-  int64_t batch = cache->shape[0], capacity = cache->shape[3], count = k->shape[2];
+  bool bshd = kernel.kv_write().layout() == sl::schedule::AttentionAttributes::BSHD;
+  int64_t batch = cache->shape[0], capacity = cache->shape[3];
+  int64_t count = bshd ? k->shape[1] : k->shape[2];
   // Every start is checked before anything is written, so the error names the first bad one and
   // the cache is untouched.
   std::vector<int64_t> start(static_cast<size_t>(batch), 0);
@@ -127,7 +142,7 @@ void kvWrite(const Operands &operands, const TensorRef *y) {
   // y is the very buffer of operand 0: the kernel writes the cache in place, moving elements
   // without looking at them (any dtype of the element sizes, bf16 included).
   withElementBits(dtypeSize(y->dtype),
-                  [&](auto type) { kvWriteAs<decltype(type)>(operands, y, start); });
+                  [&](auto type) { kvWriteAs<decltype(type)>(operands, y, start, bshd); });
 }
 
 void decodeAttention(const Kernel &kernel, const Operands &operands, const TensorRef *y) {

@@ -298,7 +298,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   case TAKE_ROWS:
     return takeRows(ctx, in[0], in[1], y);
   case KV_WRITE: // a cache on the device; one in the host pool runs on the host (execute)
-    return kvWrite(ctx, in[0], in[1], in[2], optional(3));
+    return kvWrite(ctx, kernel.kv_write().layout() == sl::schedule::AttentionAttributes::BSHD,
+                   in[0], in[1], in[2], optional(3));
   case CROSS_ENTROPY:
     return crossEntropy(ctx, kernel.cross_entropy().ignore_index(), in[0], in[1], y);
   case CROSS_ENTROPY_GRAD:

@@ -178,7 +178,7 @@ void concat(Context &ctx, int64_t axis, const std::vector<Tensor> &operands, con
 void trilu(Context &ctx, bool upper, int64_t k, const Tensor &x, const Tensor &y);
 void takeRows(Context &ctx, const Tensor &x, const Tensor &index, const Tensor &y);
 // KV_WRITE over device buffers (a cache kept on the device); `start` may be null.
-void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v,
+void kvWrite(Context &ctx, bool bshd, const Tensor &cache, const Tensor &k, const Tensor &v,
              const Tensor *start);
 
 // linear_algebra.cu (cuBLAS and cuBLASLt: fp32 math for f32 and bf16, fp64 for f64)

@@ -166,11 +166,20 @@ __global__ void takeRowsKernel(const T *x, const int64_t *index, T *y, int64_t t
   }
 }
 
+// Element i of k and v: [B, Hkv, T, D] order, or [B, T, Hkv, D] with `bshd`.
 template <typename T>
 __global__ void kvWriteKernel(T *cache, const T *k, const T *v, const int64_t *start, int64_t total,
-                              int64_t heads, int64_t count, int64_t dim, int64_t capacity) {
+                              int64_t heads, int64_t count, int64_t dim, int64_t capacity,
+                              bool bshd) {
   SLRT_GRID_LOOP(i, total) {
-    int64_t d = i % dim, t = (i / dim) % count, h = (i / (dim * count)) % heads;
+    int64_t d = i % dim, t, h;
+    if (bshd) {
+      h = (i / dim) % heads;
+      t = (i / (dim * heads)) % count;
+    } else {
+      t = (i / dim) % count;
+      h = (i / (dim * count)) % heads;
+    }
     int64_t b = i / (dim * count * heads);
     int64_t s = (start ? start[b] : 0) + t;
     cache[(((b * 2 + 0) * heads + h) * capacity + s) * dim + d] = k[i];
@@ -333,10 +342,10 @@ void takeRows(Context &ctx, const Tensor &x, const Tensor &index, const Tensor &
   });
 }
 
-void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v,
+void kvWrite(Context &ctx, bool bshd, const Tensor &cache, const Tensor &k, const Tensor &v,
              const Tensor *start) {
   int64_t batch = cache.shape[0], heads = cache.shape[2], capacity = cache.shape[3];
-  int64_t dim = cache.shape[4], count = k.shape[2];
+  int64_t dim = cache.shape[4], count = bshd ? k.shape[1] : k.shape[2];
   if (start) {
     // Checked on the host before anything is written, with the CPU backend's message.
     std::vector<int64_t> starts(static_cast<size_t>(batch));
@@ -355,7 +364,7 @@ void kvWrite(Context &ctx, const Tensor &cache, const Tensor &k, const Tensor &v
     using T = decltype(type);
     launch(ctx, "kvWrite", kvWriteKernel<T>, blocksFor(total), kThreads, 0, cache.as<T>(),
            k.as<T>(), v.as<T>(), start ? start->as<int64_t>() : nullptr, total, heads, count, dim,
-           capacity);
+           capacity, bshd);
   });
 }
 
