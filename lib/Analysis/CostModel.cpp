@@ -503,7 +503,11 @@ SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t
 /// One step of the schedule between parameter fetches: a group's forward over the sub-batches,
 /// the epilogue's forward and backward, or a group's backward.
 struct Phase {
+  /// The phase's own activations and activation gradients, each direction.
   double hostToDevice = 0, deviceToHost = 0, flops = 0;
+  /// Its group's parameters fetched, and its parameter gradients offloaded (none in a forward
+  /// phase): issued in the neighbouring phases, not in this one (see predict).
+  double parameterFetch = 0, gradientOffload = 0;
 };
 
 } // namespace
@@ -554,11 +558,12 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   for (auto [kind, g] : order) {
     const Group &group = groups[g];
     Phase phase;
-    phase.hostToDevice = fetches * group.parameterBytes + n * group.inputs;
+    phase.hostToDevice = n * group.inputs;
     if (kind == 'B')
       phase.hostToDevice += n * group.outputGradients;
-    phase.deviceToHost = kind == 'F' ? n * group.outputs
-                                     : n * group.inputGradients + fetches * group.parameterBytes;
+    phase.deviceToHost = kind == 'F' ? n * group.outputs : n * group.inputGradients;
+    phase.parameterFetch = fetches * group.parameterBytes;
+    phase.gradientOffload = kind == 'F' ? 0 : fetches * group.parameterBytes;
     double flops = kind == 'F'   ? group.forwardFlops
                    : kind == 'E' ? group.forwardFlops + group.backwardFlops
                                  : group.backwardFlops + group.recomputeFlops;
@@ -570,25 +575,39 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   p.boundaryActivationBytes = boundaryActivation;
   // The phases' time before the first backward phase: what the host optimizer waits for.
   double beforeBackward = 0;
-  for (auto [phase, step] : llvm::zip_equal(phases, order)) {
-    p.hostToDeviceBytes += phase.hostToDevice;
-    p.deviceToHostBytes += phase.deviceToHost;
+  for (auto [index, phase] : llvm::enumerate(phases)) {
+    p.hostToDeviceBytes += phase.hostToDevice + phase.parameterFetch;
+    p.deviceToHostBytes += phase.deviceToHost + phase.gradientOffload;
     p.computeSeconds += phase.flops / machine.flopsPerSecond;
     // Within a phase, compute and both directions of the link overlap; phases follow each
-    // other (the next group's fetch overlapping this one is folded into its own phase).
+    // other. A phase cannot compute before its parameters are on the device, so their fetch
+    // runs in the phase before (each pass issues the next one's fetch at its start), and its
+    // parameter gradients leave after its last sub-batch, during the phase after. The first
+    // phase's first fetch and the last phase's last offload stand alone (below); canonical's
+    // other fetches and offloads of those groups overlap the phase's other sub-batches.
+    double toDevice = phase.hostToDevice;
+    if (index + 1 < phases.size())
+      toDevice += phases[index + 1].parameterFetch;
+    if (index == 0)
+      toDevice += phase.parameterFetch * (1 - 1 / fetches);
+    double toHost = phase.deviceToHost;
+    if (index > 0)
+      toHost += phases[index - 1].gradientOffload;
+    if (index + 1 == phases.size())
+      toHost += phase.gradientOffload * (1 - 1 / fetches);
     double seconds = std::max({phase.flops / machine.flopsPerSecond,
-                               phase.hostToDevice / machine.linkBytesPerSecond,
-                               phase.deviceToHost / machine.linkBytesPerSecond});
-    if (step.first != 'B') // the forward phases and the epilogue's all come first
+                               toDevice / machine.linkBytesPerSecond,
+                               toHost / machine.linkBytesPerSecond});
+    if (order[index].first != 'B') // the forward phases and the epilogue's all come first
       beforeBackward += seconds;
     p.stepSeconds += seconds;
   }
   // Nothing overlaps the first parameter fetch or the last gradient offload.
   if (!phases.empty()) {
-    double firstFetch = groups[order.front().second].parameterBytes / machine.linkBytesPerSecond;
+    double firstFetch = phases.front().parameterFetch / fetches / machine.linkBytesPerSecond;
     beforeBackward += firstFetch;
     p.stepSeconds += firstFetch;
-    p.stepSeconds += groups[order.back().second].parameterBytes / machine.linkBytesPerSecond;
+    p.stepSeconds += phases.back().gradientOffload / fetches / machine.linkBytesPerSecond;
   }
   // The host's AdamW updates a group once its gradients are offloaded, overlapping the rest of
   // the backward; it cannot start before the backward does, so the step takes at least the

@@ -94,10 +94,13 @@
 // REPORT-NEXT: speedloader host->device 7.42 KiB (7600 bytes), device->host 4.88 KiB (4992 bytes)
 // REPORT-NEXT: canonical host->device 12.42 KiB (12720 bytes), device->host 7.88 KiB (8064 bytes)
 //
-// Step: the larger of compute and each link direction per phase, 656 + 2448 + 2448 + 18723 +
-// 4752 + 4752 + 1232 = 35011, plus the first fetch and the last offload (512 each); compute
-// 3 x (48 + 2 x 816 + 1537 + 4704 + 2 x 1584 + 128) = 33651.
-// REPORT-NEXT: step time: 3.6035e+01 s predicted (3.3651e+01 s of compute)
+// Step: the larger of compute and each link direction per phase, where a phase's link carries
+// its sub-batches' boundaries, the next phase's parameters and the previous phase's parameter
+// gradients (link and compute are both 1000 per second here): forward prologue max(3*48,
+// 3*48+256, 3*192) = 576, blocks 2448 and 2448 (compute), epilogue 18723, backward blocks 4752
+// and 4752, prologue max(384, 3*(48+192), 256) = 720; 34419, plus the first fetch and the last
+// offload (512 each); compute 3 x (48 + 2 x 816 + 1537 + 4704 + 2 x 1584 + 128) = 33651.
+// REPORT-NEXT: step time: 3.5443e+01 s predicted (3.3651e+01 s of compute)
 
 // CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 5120 : i64, predicted_host_bytes = 9024 : i64, predicted_host_pool_bytes = 4416 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
 
