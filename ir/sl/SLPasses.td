@@ -310,6 +310,15 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     gathers and reduce-scatters per sub-batch, as ZeRO-3 does. Each rank's `loss` is the mean over
     its own tokens; the backward is seeded with 1/(N W), so that the reduce-scatter's sum is the
     gradient of the mean over the W ranks' tokens (all ranks have the same number of tokens).
+    A parameter computed in bf16 whose model file stores f32 (`stored_as f32`) is sharded as f32:
+    the step's `sl.param` is f32 (the shard holds the optimizer's master), and after the
+    all-gather its f32 view is cast to bf16 (`sl.cast`) for the stages.
+
+    With `forward-only` the pass writes an inference step instead, `@infer_step(inputs...) ->
+    (outputs...)`, from stages that need no backward functions: each group's forward pass in
+    order (SpeedLoader: a group's parameters fetched once for all N sub-batches; canonical: per
+    sub-batch), each sub-batch's outputs of @forward offloaded and, for N > 1, joined along
+    axis 0 by a `sl.concat` of host values (a host kernel). One rank only.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"\"",
@@ -325,6 +334,10 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     Option<"world", "world", "int64_t", /*default=*/"0",
            "Ranks the parameters, gradients and optimizer state are sharded over, W (0: from "
            "sl.plan, else 1)">,
+    Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
+           "Write the inference step @infer_step instead: every group's forward pass over the "
+           "sub-batches (stages need no backward functions), @forward's outputs offloaded per "
+           "sub-batch and joined on the host; one rank">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
@@ -334,7 +347,7 @@ def AssignStreamsPass : Pass<"sl-assign-streams", "mlir::func::FuncOp"> {
   let description = [{
     On a step written by `sl-schedule-subbatches` (a function carrying `sl.plan`), sets
     `sl.stream` on every op that becomes a kernel: `"h2d"` for `sl.fetch_params` and
-    `sl.prefetch`, `"d2h"` for `sl.offload`, `"host"` for accumulations of host values and
+    `sl.prefetch`, `"d2h"` for `sl.offload`, `"host"` for accumulations, KV cache writes and concatenations of host values and
     `sl.optimizer_step`, `"collective"` for `sl.all_gather` and `sl.reduce_scatter`, and
     `"compute"` for every other op that computes. Parameters, constants, sub-batch views and
     reshapes are no kernels and get none. Functions without `sl.plan` are left alone.
@@ -465,6 +478,9 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
            "model it)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the plan and its predictions to standard output">,
+    Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
+           "Plan an inference step (sl-schedule-subbatches forward-only): stages without "
+           "backward functions, no loss, no optimizer state">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

@@ -218,7 +218,8 @@ struct Measurement {
   SmallVector<SmallVector<Linear>> forwardLive, backwardLive;
 };
 
-FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier) {
+FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier,
+                               bool forwardOnly) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward || forward.isExternal())
     return mlir::emitError(module.getLoc(), "sl-plan: no @forward function");
@@ -271,14 +272,17 @@ FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier) {
     if (!stageFunc || stageFunc.isExternal())
       return mlir::emitError(layer.getLoc(), "sl-plan: no body for stage function @")
              << layer.getCallee();
-    if (!backwardFunc || backwardFunc.isExternal())
+    if (!forwardOnly && (!backwardFunc || backwardFunc.isExternal()))
       return mlir::emitError(layer.getLoc(), "sl-plan: stage @")
              << layer.getCallee() << " has no backward function; run sl-autodiff first";
     FunctionProfile forwardProfile = profileFunction(stageFunc, classifier);
-    FunctionProfile backwardProfile = profileFunction(backwardFunc, classifier);
     stage.forwardFlops = forwardProfile.flops;
-    stage.backwardFlops = backwardProfile.flops;
     m.forwardLive.push_back(std::move(forwardProfile.live));
+    // A forward-only step has no backward: its FLOPs and workspace are zero.
+    FunctionProfile backwardProfile;
+    if (!forwardOnly)
+      backwardProfile = profileFunction(backwardFunc, classifier);
+    stage.backwardFlops = backwardProfile.flops;
     m.backwardLive.push_back(std::move(backwardProfile.live));
     costs.stages.push_back(std::move(stage));
   }
@@ -290,6 +294,7 @@ FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier) {
     return mlir::emitError(forward.getLoc(),
                            "sl-plan: @forward calls no stages; run sl-partition-layers and "
                            "sl-autodiff first (--sl-train runs sl-plan before binding shapes)");
+  costs.forwardOnly = forwardOnly;
   for (auto &entry : parameters) {
     costs.parameterBytes += int64_t(entry.second.first);
     costs.parameterBytesFp32 += int64_t(entry.second.second);
@@ -346,11 +351,11 @@ FailureOr<int64_t> boundBatchOf(ModuleOp module) {
 
 } // namespace
 
-FailureOr<ModelCosts> analyseBoundModule(ModuleOp module) {
+FailureOr<ModelCosts> analyseBoundModule(ModuleOp module, bool forwardOnly) {
   FailureOr<int64_t> b0 = boundBatchOf(module);
   if (failed(b0))
     return failure();
-  FailureOr<Measurement> m = measure(module, Classifier{*b0});
+  FailureOr<Measurement> m = measure(module, Classifier{*b0}, forwardOnly);
   if (failed(m))
     return failure();
   for (auto [stage, forwardLive, backwardLive] :
@@ -362,11 +367,12 @@ FailureOr<ModelCosts> analyseBoundModule(ModuleOp module) {
   return m->costs;
 }
 
-FailureOr<ModelCosts> fitModules(ModuleOp atB1, int64_t b1, ModuleOp atB2, int64_t b2) {
-  FailureOr<Measurement> m1 = measure(atB1, Classifier{});
+FailureOr<ModelCosts> fitModules(ModuleOp atB1, int64_t b1, ModuleOp atB2, int64_t b2,
+                                 bool forwardOnly) {
+  FailureOr<Measurement> m1 = measure(atB1, Classifier{}, forwardOnly);
   if (failed(m1))
     return failure();
-  FailureOr<Measurement> m2 = measure(atB2, Classifier{});
+  FailureOr<Measurement> m2 = measure(atB2, Classifier{}, forwardOnly);
   if (failed(m2))
     return failure();
   ModelCosts &c1 = m1->costs, &c2 = m2->costs;
@@ -523,10 +529,12 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   SmallVector<std::pair<char, int>> order; // 'F', 'E', 'B'
   for (int g : forwardOrder)
     order.push_back({'F', g});
+  // A forward-only step runs the epilogue forward like every other group, and stops there.
   if (epilogue)
-    order.push_back({'E', *epilogue});
-  for (int g : backwardOrder)
-    order.push_back({'B', g});
+    order.push_back({costs.forwardOnly ? 'F' : 'E', *epilogue});
+  if (!costs.forwardOnly)
+    for (int g : backwardOrder)
+      order.push_back({'B', g});
 
   double modelInputs = 0, boundaryActivation = 0;
   for (const BoundaryValue &value : costs.boundary) {
@@ -585,7 +593,7 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   // The host's AdamW updates a group once its gradients are offloaded, overlapping the rest of
   // the backward; it cannot start before the backward does, so the step takes at least the
   // forward (the epilogue's fused pass included) and then the whole update.
-  if (machine.hostOptimizerParamsPerSecond > 0) {
+  if (machine.hostOptimizerParamsPerSecond > 0 && !costs.forwardOnly) {
     p.optimizerSeconds =
         double(costs.parameterBytesFp32) / 4 / machine.hostOptimizerParamsPerSecond;
     p.stepSeconds = std::max(p.stepSeconds, beforeBackward + p.optimizerSeconds);
@@ -600,8 +608,9 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   p.hostPoolBytes = step.hostPoolBytes;
   p.hostPeak = step.hostPeak;
   p.hostTerms = step.hostTerms;
-  p.optimizerStateBytes =
-      3 * double(costs.parameterBytesFp32) / double(std::max<int64_t>(1, config.world));
+  p.optimizerStateBytes = costs.forwardOnly ? 0.0
+                                             : 3 * double(costs.parameterBytesFp32) /
+                                                   double(std::max<int64_t>(1, config.world));
   p.hostBytes = p.hostPoolBytes + p.optimizerStateBytes;
   return p;
 }

@@ -310,6 +310,10 @@ const char *hostKindOf(Value v) {
     return "offloaded boundaries and gradients (per group, sub-batch)";
   if (llvm::cast<RankedTensorType>(v.getType()).getRank() == 0)
     return "loss";
+  // An inference step's outputs: each sub-batch's, and their join.
+  auto step = v.getParentRegion()->getParentOfType<func::FuncOp>();
+  if (step && step.getSymName() == "infer_step")
+    return "outputs (per sub-batch, and joined)";
   return "parameter gradients";
 }
 

@@ -22,6 +22,12 @@ MemorySpace memorySpaceOf(Value value) {
     return MemorySpace::Host;
   if (auto accumulate = llvm::dyn_cast<AccumulateOp>(def))
     return memorySpaceOf(accumulate.getAccumulator());
+  // An inference step joins its sub-batches' offloaded outputs on the host.
+  if (auto concat = llvm::dyn_cast<ConcatOp>(def))
+    if (concat->getNumOperands() > 0 &&
+        llvm::all_of(concat->getOperands(),
+                     [](Value v) { return memorySpaceOf(v) == MemorySpace::Host; }))
+      return MemorySpace::Host;
   return MemorySpace::Device;
 }
 

@@ -21,6 +21,35 @@ void addBindOwnedInputs(mlir::OpPassManager &pm) {
 }
 } // namespace
 
+namespace {
+/// Binding at `batch` (0: sl.plan's sub-batch size, else input_ids' own), folding, fusion,
+/// precision, and the transposes folded into GEMM flags and attention's layout.
+void addForwardPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq, int64_t past,
+                      bool fuse, llvm::StringRef precision) {
+  pm.addPass(createBindShapesPass(BindShapesPassOptions{batch, seq, past}));
+  pm.addPass(mlir::createCanonicalizerPass());
+  if (fuse)
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseTransformerPass());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  // After folding: rotary tables and masks are computed in f32, only stored in bf16.
+  if (precision != "f32")
+    pm.addPass(createConvertPrecisionPass(ConvertPrecisionPassOptions{precision.str()}));
+  // After fusion (sl-fuse-transformer recognises q @ k^T by its transpose): weights and other
+  // matrices read transposed become GEMM flags.
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
+  // Attention reads the projections' [B, S, H, D] order: the head permutations go too.
+  pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
+}
+
+/// The explicit step's streams, static memory plan and events.
+void addStepLowering(mlir::OpPassManager &pm) {
+  pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
+  pm.addNestedPass<mlir::func::FuncOp>(createAllocatePass());
+  pm.addNestedPass<mlir::func::FuncOp>(createInsertEventsPass());
+}
+} // namespace
+
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
   // The options struct holds a reference: the names live here until the pass has copied them.
   std::vector<std::string> inputs(options.bindInputs.begin(), options.bindInputs.end());
@@ -29,20 +58,43 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   BindInputsPassOptions bind;
   bind.inputs = inputs;
   pm.addPass(createBindInputsPass(bind));
-  pm.addPass(createBindShapesPass(BindShapesPassOptions{options.batch, options.seq, options.past}));
-  pm.addPass(mlir::createCanonicalizerPass());
-  if (options.fuse)
-    pm.addNestedPass<mlir::func::FuncOp>(createFuseTransformerPass());
-  pm.addPass(mlir::createCanonicalizerPass());
+  if (!options.planned()) {
+    addForwardPasses(pm, options.batch, options.seq, options.past, options.fuse,
+                     options.precision);
+    return;
+  }
+  // Planned: sl-plan measures forward-only copies partitioned into stages, chooses the
+  // sub-batch size, count and live blocks, and the module is bound at the chosen size.
+  PlanPassOptions plan;
+  plan.deviceMemory = options.deviceMemory;
+  plan.hostMemory = options.hostMemory;
+  plan.batch = options.batch;
+  plan.subBatchSize = options.subBatchSize;
+  plan.numSubBatches = options.numSubBatches;
+  plan.liveBlocks = options.liveBlocks;
+  plan.mode = options.mode.empty() ? std::string("speedloader") : std::string(options.mode);
+  plan.target = options.target;
+  plan.precision = options.precision;
+  plan.linkGBps = options.linkGBps;
+  plan.tflops = options.tflops;
+  plan.report = options.planReport;
+  plan.forwardOnly = true;
+  int64_t seq = options.seq, past = options.past;
+  bool fuse = options.fuse;
+  std::string precision = options.precision;
+  pm.addPass(createPlanPass(plan, [seq, past, fuse, precision](mlir::OpPassManager &stages,
+                                                               int64_t batch) {
+    addForwardPasses(stages, batch, seq, past, fuse, precision);
+    stages.addPass(createPartitionLayersPass());
+  }));
+  addForwardPasses(pm, /*batch=*/0, seq, past, fuse, precision);
+  pm.addPass(createPartitionLayersPass());
+  ScheduleSubBatchesPassOptions step;
+  step.batch = options.batch;
+  step.forwardOnly = true;
+  pm.addPass(createScheduleSubBatchesPass(step));
   pm.addPass(mlir::createCSEPass());
-  // After folding: rotary tables and masks are computed in f32, only stored in bf16.
-  if (options.precision != "f32")
-    pm.addPass(createConvertPrecisionPass(ConvertPrecisionPassOptions{options.precision}));
-  // After fusion (sl-fuse-transformer recognises q @ k^T by its transpose): weights and other
-  // matrices read transposed become GEMM flags.
-  pm.addNestedPass<mlir::func::FuncOp>(createFoldMatmulTransposesPass());
-  // Attention reads the projections' [B, S, H, D] order: the head permutations go too.
-  pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
+  addStepLowering(pm);
 }
 
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
@@ -93,9 +145,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   pm.addPass(createScheduleSubBatchesPass());
   // CSE merges each stage's recomputation in backward with its own backward function's.
   pm.addPass(mlir::createCSEPass());
-  pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
-  pm.addNestedPass<mlir::func::FuncOp>(createAllocatePass());
-  pm.addNestedPass<mlir::func::FuncOp>(createInsertEventsPass());
+  addStepLowering(pm);
 }
 
 void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOptions &options) {
@@ -124,9 +174,7 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
       }));
   pm.addPass(createScheduleGenerationPass());
   pm.addPass(mlir::createCSEPass());
-  pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
-  pm.addNestedPass<mlir::func::FuncOp>(createAllocatePass());
-  pm.addNestedPass<mlir::func::FuncOp>(createInsertEventsPass());
+  addStepLowering(pm);
 }
 
 void registerPipelines() {
@@ -172,6 +220,13 @@ void registerPipelines() {
       "fuse transformer blocks (fuse=false to skip), simplify, and read transposed matrices "
       "through GEMM transpose flags (sl-fold-matmul-transposes) and let attention read and "
       "write the projections' [batch, seq, heads, dim] order (sl-fold-head-transposes). With "
+      "device-memory= (or host-memory=, sub-batch-size=, num-sub-batches=, live-blocks=, "
+      "mode=, plan-report) the run is planned as training is: sl-plan chooses the sub-batch "
+      "size (a divisor of batch=), count and live blocks for the budgets, and "
+      "sl-schedule-subbatches writes @infer_step, each group's weights fetched from host "
+      "memory once for all sub-batches (mode=speedloader) or once per sub-batch "
+      "(mode=canonical), boundary activations offloaded between groups and the outputs "
+      "joined on the host. With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
       buildInferPipeline);
 }

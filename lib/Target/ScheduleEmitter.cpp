@@ -1123,6 +1123,7 @@ LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
   if (entry.empty())
     entry = module.lookupSymbol<func::FuncOp>("generate")     ? "generate"
             : module.lookupSymbol<func::FuncOp>("train_step") ? "train_step"
+            : module.lookupSymbol<func::FuncOp>("infer_step") ? "infer_step"
                                                               : "forward";
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func || func.isExternal())

@@ -28,7 +28,7 @@ std::optional<llvm::StringRef> streamOf(Operation *op) {
   if (llvm::isa<AllGatherOp, ReduceScatterOp>(op))
     return llvm::StringRef("collective");
   if (llvm::isa<OptimizerStepOp>(op) ||
-      (llvm::isa<AccumulateOp, KvWriteOp>(op) &&
+      (llvm::isa<AccumulateOp, KvWriteOp, ConcatOp>(op) &&
        memorySpaceOf(op->getResult(0)) == MemorySpace::Host))
     return llvm::StringRef("host");
   return llvm::StringRef("compute");

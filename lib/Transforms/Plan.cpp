@@ -97,6 +97,10 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       emitError() << "sl-plan: mode must be speedloader or canonical, not '" << mode << "'";
       return signalPassFailure();
     }
+    if (forwardOnly && world != 1) {
+      emitError() << "sl-plan: an inference step runs on one rank, not world=" << int64_t(world);
+      return signalPassFailure();
+    }
     sl::PlanRequest request;
     request.mode = *scheduleMode;
     request.batch = batch;
@@ -158,9 +162,11 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       options.numSubBatches = count;
       options.liveBlocks = liveBlocks;
       options.world = world;
+      options.forwardOnly = forwardOnly;
       pm.addPass(sl::createScheduleSubBatchesPass(options));
       pm.addPass(mlir::createCSEPass());
-      auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>("train_step")
+      auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>(
+                                                 forwardOnly ? "infer_step" : "train_step")
                                            : func::FuncOp();
       if (!step) {
         if (!state->schedulingFailed)
@@ -333,7 +339,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     bool hasStages = forward && !forward.isExternal() && !forward.getOps<sl::LayerOp>().empty();
     if (hasStages || !buildStages) {
-      FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(module);
+      FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(module, forwardOnly);
       if (succeeded(costs))
         state->probes.emplace_back(module.clone(), costs->boundSubBatchSize);
       return costs;
@@ -348,7 +354,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       FailureOr<OwningOpRef<ModuleOp>> copy = compileCopy(module, 0);
       if (failed(copy))
         return failure();
-      FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(**copy);
+      FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(**copy, forwardOnly);
       if (succeeded(costs))
         state->probes.emplace_back(std::move(*copy), costs->boundSubBatchSize);
       return costs;
@@ -361,7 +367,8 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     FailureOr<OwningOpRef<ModuleOp>> large = compileCopy(module, kProbeLarge);
     if (failed(large))
       return failure();
-    FailureOr<sl::ModelCosts> costs = sl::fitModules(**small, kProbeSmall, **large, kProbeLarge);
+    FailureOr<sl::ModelCosts> costs =
+        sl::fitModules(**small, kProbeSmall, **large, kProbeLarge, forwardOnly);
     if (succeeded(costs)) {
       state->probes.emplace_back(std::move(*small), kProbeSmall);
       state->probes.emplace_back(std::move(*large), kProbeLarge);
@@ -415,7 +422,8 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
           .str();
     };
     int64_t b = config.subBatchSize;
-    os << "sl-plan: " << sl::stringifyScheduleMode(config.mode) << ", " << config.numSubBatches
+    os << "sl-plan: " << (costs.forwardOnly ? "inference, " : "")
+       << sl::stringifyScheduleMode(config.mode) << ", " << config.numSubBatches
        << " sub-batches of " << b << " (batch " << b * config.numSubBatches << "), live-blocks "
        << config.liveBlocks << ", world " << config.world << "\n";
     os << "  machine " << machine.profile << "\n";
@@ -456,8 +464,9 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                         bytes(prediction.hostPoolBytes), prediction.hostPeak);
     for (const sl::MemoryTerm &term : prediction.hostTerms)
       os << llvm::formatv("    {0,-60}{1}\n", term.name, bytes(term.bytes));
-    os << llvm::formatv("  {0,-62}{1}\n", "optimizer state (fp32 master weights, 2 moments)",
-                        bytes(prediction.optimizerStateBytes));
+    if (!costs.forwardOnly)
+      os << llvm::formatv("  {0,-62}{1}\n", "optimizer state (fp32 master weights, 2 moments)",
+                          bytes(prediction.optimizerStateBytes));
     os << "bytes moved per step:\n";
     for (sl::ScheduleMode mode : {sl::ScheduleMode::SpeedLoader, sl::ScheduleMode::Canonical}) {
       sl::PlanConfig other = config;
@@ -469,7 +478,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     }
     os << llvm::formatv("step time:                  {0:e4} s predicted ({1:e4} s of compute)\n",
                         prediction.stepSeconds, prediction.computeSeconds);
-    if (machine.hostOptimizerParamsPerSecond > 0)
+    if (machine.hostOptimizerParamsPerSecond > 0 && !costs.forwardOnly)
       os << llvm::formatv("host optimizer:             {0:e4} s (AdamW over every parameter, "
                           "from the backward's start)\n",
                           prediction.optimizerSeconds);

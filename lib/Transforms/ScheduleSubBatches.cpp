@@ -14,6 +14,10 @@
 // prefetched before sub-batch j computes, and sub-batch j's outputs are offloaded after sub-batch
 // j+1 starts (so that sl-allocate never places j+1's values over buffers a copy still reads).
 //
+// With forward-only, the step is an inference step, @infer_step: every group's forward pass in
+// order (no loss, no backward, no optimizer), the model's outputs offloaded per sub-batch and
+// joined on the host.
+//
 // With world > 1 the same order holds with sharded parameters: a fetch becomes a prefetch of the
 // rank's shard and an all-gather on the collective stream, the offload of a group's gradients a
 // concatenation, a reduce-scatter and an offload of the rank's shard of them.
@@ -87,6 +91,20 @@ struct GroupPass {
   SmallVector<int64_t> subBatches;
 };
 
+/// Whether a parameter's shard can hold its f32 master weights: an f32 parameter, or one computed
+/// in another type whose model file stores f32 (precision=bf16 of an f32 model). A sharded step
+/// keeps such a parameter as f32 in its shard and casts it after the all-gather.
+bool hasF32Master(Value param) {
+  if (llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
+    return true;
+  std::optional<Type> stored = param.getDefiningOp<ParamOp>().getStoredAs();
+  return stored && stored->isF32();
+}
+
+RankedTensorType asF32(Type type) {
+  return llvm::cast<RankedTensorType>(type).clone(Float32Type::get(type.getContext()));
+}
+
 bool isFloat(Value v) {
   return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
 }
@@ -103,9 +121,9 @@ RankedTensorType accumulationType(Type type) {
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp forward, Mode mode, int64_t numSubBatches,
-              int64_t liveBlocks, int64_t world)
+              int64_t liveBlocks, int64_t world, bool forwardOnly)
       : module(module), forward(forward), mode(mode), n(numSubBatches), k(liveBlocks),
-        world(world), builder(module.getContext()) {}
+        world(world), forwardOnly(forwardOnly), builder(module.getContext()) {}
 
   LogicalResult build();
 
@@ -136,6 +154,8 @@ private:
   void emitForwardPass(const GroupPass &pass, const IRMapping &params);
   void emitBackwardPass(const GroupPass &pass, const IRMapping &params);
   void emitOptimizerSteps(ArrayRef<Value> params);
+  // Forward-only: each output of @forward, its sub-batches' host values joined along axis 0.
+  SmallVector<Value> joinOutputs();
 
   SmallVector<Value> inlineFunction(func::FuncOp callee, ValueRange operands);
   Value hostConstant(RankedTensorType type, Attribute value);
@@ -157,6 +177,7 @@ private:
   func::FuncOp forward, step;
   Mode mode;
   int64_t n, k, world;
+  bool forwardOnly;
   OpBuilder builder;
   Location loc = UnknownLoc::get(module.getContext());
 
@@ -165,6 +186,7 @@ private:
   DenseMap<Value, unsigned> stageOf; // @forward stage result -> stage index
   DenseMap<unsigned, unsigned> groupOfStage;
   Value lossValue;                   // in @forward
+  SmallVector<Value> outputValues;   // forward-only: what @forward returns
 
   IRMapping stepParams;              // @forward param -> step param
   // Per sub-batch: host value of a @forward argument (a view) or offloaded group output.
@@ -203,24 +225,40 @@ LogicalResult StepBuilder::collectStages() {
     auto callee = module.lookupSymbol<func::FuncOp>(layer.getCallee());
     std::string name = (layer.getCallee() + "_backward").str();
     auto backward = module.lookupSymbol<func::FuncOp>(name);
-    if (!backward)
+    if (!backward && !forwardOnly)
       return layer.emitError("sl-schedule-subbatches: no @") << name << "; run sl-autodiff first";
     for (Value result : layer.getResults())
       stageOf[result] = stages.size();
     stages.push_back({layer, callee, backward});
   }
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-  if (ret.getNumOperands() != 1 || !forward.getResultAttrOfType<StringAttr>(0, "sl.name") ||
+  if (forwardOnly) {
+    if (stages.empty())
+      return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
+                               "sl-partition-layers first");
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      if (!stageOf.count(value))
+        return forward.emitError("sl-schedule-subbatches: output ")
+               << index << " of @forward is not computed by a stage; a forward-only step "
+               << "returns what its stages compute";
+      outputValues.push_back(value);
+    }
+    if (outputValues.empty())
+      return forward.emitError("sl-schedule-subbatches: @forward returns nothing");
+  } else if (ret.getNumOperands() != 1 || !forward.getResultAttrOfType<StringAttr>(0, "sl.name") ||
       forward.getResultAttrOfType<StringAttr>(0, "sl.name").getValue() != "loss")
     return forward.emitError("sl-schedule-subbatches: @forward must return exactly the 'loss' "
                              "(run sl-append-loss without keep-logits)");
-  lossValue = ret.getOperand(0);
-  if (stages.empty())
-    return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
-                             "sl-partition-layers first");
-  auto it = stageOf.find(lossValue);
-  if (it == stageOf.end() || it->second != stages.size() - 1)
-    return forward.emitError("sl-schedule-subbatches: the loss must be computed by the last stage");
+  if (!forwardOnly) {
+    lossValue = ret.getOperand(0);
+    if (stages.empty())
+      return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
+                               "sl-partition-layers first");
+    auto it = stageOf.find(lossValue);
+    if (it == stageOf.end() || it->second != stages.size() - 1)
+      return forward.emitError(
+          "sl-schedule-subbatches: the loss must be computed by the last stage");
+  }
   for (BlockArgument arg : forward.getArguments()) {
     auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
     if (!type || !type.hasStaticShape() || type.getRank() == 0)
@@ -264,6 +302,9 @@ void StepBuilder::formGroups() {
     for (Value input : group.inputs)
       if (auto it = stageOf.find(input); it != stageOf.end())
         groups[groupOfStage[it->second]].outputs.insert(input);
+  // A forward-only step offloads the model's outputs from the groups that compute them.
+  for (Value output : outputValues)
+    groups[groupOfStage[stageOf.lookup(output)]].outputs.insert(output);
   for (Group &group : groups)
     for (Value param : group.params)
       ++groupsLeft[param];
@@ -275,11 +316,13 @@ LogicalResult StepBuilder::formShards() {
     for (Value param : group.params) {
       if (shardOf.count(param))
         continue;
-      if (!llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
+      if (!hasF32Master(param))
         return param.getDefiningOp()->emitError("sl-schedule-subbatches: parameter '")
                << param.getDefiningOp<ParamOp>().getName() << "' is " << param.getType()
-               << "; sharding (world > 1) needs f32 parameters (precision=bf16 trains on one "
-                  "rank only: compile with world=1 or precision=f32)";
+               << " with no f32 values behind it (its model file stores it so, or it is inline "
+                  "in the module); sharding (world > 1) keeps f32 master weights in the "
+                  "shards, read from an f32 model file (export the model in f32: precision=bf16 "
+                  "then computes in bf16)";
       if (!own) {
         own = shards.size();
         shards.emplace_back();
@@ -324,16 +367,32 @@ func::FuncOp StepBuilder::createStep() {
     shape[0] *= n;
     argTypes.push_back(RankedTensorType::get(shape, tensor.getElementType()));
   }
-  SmallVector<Type> resultTypes{accumulationType(lossValue.getType())};
-  SmallVector<Attribute> resultAttrs{builder.getDictionaryAttr(
-      builder.getNamedAttr("sl.name", builder.getStringAttr("loss")))};
-  for (auto param : forward.getBody().front().getOps<ParamOp>()) {
-    resultTypes.push_back(accumulationType(param.getType()));
-    resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        "sl.name", builder.getStringAttr("grad:" + param.getName().str()))));
+  SmallVector<Type> resultTypes;
+  SmallVector<Attribute> resultAttrs;
+  if (forwardOnly) {
+    // The model's outputs for the whole batch, named as @forward names them.
+    for (auto [index, value] : llvm::enumerate(outputValues)) {
+      auto tensor = llvm::cast<RankedTensorType>(value.getType());
+      SmallVector<int64_t> shape(tensor.getShape());
+      shape[0] *= n;
+      resultTypes.push_back(RankedTensorType::get(shape, tensor.getElementType()));
+      resultAttrs.push_back(forward.getResultAttrDict(index)
+                                ? Attribute(forward.getResultAttrDict(index))
+                                : Attribute(builder.getDictionaryAttr({})));
+    }
+  } else {
+    resultTypes.push_back(accumulationType(lossValue.getType()));
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("sl.name", builder.getStringAttr("loss"))));
+    for (auto param : forward.getBody().front().getOps<ParamOp>()) {
+      resultTypes.push_back(accumulationType(param.getType()));
+      resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          "sl.name", builder.getStringAttr("grad:" + param.getName().str()))));
+    }
   }
   builder.setInsertionPointAfter(forward);
-  auto func = builder.create<func::FuncOp>(forward.getLoc(), "train_step",
+  auto func = builder.create<func::FuncOp>(forward.getLoc(),
+                                           forwardOnly ? "infer_step" : "train_step",
                                            builder.getFunctionType(argTypes, resultTypes));
   func.setAllArgAttrs(forward.getAllArgAttrs());
   func.setAllResultAttrs(resultAttrs);
@@ -346,6 +405,11 @@ SmallVector<GroupPass> StepBuilder::passOrder() const {
   unsigned last = groups.size() - 1;
   SmallVector<GroupPass> passes;
   auto oneStep = [&](ArrayRef<int64_t> subBatches) {
+    if (forwardOnly) {
+      for (unsigned g = 0; g <= last; ++g)
+        passes.push_back({g, false, SmallVector<int64_t>(subBatches)});
+      return;
+    }
     for (unsigned g = 0; g < last; ++g)
       passes.push_back({g, false, SmallVector<int64_t>(subBatches)});
     for (unsigned g = last + 1; g-- > 0;)
@@ -438,10 +502,18 @@ void StepBuilder::gatherParams(ArrayRef<Value> params, llvm::StringRef group, IR
                       .create<AllGatherOp>(named("all-gather " + of), TypeRange{type},
                                            ValueRange{onDevice}, uint64_t(world))
                       .getResult(0);
-    for (Value p : params)
-      if (shardOf.lookup(p) == s)
-        into.map(p, builder.create<ViewOp>(loc, p.getType(), whole,
-                                           uint64_t(shard.offset.lookup(p))));
+    for (Value p : params) {
+      if (shardOf.lookup(p) != s)
+        continue;
+      // The shard holds f32 masters; a parameter computed in bf16 is cast on the device.
+      Value view = builder.create<ViewOp>(loc, asF32(p.getType()), whole,
+                                          uint64_t(shard.offset.lookup(p)));
+      if (view.getType() != p.getType())
+        view = builder.create<CastOp>(loc, p.getType(), view,
+                                      TypeAttr::get(llvm::cast<RankedTensorType>(p.getType())
+                                                        .getElementType()));
+      into.map(p, view);
+    }
   }
 }
 
@@ -718,6 +790,26 @@ void StepBuilder::emitOptimizerSteps(ArrayRef<Value> params) {
   builder.create<OptimizerStepOp>(named("optimizer step: " + names), lossHost, grads, hostParams);
 }
 
+SmallVector<Value> StepBuilder::joinOutputs() {
+  SmallVector<Value> joined;
+  for (auto [index, value] : llvm::enumerate(outputValues)) {
+    SmallVector<Value> pieces;
+    for (int64_t j = 0; j < n; ++j)
+      pieces.push_back(hostValue[j].lookup(value));
+    if (n == 1) {
+      joined.push_back(pieces.front());
+      continue;
+    }
+    // Every piece is in the host pool: the concatenation is a host kernel (MemorySpaces.h),
+    // so the whole batch's output never needs the device.
+    auto name = forward.getResultAttrOfType<StringAttr>(index, "sl.name");
+    joined.push_back(builder.create<ConcatOp>(
+        named("join " + (name ? name.getValue() : llvm::StringRef("output"))),
+        step.getResultTypes()[index], pieces, uint64_t(0)));
+  }
+  return joined;
+}
+
 void StepBuilder::removeDeadCode() {
   // Recomputation the backward rules do not read (a matmul's output, say), copies of values
   // nothing reads, and the parameters that only such code read: a group fetches what its pass
@@ -755,7 +847,8 @@ DictionaryAttr StepBuilder::planAttribute() {
     parameterBytes += storageBytes(param.getType());
   for (const Group &group : groups)
     for (Value v : group.outputs)
-      boundaryBytes = std::max(boundaryBytes, storageBytes(v.getType()));
+      if (!llvm::is_contained(outputValues, v)) // the model's outputs cross no boundary
+        boundaryBytes = std::max(boundaryBytes, storageBytes(v.getType()));
   int64_t subBatchSize =
       llvm::cast<RankedTensorType>(forward.getArgumentTypes().front()).getDimSize(0);
   NamedAttrList attrs;
@@ -781,8 +874,15 @@ LogicalResult StepBuilder::build() {
     return failure();
   step = createStep();
 
-  for (auto param : forward.getBody().front().getOps<ParamOp>())
-    stepParams.map(param.getResult(), builder.clone(*param)->getResult(0));
+  for (auto param : forward.getBody().front().getOps<ParamOp>()) {
+    Operation *copy = builder.clone(*param);
+    // Sharded, a parameter lives in its shard as f32 (its master): the file's f32 bytes.
+    if (world > 1 && param.getStoredAs() && param.getStoredAs()->isF32()) {
+      copy->getResult(0).setType(asF32(param.getType()));
+      copy->removeAttr(param.getStoredAsAttrName());
+    }
+    stepParams.map(param.getResult(), copy->getResult(0));
+  }
   if (world > 1)
     createShards();
   hostValue.resize(n);
@@ -810,6 +910,13 @@ LogicalResult StepBuilder::build() {
       emitForwardPass(pass, fetched[index]);
     while (!nextShares.empty())
       issueNextShare();
+  }
+  if (forwardOnly) {
+    builder.create<func::ReturnOp>(loc, joinOutputs());
+    removeDeadCode();
+    prefetchConstants();
+    step->setAttr(kPlanAttr, planAttribute());
+    return success();
   }
   if (mode == Mode::Canonical && world > 1) {
     for (unsigned g = groups.size(); g-- > 0;) {
@@ -879,8 +986,13 @@ struct ScheduleSubBatchesPass
       module.emitError("sl-schedule-subbatches: no @forward function");
       return signalPassFailure();
     }
-    if (module.lookupSymbol("train_step")) {
-      module.emitError("sl-schedule-subbatches: the module already has a @train_step");
+    llvm::StringRef stepName = forwardOnly ? "infer_step" : "train_step";
+    if (module.lookupSymbol(stepName)) {
+      module.emitError("sl-schedule-subbatches: the module already has a @") << stepName;
+      return signalPassFailure();
+    }
+    if (forwardOnly && world > 1) {
+      module.emitError("sl-schedule-subbatches: a forward-only step runs on one rank (world 1)");
       return signalPassFailure();
     }
     if (numSubBatches < 0 || liveBlocks < 0) {
@@ -930,7 +1042,8 @@ struct ScheduleSubBatchesPass
       return signalPassFailure();
     }
     StepBuilder builder(module, forward,
-                        modeName == "speedloader" ? Mode::SpeedLoader : Mode::Canonical, n, k, w);
+                        modeName == "speedloader" ? Mode::SpeedLoader : Mode::Canonical, n, k, w,
+                        forwardOnly);
     if (failed(builder.build()))
       signalPassFailure();
   }

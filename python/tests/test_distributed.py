@@ -76,31 +76,32 @@ class Job:
                      dtype=np.uint16).astype("<u2").tofile(tmp / "tokens.bin")
         self.results = {}
 
-    def schedule(self, world, mode="speedloader"):
+    def schedule(self, world, mode="speedloader", precision="f32"):
         """A schedule for `world` ranks of PER_RANK sequences, or (world=1) for one rank with as
         many sequences as `ranks` would have together: see reference()."""
-        path = self.tmp / f"{mode}-w{world}.slsched"
+        path = self.tmp / f"{mode}-w{world}-{precision}.slsched"
         if not path.exists():
-            options = f"batch={PER_RANK} seq={SEQ} num-sub-batches={N} live-blocks=1 mode={mode}"
+            options = (f"batch={PER_RANK} seq={SEQ} num-sub-batches={N} live-blocks=1 mode={mode} "
+                       f"precision={precision}")
             check_ok(run([self.tools.sl_opt, self.tmp / "model.onnx",
                           f"--sl-train={options} world={world}", "-o", path]))
         return path
 
-    def reference_schedule(self, ranks):
-        path = self.tmp / f"one-rank-for-{ranks}.slsched"
+    def reference_schedule(self, ranks, precision="f32"):
+        path = self.tmp / f"one-rank-for-{ranks}-{precision}.slsched"
         if not path.exists():
             batch = PER_RANK * ranks
             check_ok(run([self.tools.sl_opt, self.tmp / "model.onnx",
                           f"--sl-train=batch={batch} seq={SEQ} num-sub-batches={N * ranks} "
-                          "live-blocks=1", "-o", path]))
+                          f"live-blocks=1 precision={precision}", "-o", path]))
         return path
 
-    def train(self, world, mode="speedloader"):
+    def train(self, world, mode="speedloader", precision="f32"):
         """(losses, consolidated weights, report) of STEPS steps on `world` ranks."""
-        key = (world, mode)
+        key = (world, mode, precision)
         if key not in self.results:
-            name = f"{mode}-w{world}"
-            sched = self.schedule(world, mode)
+            name = f"{mode}-w{world}-{precision}"
+            sched = self.schedule(world, mode, precision)
             report, index = self.tmp / f"{name}.json", self.tmp / f"{name}.ckpt"
             proc = run(mpirun(world) + [self.tools.sl_run, sched, "--data",
                                         self.tmp / "tokens.bin", "--steps", STEPS, "--lr", LR,
@@ -113,12 +114,13 @@ class Job:
             self.results[key] = (rep["train"]["losses"], read_safetensors(whole), rep)
         return self.results[key]
 
-    def reference(self, ranks):
+    def reference(self, ranks, precision="f32"):
         """The same steps on one rank with `ranks` times the batch."""
-        key = ("one rank", ranks)
+        key = ("one rank", ranks, precision)
         if key not in self.results:
-            sched = self.reference_schedule(ranks)
-            report, ckpt = self.tmp / f"ref{ranks}.json", self.tmp / f"ref{ranks}.safetensors"
+            sched = self.reference_schedule(ranks, precision)
+            report = self.tmp / f"ref{ranks}-{precision}.json"
+            ckpt = self.tmp / f"ref{ranks}-{precision}.safetensors"
             check_ok(run([self.tools.sl_run, sched, "--data", self.tmp / "tokens.bin", "--steps",
                           STEPS, "--lr", LR, "--report", report, "--save", ckpt]))
             with open(report) as f:
@@ -161,6 +163,24 @@ def test_ranks_train_as_one_rank_with_w_times_the_batch(job, world, mode):
     assert rep["world"] == world and rep["train"]["world"] == world
     assert rep["train"]["tokens_per_step"] == world * PER_RANK * SEQ
     assert_same_training(got, job.reference(world))
+
+
+def test_bf16_ranks_train_as_one_bf16_rank(job):
+    """precision=bf16 across ranks: each shard keeps the f32 masters (the model file's f32
+    values), the all-gathered group is cast to bf16 on the device, gradients are reduce-scattered
+    in f32. The weights each rank computes with are the one-rank run's (its bf16 copies of the
+    same masters, rounded the same way), so the losses agree with the one-rank bf16 run's up to
+    the order of the f32 gradient sums, and the consolidated masters likewise."""
+    got = job.train(2, "speedloader", "bf16")
+    want = job.reference(2, "bf16")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-2)
+    assert got[1].keys() == want[1].keys()
+    for name in want[1]:
+        assert got[1][name].dtype == np.float32, name  # the f32 masters, not bf16 copies
+        np.testing.assert_allclose(got[1][name], want[1][name], rtol=1e-3, atol=LR * 0.1,
+                                   err_msg=name)
+    # Not the f32 run: bf16 really computed.
+    assert not np.allclose(got[0], job.train(2)[0], rtol=1e-6)
 
 
 def test_clipping_uses_the_norm_over_every_rank(job):

@@ -83,8 +83,9 @@ std::optional<OpRule> opRule(OpKind op) {
     return OpRule{1, 1, Kernel::kReduce, true, false, kCompute};
   case GATHER:
     return OpRule{2, 2, Kernel::kAxis, true, false, kCompute};
+  // On the host, an inference step joins its sub-batches' outputs in the pool.
   case CONCAT:
-    return OpRule{1, kAny, Kernel::kAxis, true, false, kCompute};
+    return OpRule{1, kAny, Kernel::kAxis, true, false, OpRule::Placement::kComputeOrHost};
   case SLICE:
     return OpRule{1, 1, Kernel::kSlice, true, false, kCompute};
   case EXPAND:

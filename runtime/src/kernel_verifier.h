@@ -28,7 +28,7 @@ struct OpRule {
     kCompute,       // a COMPUTE stream, DEVICE buffers
     kCopy,          // a HOST_TO_DEVICE or DEVICE_TO_HOST stream, buffers in any space (COPY)
     kComputeOrHost, // COMPUTE over DEVICE buffers, or HOST_COMPUTE over HOST ones (ACCUMULATE,
-                    // KV_WRITE)
+                    // KV_WRITE, CONCAT)
     kHostCompute,   // a HOST_COMPUTE stream, HOST buffers (OPTIMIZER_STEP)
     kCollective,    // a COLLECTIVE stream, DEVICE buffers (ALL_GATHER, REDUCE_SCATTER)
   };

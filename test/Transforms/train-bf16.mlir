@@ -1,7 +1,8 @@
 // --sl-train with precision=bf16: the stages are converted to bf16 before sl-autodiff, so the
 // forward and the backward store bf16; @train_step returns an f32 loss and f32 gradients: each
 // sub-batch's bf16 loss and parameter gradients are cast to f32 and accumulated in f32. The
-// activation gradients between stages stay bf16. Sharding needs f32: world > 1 is refused.
+// activation gradients between stages stay bf16. Sharding keeps f32 masters read from the model
+// file: these parameters are inline, so world > 1 is refused (train-bf16-world.mlir shards them).
 //
 // RUN: sl-opt %s --sl-train="batch=4 seq=3 num-sub-batches=2 precision=bf16" | FileCheck %s
 // RUN: sl-opt %s --sl-train="batch=4 seq=3 num-sub-batches=2" | FileCheck %s --check-prefix=F32
@@ -38,7 +39,7 @@
 // F32: func.func @train_step({{.*}}) -> (tensor<f32> {sl.name = "loss"}, tensor<16x8xf32> {sl.name = "grad:embed"}
 // F32-NOT: sl.cast
 
-// WORLD: error: sl-schedule-subbatches: parameter 'embed' is 'tensor<16x8xbf16>'; sharding (world > 1) needs f32 parameters (precision=bf16 trains on one rank only: compile with world=1 or precision=f32)
+// WORLD: error: sl-schedule-subbatches: parameter 'embed' is 'tensor<16x8xbf16>' with no f32 values behind it (its model file stores it so, or it is inline in the module); sharding (world > 1) keeps f32 master weights in the shards, read from an f32 model file (export the model in f32: precision=bf16 then computes in bf16)
 
 // PRECISION: error: sl-convert-precision: precision must be f32 or bf16, got 'fp8'
 

@@ -47,8 +47,8 @@ llvm::cl::opt<EmitKind> emitKind(
 
 llvm::cl::opt<std::string> scheduleEntry(
     "schedule-entry",
-    llvm::cl::desc("The function a schedule is written for (default: @train_step when there is "
-                   "one, else @forward); a stage or its backward function can be scheduled on "
+    llvm::cl::desc("The function a schedule is written for (default: @generate, @train_step or "
+                   "@infer_step when there is one, else @forward); a stage or its backward function can be scheduled on "
                    "its own, e.g. for gradient checks"),
     llvm::cl::init(""));
 

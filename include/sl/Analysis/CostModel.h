@@ -90,6 +90,9 @@ struct ModelCosts {
   /// The sub-batch size the module's shapes are bound at; 0 when the costs were fitted from
   /// two bindings of a module whose shapes are not bound yet.
   int64_t boundSubBatchSize = 0;
+  /// Measured as a forward-only (inference) step: the stages have no backward functions, and
+  /// the step neither differentiates nor steps an optimizer.
+  bool forwardOnly = false;
 
   int numBlocks() const;
 };
@@ -98,14 +101,15 @@ struct ModelCosts {
 /// (read from @forward's batch dimensions). Values that depend on the boundary inputs are taken
 /// to grow with b (bytes / b0 per sequence), except scalars and values shaped like one of the
 /// stage's parameters (or its transpose): parameter gradients. Errors go to `module`.
-mlir::FailureOr<ModelCosts> analyseBoundModule(mlir::ModuleOp module);
+/// With `forwardOnly`, the stages need no backward functions (an inference step).
+mlir::FailureOr<ModelCosts> analyseBoundModule(mlir::ModuleOp module, bool forwardOnly = false);
 
 /// Measures the same program bound at two sub-batch sizes b1 < b2: every figure is fitted
 /// exactly from its two values, so fixed-size tensors (rotary tables, masks, parameter
 /// gradients) are told apart from per-sequence ones without guessing. The two modules must come
 /// from one module by the same passes.
 mlir::FailureOr<ModelCosts> fitModules(mlir::ModuleOp atB1, int64_t b1, mlir::ModuleOp atB2,
-                                       int64_t b2);
+                                       int64_t b2, bool forwardOnly = false);
 
 enum class ScheduleMode { SpeedLoader, Canonical };
 

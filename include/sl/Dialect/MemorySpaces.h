@@ -2,9 +2,9 @@
 //
 // After sl-schedule-subbatches a training step says where each value is: the host pool (function
 // arguments, parameters, constants, sub-batch views of host values, offloaded values, host
-// accumulations) or the device arena (everything a kernel computes, and prefetched or fetched
-// copies). sl-assign-streams, sl-allocate, sl-insert-events and the schedule emitter all read it
-// from here, so they cannot disagree.
+// accumulations, concatenations of host values) or the device arena (everything a kernel
+// computes, and prefetched or fetched copies). sl-assign-streams, sl-allocate, sl-insert-events
+// and the schedule emitter all read it from here, so they cannot disagree.
 //
 //===--------------------------------------------------------------------------------------------===//
 #ifndef SL_DIALECT_MEMORYSPACES_H

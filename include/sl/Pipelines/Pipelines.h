@@ -30,6 +30,58 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
                      "and KV caches in bf16, computed in f32 by the kernels; the f32 weights of "
                      "the model file are rounded at load)"),
       llvm::cl::init("f32")};
+  // Planning: any of these makes the inference an explicit step of sub-batches (sl-plan
+  // forward-only, sl-schedule-subbatches forward-only), whose weights stay in host memory.
+  Option<std::string> deviceMemory{
+      *this, "device-memory",
+      llvm::cl::desc("Device memory budget, e.g. 24GB (none: unlimited): plans the run as "
+                     "sub-batches with each group's weights fetched from host memory, the "
+                     "sub-batch size the largest divisor of batch= that fits"),
+      llvm::cl::init("")};
+  Option<std::string> hostMemory{
+      *this, "host-memory",
+      llvm::cl::desc("Host memory budget, e.g. 512GiB (none: unlimited), for the plan"),
+      llvm::cl::init("")};
+  Option<int64_t> subBatchSize{*this, "sub-batch-size",
+                               llvm::cl::desc("Sequences per sub-batch of a planned run (0: "
+                                              "sl-plan chooses)"),
+                               llvm::cl::init(0)};
+  Option<int64_t> numSubBatches{*this, "num-sub-batches",
+                                llvm::cl::desc("Sub-batches of a planned run (0: sl-plan "
+                                               "chooses)"),
+                                llvm::cl::init(0)};
+  Option<int64_t> liveBlocks{
+      *this, "live-blocks",
+      llvm::cl::desc("Blocks whose weights are on the device together in a planned run (0: "
+                     "sl-plan chooses)"),
+      llvm::cl::init(0)};
+  Option<std::string> mode{*this, "mode",
+                           llvm::cl::desc("speedloader (each group's weights fetched once for "
+                                          "every sub-batch), or canonical (once per "
+                                          "sub-batch); giving it plans the run"),
+                           llvm::cl::init("")};
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("The machine the plan's predictions are for: cpu (the default), h200, "
+                     "h100-sxm, h100-pcie, a100, or FILE.json from `sl-run --calibrate`"),
+      llvm::cl::init("")};
+  Option<double> linkGBps{*this, "link-gbps",
+                          llvm::cl::desc("Host<->device GB/s per direction, for the plan (0: "
+                                         "the target's)"),
+                          llvm::cl::init(0)};
+  Option<double> tflops{*this, "tflops",
+                        llvm::cl::desc("Sustained TFLOP/s, for the plan (0: the target's)"),
+                        llvm::cl::init(0)};
+  Option<bool> planReport{*this, "plan-report",
+                          llvm::cl::desc("Print sl-plan's report to standard output (plans the "
+                                         "run)"),
+                          llvm::cl::init(false)};
+
+  /// Whether the options ask for a planned run (an explicit step of sub-batches).
+  bool planned() const {
+    return !deviceMemory.empty() || !hostMemory.empty() || subBatchSize > 0 ||
+           numSubBatches > 0 || liveBlocks > 0 || !mode.empty() || planReport;
+  }
 };
 
 struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOptions> {
@@ -94,7 +146,8 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       llvm::cl::desc("Storage type of the stages' floating-point tensors: f32, or bf16 (weights, "
                      "activations and their gradients in bf16, computed in f32 by the kernels; "
                      "the loss and the parameter gradients accumulated over sub-batches stay "
-                     "f32, and the runtime keeps f32 master weights; one rank only)"),
+                     "f32, and the runtime keeps f32 master weights (with world > 1, in the shards, "
+                     "cast to bf16 after the all-gather))"),
       llvm::cl::init("f32")};
 };
 
@@ -154,7 +207,8 @@ void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, boo
                         llvm::StringRef precision);
 
 /// `--sl-infer`: an imported model to a static, simplified forward program ready to be written
-/// as an inference schedule.
+/// as an inference schedule; with a budget or any other planning option, to a planned explicit
+/// step of sub-batches (@infer_step) whose weights stay in host memory.
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options);
 
 void registerPipelines();
