@@ -2,6 +2,8 @@
 
 #include "sl/Dialect/SLDialect.h"
 
+#include "sl/Dialect/FoldMemo.h"
+
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -19,4 +21,5 @@ void sl::SLDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "sl/SLAttrs.cpp.inc"
       >();
+  addInterfaces<FoldMemo>();
 }

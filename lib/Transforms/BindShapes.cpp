@@ -82,6 +82,31 @@ llvm::StringMap<DimRole> rolesFromUse(func::FuncOp func) {
   return roles;
 }
 
+/// An op's result types re-inferred from its operands' types (and constant operands) as they are
+/// now. Inference that fails is left alone here (no location, so no diagnostic): the pass's
+/// refineTypes reports it.
+struct RefineTypes : RewritePattern {
+  explicit RefineTypes(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    auto inferable = llvm::dyn_cast<InferTypeOpInterface>(op);
+    if (!inferable)
+      return failure();
+    SmallVector<Type> types;
+    if (failed(inferable.inferReturnTypes(op->getContext(), std::nullopt, op->getOperands(),
+                                          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                          op->getRegions(), types)) ||
+        TypeRange(types) == op->getResultTypes())
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      for (auto [result, type] : llvm::zip(op->getResults(), types))
+        result.setType(type);
+    });
+    return success();
+  }
+};
+
 struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
   using BindShapesPassBase::BindShapesPassBase;
 
@@ -172,13 +197,17 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
     }
 
     // Types flow forward from the bound inputs, and folding turns shape arithmetic into constants,
-    // which makes more types static (a Reshape whose target shape just became a constant): repeat
-    // both until nothing changes.
+    // which makes more types static (a Reshape whose target shape just became a constant). The
+    // greedy driver visits the ops in program order and re-infers each op's types when it visits
+    // it (RefineTypes), after folding what it reads: a layer's Reshape targets come from the
+    // Shape of its input, static once the previous layer's types are, so one pass settles every
+    // layer. Repeat both until nothing changes (the last round finds nothing); refineTypes is
+    // what reports an op whose types cannot be inferred.
     FrozenRewritePatternSet patterns = canonicalizationPatterns(func.getContext());
-    // A round settles at least one more layer (a layer's Reshape targets come from the Shape of
-    // its input, static only once the previous layer's types are), so deep models need as many
-    // rounds as they have layers. Every round that does not stop changes a type or folds an op,
-    // so the number of ops bounds the rounds that can make progress.
+    GreedyRewriteConfig config;
+    config.useTopDownTraversal = true;
+    // Every round that does not stop changes a type or folds an op, so the number of ops bounds
+    // the rounds that can make progress.
     int64_t ops = 0;
     func.walk([&](Operation *) { ++ops; });
     const int64_t maxRounds = std::max<int64_t>(kMinRounds, ops);
@@ -187,7 +216,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
       if (failed(refined))
         return failure();
       bool folded = false;
-      if (failed(applyPatternsAndFoldGreedily(func, patterns, GreedyRewriteConfig(), &folded)))
+      if (failed(applyPatternsAndFoldGreedily(func, patterns, config, &folded)))
         return func.emitError("sl-bind-shapes: folding did not converge");
       if (!*refined && !folded)
         break;
@@ -241,6 +270,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
 
   static FrozenRewritePatternSet canonicalizationPatterns(MLIRContext *context) {
     RewritePatternSet patterns(context);
+    patterns.add<RefineTypes>(context);
     for (Dialect *dialect : context->getLoadedDialects())
       dialect->getCanonicalizationPatterns(patterns);
     for (RegisteredOperationName op : context->getRegisteredOperations())

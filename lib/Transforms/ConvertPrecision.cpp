@@ -15,6 +15,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include "llvm/ADT/bit.h"
+
+#include <cmath>
+
 namespace sl {
 #define GEN_PASS_DEF_CONVERTPRECISIONPASS
 #include "sl/SLPasses.h.inc"
@@ -34,6 +38,22 @@ llvm::APInt toBF16Bits(const llvm::APFloat &value) {
   if (converted.isInfinity() && value.isFinite())
     converted = llvm::APFloat::getLargest(llvm::APFloat::BFloat(), value.isNegative());
   return converted.bitcastToAPInt();
+}
+
+/// toBF16Bits on the bits of a float, without APFloat: f32 and bf16 have the same exponent, so
+/// rounding the low 16 bits of the f32 encoding away (to nearest, ties to even) is the
+/// conversion, subnormals included, and a carry into the exponent is the overflow to infinity.
+/// NaN, whose payload rounding could turn into an infinity, goes through APFloat.
+uint16_t toBF16Bits(float value) {
+  uint32_t bits = llvm::bit_cast<uint32_t>(value);
+  if (std::isnan(value))
+    return uint16_t(toBF16Bits(llvm::APFloat(value)).getZExtValue());
+  uint32_t rounded = bits + 0x7FFFu + ((bits >> 16) & 1u);
+  auto out = uint16_t(rounded >> 16);
+  bool finite = (bits & 0x7F800000u) != 0x7F800000u;
+  if (finite && (out & 0x7F80u) == 0x7F80u)
+    out = uint16_t((out & 0x8000u) | 0x7F7Fu); // the largest finite bf16 of the sign
+  return out;
 }
 
 struct ConvertPrecisionPass : public sl::impl::ConvertPrecisionPassBase<ConvertPrecisionPass> {
@@ -58,7 +78,22 @@ struct ConvertPrecisionPass : public sl::impl::ConvertPrecisionPassBase<ConvertP
     if (!dense)
       return op->emitError("sl-convert-precision: cannot convert the f32 elements of ")
              << value.getType() << " stored as " << value.getAbstractAttribute().getName();
-    return Attribute(dense.mapValues(to, toBF16Bits));
+    // Millions of elements at a realistic length (rotary tables): a typed loop over the floats.
+    // A splat stays one element, which the raw buffer's size says.
+    SmallVector<uint16_t> bits;
+    if (dense.isSplat()) {
+      bits.push_back(toBF16Bits(dense.getSplatValue<float>()));
+    } else {
+      bits.reserve(dense.getNumElements());
+      for (float v : dense.getValues<float>())
+        bits.push_back(toBF16Bits(v));
+    }
+    // Little-endian storage, as DenseElementsAttr keeps on the hosts the compiler runs on.
+    static_assert(llvm::endianness::native == llvm::endianness::little,
+                  "sl-convert-precision writes bf16 bits in host order");
+    ArrayRef<char> raw(reinterpret_cast<const char *>(bits.data()), bits.size() * sizeof(uint16_t));
+    return Attribute(
+        DenseElementsAttr::getFromRawBuffer(llvm::cast<ShapedType>(dense.getType()).clone(to), raw));
   }
 
   LogicalResult convertOp(Operation *op) const {

@@ -20,6 +20,7 @@
 //===--------------------------------------------------------------------------------------------===//
 
 #include "sl/Dialect/ConstantValues.h"
+#include "sl/Dialect/FoldMemo.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
 #include "sl/Transforms/Passes.h"
@@ -550,6 +551,7 @@ enum class MaskKind {
 };
 
 MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t);
+MaskKind classifyValues(DenseElementsAttr dense, RankedTensorType type, int64_t s, int64_t t);
 
 /// Classifies `mask` against [.., S, T] scores. Broadcasts of the mask (the exporter's expand to
 /// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive
@@ -584,6 +586,28 @@ MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t) {
   DenseElementsAttr dense = evaluate(mask);
   if (!dense)
     return MaskKind::Unknown;
+  // The same mask is classified again in every copy of the model that sl-plan and
+  // sl-split-generation compile: the verdict on its values is remembered with the context.
+  MLIRContext *context = mask.getContext();
+  FoldMemo *memo = FoldMemo::get(context);
+  auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(context, 64), v); };
+  Attribute key = ArrayAttr::get(
+      context, {StringAttr::get(context, "sl-fuse-transformer.mask-kind"), dense, i64(s), i64(t)});
+  if (memo)
+    if (std::optional<Attribute> known = memo->lookup(key))
+      return MaskKind(llvm::cast<IntegerAttr>(*known).getInt());
+  MaskKind kind = classifyValues(dense, type, s, t);
+  if (memo)
+    memo->remember(key, i64(int64_t(kind)));
+  return kind;
+}
+
+/// classifyMask's verdict on the values of a mask of `type` (static, its last two dimensions S or
+/// 1 and T or 1).
+MaskKind classifyValues(DenseElementsAttr dense, RankedTensorType type, int64_t s, int64_t t) {
+  int64_t rank = type.getRank();
+  int64_t rows = rank >= 2 ? type.getShape()[rank - 2] : 1;
+  int64_t cols = rank >= 1 ? type.getShape().back() : 1;
   bool boolean = type.getElementType().isInteger(1);
   std::optional<SmallVector<double>> floats;
   std::optional<SmallVector<int64_t>> ints;

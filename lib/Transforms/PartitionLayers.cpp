@@ -205,7 +205,7 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
     OpBuilder builder(func.getContext());
     Operation *terminator = body.getTerminator();
     int distinct = 0;
-    SmallVector<std::pair<std::string, func::FuncOp>> blockBodies; // printed body -> function
+    SmallVector<func::FuncOp> blockBodies; // the distinct ones
     // Outputs of stages already outlined are now sl.layer results: later stages read those.
     llvm::DenseMap<Value, Value> outlined;
     for (Stage &stage : stages) {
@@ -222,15 +222,15 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
       func::FuncOp callee = outline(module, func, stage, name);
       if (isBlock) {
         // Identical blocks share one body function.
-        std::string text = printedBody(callee);
-        auto same = llvm::find_if(blockBodies, [&](auto &entry) { return entry.first == text; });
+        auto same =
+            llvm::find_if(blockBodies, [&](func::FuncOp body) { return sameBody(body, callee); });
         if (same != blockBodies.end()) {
           callee.erase();
-          callee = same->second;
+          callee = *same;
         } else {
           callee.setSymName(distinct == 0 ? "block" : "block_" + std::to_string(distinct));
           ++distinct;
-          blockBodies.push_back({text, callee});
+          blockBodies.push_back(callee);
         }
       }
       builder.setInsertionPoint(terminator);
@@ -299,21 +299,19 @@ struct PartitionLayersPass : public sl::impl::PartitionLayersPassBase<PartitionL
     return callee;
   }
 
-  /// The body of a function as text without locations or its name: equal text, equal block.
-  static std::string printedBody(func::FuncOp func) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    OpPrintingFlags flags;
-    flags.printGenericOpForm().useLocalScope();
-    func.getFunctionType().print(os);
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      os << (func.getArgAttr(i, "sl.param") ? "p" : "a");
-    func.getBody().front().walk([&](Operation *op) {
-      if (op->getParentOp() == func.getOperation())
-        op->print(os, flags);
-      os << "\n";
-    });
-    return text;
+  /// Whether two functions compute the same thing, whatever their names and locations: the same
+  /// type, the same arguments marked as parameters, and equivalent bodies (the same ops with the
+  /// same attributes, reading values in the same places). Attributes are uniqued, so comparing
+  /// them costs nothing, where printing a block's constants (its rotary tables: 2 MB of hex at
+  /// 4096) to compare text did.
+  static bool sameBody(func::FuncOp a, func::FuncOp b) {
+    if (a.getFunctionType() != b.getFunctionType())
+      return false;
+    for (unsigned i = 0; i < a.getNumArguments(); ++i)
+      if (bool(a.getArgAttr(i, "sl.param")) != bool(b.getArgAttr(i, "sl.param")))
+        return false;
+    return OperationEquivalence::isRegionEquivalentTo(&a.getBody(), &b.getBody(),
+                                                      OperationEquivalence::IgnoreLocations);
   }
 };
 

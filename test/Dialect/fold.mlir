@@ -807,3 +807,36 @@ func.func @matmul_transposed() -> tensor<2x2xf32> {
   %c = sl.matmul %a, %b {trans_a = true, trans_b = true} : tensor<2x2xf32>, tensor<2x2xf32> -> tensor<2x2xf32>
   return %c : tensor<2x2xf32>
 }
+
+// -----
+
+// Folds of big constants are remembered for the context's life (FoldMemo), keyed by all a fold
+// depends on: two gathers from one 64 x 64 table that differ only in their axis, and two casts of
+// one 4096-element range that differ only in their result type, fold to different values.
+// CHECK-LABEL: func.func @remembered_folds_by_attribute_and_type
+// CHECK-DAG: sl.constant dense<[64, 65]> : tensor<2xi64>
+// CHECK-DAG: sl.constant dense<[1, 65]> : tensor<2xi64>
+// CHECK-DAG: sl.constant dense<[0.000000e+00, 1.000000e+00]> : tensor<2xf32>
+// CHECK-DAG: sl.constant dense<[0, 1]> : tensor<2xi32>
+// CHECK-NOT: sl.gather
+// CHECK-NOT: sl.cast
+func.func @remembered_folds_by_attribute_and_type()
+    -> (tensor<2xi64>, tensor<2xi64>, tensor<2xf32>, tensor<2xi32>) {
+  %zero = sl.constant dense<0> : tensor<i64>
+  %n = sl.constant dense<4096> : tensor<i64>
+  %one = sl.constant dense<1> : tensor<i64>
+  %r = sl.range %zero, %n, %one : tensor<i64>, tensor<i64>, tensor<i64> -> tensor<4096xi64>
+  %shape = sl.constant dense<[64, 64]> : tensor<2xi64>
+  %table = sl.reshape %r, %shape : tensor<4096xi64>, tensor<2xi64> -> tensor<64x64xi64>
+  %row = sl.gather %table, %one {axis = 0} : tensor<64x64xi64>, tensor<i64> -> tensor<64xi64>
+  %col = sl.gather %table, %one {axis = 1} : tensor<64x64xi64>, tensor<i64> -> tensor<64xi64>
+  %s = sl.constant dense<0> : tensor<1xi64>
+  %e = sl.constant dense<2> : tensor<1xi64>
+  %row2 = sl.slice %row, %s, %e : (tensor<64xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %col2 = sl.slice %col, %s, %e : (tensor<64xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %f = sl.cast %r to f32 : tensor<4096xi64> -> tensor<4096xf32>
+  %i = sl.cast %r to i32 : tensor<4096xi64> -> tensor<4096xi32>
+  %f2 = sl.slice %f, %s, %e : (tensor<4096xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xf32>
+  %i2 = sl.slice %i, %s, %e : (tensor<4096xi32>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xi32>
+  return %row2, %col2, %f2, %i2 : tensor<2xi64>, tensor<2xi64>, tensor<2xf32>, tensor<2xi32>
+}

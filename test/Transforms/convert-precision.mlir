@@ -43,3 +43,17 @@ func.func @others() -> (tensor<4x4xf32>, tensor<4xf64>, tensor<4xf16>) {
   %h = sl.param "h" from "m.onnx" at 32 : tensor<4xf16>
   return %c, %d, %h : tensor<4x4xf32>, tensor<4xf64>, tensor<4xf16>
 }
+
+// -----
+
+// The rounding at the edges of the encoding: a subnormal keeps its top bits (1e-40, and 2^-149
+// rounds to +0); a value halfway between the largest finite bf16 and 2^128 rounds to infinity,
+// which stays the largest finite; -0 stays -0; 1 + 3 * 2^-8 is a tie whose lower neighbour is
+// odd, so it rounds up to 1 + 2^-6; NaNs stay NaN, even one whose payload lies only in the bits
+// that are rounded away (0x7F800001, not infinity).
+// CHECK-LABEL: func.func @edges
+// CHECK: sl.constant dense<[9.183550e-41, 0.000000e+00, 3.389530e+38, -0.000000e+00, 1.015630e+00, 0x7FC0, 0xFFC0]> : tensor<7xbf16>
+func.func @edges() -> tensor<7xf32> {
+  %c = sl.constant dense<[1.0e-40, 0x00000001, 3.3961776e+38, -0.0, 1.01171875, 0x7F800001, 0xFFC00001]> : tensor<7xf32>
+  return %c : tensor<7xf32>
+}

@@ -93,6 +93,33 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
+// Blocks whose ops are the same but whose constants differ (an attribute's value) differ too;
+// locations do not count.
+// CHECK-LABEL: func.func private @block(
+// CHECK: sl.constant dense<1.000000e+00>
+// CHECK-LABEL: func.func private @block_1(
+// CHECK: sl.constant dense<2.000000e+00>
+// CHECK-LABEL: func.func @forward
+// CHECK: sl.layer @block(
+// CHECK: sl.layer @block_1(
+// CHECK: sl.layer @block(
+func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w0 = sl.param "layers.0.w" : tensor<8x8xf32>
+  %w1 = sl.param "layers.1.w" : tensor<8x8xf32>
+  %w2 = sl.param "layers.2.w" : tensor<8x8xf32>
+  %one = sl.constant dense<1.0> : tensor<f32>
+  %two = sl.constant dense<2.0> : tensor<f32>
+  %m0 = sl.matmul %x, %w0 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32> loc("/layers.0/MatMul")
+  %a0 = sl.add %m0, %one : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32> loc("/layers.0/Add")
+  %m1 = sl.matmul %a0, %w1 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32> loc("/layers.1/MatMul")
+  %a1 = sl.add %m1, %two : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32> loc("/layers.1/Add")
+  %m2 = sl.matmul %a1, %w2 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32> loc("/layers.2/MatMul")
+  %a2 = sl.add %m2, %one : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32> loc("/layers.2/Add")
+  return %a2 : tensor<2x8xf32>
+}
+
+// -----
+
 // Values besides the residual stream cross stages too (a mask built once, used by every block):
 // they become extra inputs of the blocks.
 // CHECK-LABEL: func.func private @prologue
