@@ -9,7 +9,7 @@ x tokens per step against the profile's datasheet bf16 peak) and bytes over the 
         --model 13b=... --model 70b=... [--record bench/results/paper-scale-plans.md]
 
 Export the models with `python3 -m speedloader.export --preset llama2-7b --weightless ...`
-(13B: --layers 40 --hidden 5120 --heads 40 --ffn 13824; 70B: bench/compile_time.py's options).
+(13B: --preset llama2-13b; 70B: bench/compile_time.py's options).
 Nothing here runs a model: these are the planner's predictions, not measurements.
 """
 
@@ -68,7 +68,8 @@ def main() -> int:
         for target in args.targets.split(","):
             for world in (int(w) for w in args.worlds.split(",")):
                 for mode in ("speedloader", "canonical"):
-                    options = (f"batch={args.batch * world} seq={args.seq} "
+                    # batch= is per rank: the step's tokens are batch x world x seq.
+                    options = (f"batch={args.batch} seq={args.seq} "
                                f"device-memory={args.device_memory} precision=bf16 "
                                f"target={target} mode={mode} world={world} "
                                f"optimizer-gparams={args.optimizer_gparams}")
