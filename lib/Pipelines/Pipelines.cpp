@@ -42,6 +42,24 @@ void addForwardPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq, int64
   pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
 }
 
+/// The sl-plan options that inference and training share, from either pipeline's options.
+template <typename PipelineOptions>
+PlanPassOptions planOptionsOf(const PipelineOptions &options) {
+  PlanPassOptions plan;
+  plan.deviceMemory = options.deviceMemory;
+  plan.hostMemory = options.hostMemory;
+  plan.batch = options.batch;
+  plan.subBatchSize = options.subBatchSize;
+  plan.numSubBatches = options.numSubBatches;
+  plan.liveBlocks = options.liveBlocks;
+  plan.target = options.target;
+  plan.precision = options.precision;
+  plan.linkGBps = options.linkGBps;
+  plan.tflops = options.tflops;
+  plan.report = options.planReport;
+  return plan;
+}
+
 /// The explicit step's streams, static memory plan and events.
 void addStepLowering(mlir::OpPassManager &pm) {
   pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
@@ -65,19 +83,8 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   }
   // Planned: sl-plan measures forward-only copies partitioned into stages, chooses the
   // sub-batch size, count and live blocks, and the module is bound at the chosen size.
-  PlanPassOptions plan;
-  plan.deviceMemory = options.deviceMemory;
-  plan.hostMemory = options.hostMemory;
-  plan.batch = options.batch;
-  plan.subBatchSize = options.subBatchSize;
-  plan.numSubBatches = options.numSubBatches;
-  plan.liveBlocks = options.liveBlocks;
+  PlanPassOptions plan = planOptionsOf(options);
   plan.mode = options.mode.empty() ? std::string("speedloader") : std::string(options.mode);
-  plan.target = options.target;
-  plan.precision = options.precision;
-  plan.linkGBps = options.linkGBps;
-  plan.tflops = options.tflops;
-  plan.report = options.planReport;
   plan.forwardOnly = true;
   int64_t seq = options.seq, past = options.past;
   bool fuse = options.fuse;
@@ -118,21 +125,10 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   pm.addPass(createCheckSharedParamsPass());
   pm.addPass(createAppendLossPass());
   // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
-  PlanPassOptions plan;
-  plan.deviceMemory = options.deviceMemory;
-  plan.hostMemory = options.hostMemory;
+  PlanPassOptions plan = planOptionsOf(options);
   plan.world = options.world;
-  plan.batch = options.batch;
-  plan.subBatchSize = options.subBatchSize;
-  plan.numSubBatches = options.numSubBatches;
-  plan.liveBlocks = options.liveBlocks;
   plan.mode = options.mode;
-  plan.target = options.target;
-  plan.precision = options.precision;
-  plan.linkGBps = options.linkGBps;
-  plan.tflops = options.tflops;
   plan.optimizerGParams = options.optimizerGParams;
-  plan.report = options.planReport;
   int64_t seq = options.seq;
   bool fuse = options.fuse;
   std::string precision = options.precision;
