@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vector_math.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 
@@ -80,16 +82,28 @@ void crossEntropyGradAs(const Kernel &kernel, const Operands &operands, const Re
         std::fill(grad, grad + vocab, T(0));
         continue;
       }
-      double max = -std::numeric_limits<double>::infinity();
+      T max = -std::numeric_limits<T>::infinity();
       for (int64_t v = 0; v < vocab; ++v)
-        max = std::max(max, double(row[v]));
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v)
-        sum += std::exp(double(row[v]) - max);
-      // Each logit is read before its own slot is written, so this runs in place.
-      for (int64_t v = 0; v < vocab; ++v) {
-        double p = std::exp(double(row[v]) - max) / sum;
-        grad[v] = static_cast<T>((p - (v == labels[r] ? 1.0 : 0.0)) * factor);
+        max = std::max(max, row[v]);
+      const int64_t label = labels[r];
+      if constexpr (std::is_same_v<T, float>) {
+        // The vectorised float exps (vector_math.h), summed in double, written straight into
+        // the gradient (in place on the logits too), then scaled there.
+        double sum = vec::expShifted(row, max, grad, vocab);
+        const double scale = factor / sum;
+        const double labelP = double(grad[label]) / sum;
+        for (int64_t v = 0; v < vocab; ++v)
+          grad[v] = static_cast<float>(double(grad[v]) * scale);
+        grad[label] = static_cast<float>((labelP - 1.0) * factor);
+      } else {
+        double sum = 0;
+        for (int64_t v = 0; v < vocab; ++v)
+          sum += std::exp(row[v] - max);
+        // Each logit is read before its own slot is written, so this runs in place.
+        for (int64_t v = 0; v < vocab; ++v) {
+          double p = std::exp(row[v] - max) / sum;
+          grad[v] = static_cast<T>((p - (v == label ? 1.0 : 0.0)) * factor);
+        }
       }
     }
   });
@@ -403,11 +417,16 @@ void swigluGradAs(const Kernel &, const Operands &operands, const Results &resul
   const T *pdy = in<T>(operands[2]);
   T *dgate = out<T>(results[0]), *dup = out<T>(results[1]);
   parallelFor(elementCount(operands[0]->shape), 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T g = gate[i], u = up[i], d = pdy[i];
-      T sg = sigmoid(g);
-      dgate[i] = d * u * (sg * (T(1) + g * (T(1) - sg)));
-      dup[i] = d * (g * sg);
+    if constexpr (std::is_same_v<T, float>) {
+      vec::swigluGrad(gate + begin, up + begin, pdy + begin, dgate + begin, dup + begin,
+                      end - begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        T g = gate[i], u = up[i], d = pdy[i];
+        T sg = sigmoid(g);
+        dgate[i] = d * u * (sg * (T(1) + g * (T(1) - sg)));
+        dup[i] = d * (g * sg);
+      }
     }
   });
 }
