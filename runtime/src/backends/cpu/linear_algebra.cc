@@ -41,6 +41,13 @@ void blockedGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T al
   };
   if (m <= 0 || n <= 0)
     return;
+  if (k == 0) {
+    // An empty sum: Y = beta Y. BLAS implementations disagree on whether k == 0 writes Y at all.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        y[i * ldy + j] = beta == T(0) ? T(0) : beta * y[i * ldy + j];
+    return;
+  }
   bool byRows = m >= 2 * kRowBlock || m >= n;
   int64_t extent = byRows ? m : n, block = byRows ? kRowBlock : kColumnBlock;
   int64_t blocks = (extent + block - 1) / block;
