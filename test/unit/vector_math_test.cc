@@ -108,18 +108,21 @@ TEST(VectorMath, ExpShiftedRunsInPlaceAndMasksMinusInfinity) {
   }
 }
 
-TEST(VectorMath, DotInDoubleSumsExactProducts) {
+TEST(VectorMath, DotsSumInDouble) {
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int64_t n : {0, 1, 5, 8, 13, 1000}) {
-    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-    double want = 0;
+    std::vector<float> a(static_cast<size_t>(n)), b(a), c(a);
+    double want = 0, want3 = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       a[i] = dist(rng);
       b[i] = dist(rng);
+      c[i] = dist(rng);
       want += double(a[i]) * double(b[i]);
+      want3 += double(a[i]) * double(b[i]) * double(c[i]);
     }
     EXPECT_NEAR(vec::dotInDouble(a.data(), b.data(), n), want, 1e-13) << "n = " << n;
+    EXPECT_NEAR(vec::dot3InDouble(a.data(), b.data(), c.data(), n), want3, 1e-13) << "n = " << n;
   }
 }
 

@@ -150,8 +150,12 @@ void rmsNormGradAs(const Kernel &kernel, const Operands &operands, const Results
     for (int64_t r = begin; r < end; ++r) {
       const T *xr = px + r * n;
       double squares = 0;
-      for (int64_t j = 0; j < n; ++j)
-        squares += double(xr[j]) * xr[j];
+      if constexpr (std::is_same_v<T, float>) {
+        squares = vec::dotInDouble(xr, xr, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          squares += xr[j] * xr[j];
+      }
       rstd[static_cast<size_t>(r)] = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
     }
   });
@@ -164,8 +168,12 @@ void rmsNormGradAs(const Kernel &kernel, const Operands &operands, const Results
       T *dxr = pdx + r * n;
       double rs = rstd[static_cast<size_t>(r)];
       double projection = 0;
-      for (int64_t j = 0; j < n; ++j)
-        projection += double(dyr[j]) * scale[static_cast<size_t>(j)] * xr[j];
+      if constexpr (std::is_same_v<T, float>) {
+        projection = vec::dot3InDouble(dyr, scale.data(), xr, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          projection += dyr[j] * scale[static_cast<size_t>(j)] * xr[j];
+      }
       double c = rs * rs * rs * projection / static_cast<double>(n);
       for (int64_t j = 0; j < n; ++j)
         dxr[j] = static_cast<T>(rs * scale[static_cast<size_t>(j)] * dyr[j] - xr[j] * c);

@@ -170,8 +170,12 @@ void rmsNormAs(const Kernel &kernel, const Operands &operands, const TensorRef *
       const T *xr = px + r * n;
       T *yr = py + r * n;
       double squares = 0;
-      for (int64_t j = 0; j < n; ++j)
-        squares += double(xr[j]) * xr[j];
+      if constexpr (std::is_same_v<T, float>) {
+        squares = vec::dotInDouble(xr, xr, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          squares += xr[j] * xr[j];
+      }
       double rms = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
       for (int64_t j = 0; j < n; ++j)
         yr[j] = static_cast<T>(xr[j] * rms * scale[j]);

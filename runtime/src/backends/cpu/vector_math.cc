@@ -80,6 +80,18 @@ SL_INLINE double dotLoop(const float *a, const float *b, int64_t n) {
          ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
+SL_INLINE double dot3Loop(const float *a, const float *b, const float *c, int64_t n) {
+  double lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j)
+      lanes[j] += double(a[i + j]) * double(b[i + j]) * double(c[i + j]);
+  for (int j = 0; i < n; ++i, ++j)
+    lanes[j] += double(a[i]) * double(b[i]) * double(c[i]);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 SL_INLINE double expShiftedLoop(const float *x, float shift, float *y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -120,6 +132,7 @@ SL_INLINE void swigluGradLoop(const float *gate, const float *up, const float *d
 
 struct Table {
   double (*dot)(const float *, const float *, int64_t);
+  double (*dot3)(const float *, const float *, const float *, int64_t);
   double (*expShifted)(const float *, float, float *, int64_t);
   void (*sigmoid)(const float *, float *, int64_t);
   void (*silu)(const float *, float *, int64_t);
@@ -131,6 +144,7 @@ struct Table {
 // for CPUs older than AVX2 and gives the same bits.
 const Table kPortable = {
     [](const float *a, const float *b, int64_t n) { return dotLoop(a, b, n); },
+    [](const float *a, const float *b, const float *c, int64_t n) { return dot3Loop(a, b, c, n); },
     [](const float *x, float s, float *y, int64_t n) { return expShiftedLoop(x, s, y, n); },
     [](const float *x, float *y, int64_t n) { sigmoidLoop(x, y, n); },
     [](const float *x, float *y, int64_t n) { siluLoop(x, y, n); },
@@ -142,6 +156,9 @@ const Table kPortable = {
 #if defined(__x86_64__) && !defined(__FMA__)
 #define SL_VEC_AVX2 __attribute__((target("avx2,fma")))
 SL_VEC_AVX2 double dotAvx2(const float *a, const float *b, int64_t n) { return dotLoop(a, b, n); }
+SL_VEC_AVX2 double dot3Avx2(const float *a, const float *b, const float *c, int64_t n) {
+  return dot3Loop(a, b, c, n);
+}
 SL_VEC_AVX2 double expShiftedAvx2(const float *x, float s, float *y, int64_t n) {
   return expShiftedLoop(x, s, y, n);
 }
@@ -154,7 +171,7 @@ SL_VEC_AVX2 void swigluGradAvx2(const float *g, const float *u, const float *d, 
                                 float *du, int64_t n) {
   swigluGradLoop(g, u, d, dg, du, n);
 }
-const Table kAvx2 = {dotAvx2, expShiftedAvx2, sigmoidAvx2, siluAvx2, swigluAvx2, swigluGradAvx2};
+const Table kAvx2 = {dotAvx2, dot3Avx2, expShiftedAvx2, sigmoidAvx2, siluAvx2, swigluAvx2, swigluGradAvx2};
 
 const Table &table() {
   static const Table &chosen =
@@ -168,6 +185,10 @@ const Table &table() { return kPortable; }
 } // namespace
 
 double dotInDouble(const float *a, const float *b, int64_t n) { return table().dot(a, b, n); }
+
+double dot3InDouble(const float *a, const float *b, const float *c, int64_t n) {
+  return table().dot3(a, b, c, n);
+}
 
 double expShifted(const float *x, float shift, float *y, int64_t n) {
   return table().expShifted(x, shift, y, n);

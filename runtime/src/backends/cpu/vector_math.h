@@ -1,5 +1,5 @@
-// Vectorised float loops over exp for the f32 CPU kernels: softmax rows, the cross-entropy, SiLU,
-// SIGMOID and SwiGLU and their gradients. std::exp is a scalar libm call (about 20 cycles per
+// Vectorised float loops for the f32 CPU kernels: exp for softmax rows, the cross-entropy, SiLU,
+// SIGMOID and SwiGLU and their gradients, and dot products summed in double (norms, attention). std::exp is a scalar libm call (about 20 cycles per
 // float, branches that stop vectorisation); these compute exp as a Cephes-style polynomial, eight
 // floats per instruction where the CPU has AVX2 and FMA (chosen at run time), within 2 ulp of the
 // correctly rounded exp (vector_math_test checks that bound against std::exp over the whole float
@@ -23,6 +23,9 @@ double expShifted(const float *x, float shift, float *y, int64_t n);
 // sum of a[i] * b[i], each product and the sum in double, in eight interleaved lanes combined in
 // a fixed order (the same sum on every machine).
 double dotInDouble(const float *a, const float *b, int64_t n);
+
+// sum of double(a[i]) * b[i] * c[i] in double, in the same eight lanes.
+double dot3InDouble(const float *a, const float *b, const float *c, int64_t n);
 
 // y[i] = sigmoid(x[i]) = 1 / (1 + exp(-x[i])), computed without overflow for either sign.
 void sigmoid(const float *x, float *y, int64_t n);
