@@ -12,7 +12,9 @@ Configurations (T in --threads, by default 1 and every core):
   every core whatever T is (PyTorch does not set it), so T = 1 already computes GEMMs on all cores;
 - PyTorch on one thread: torch.set_num_threads(1) and OPENBLAS_NUM_THREADS=1.
 The comparison is against PyTorch's fastest configuration (median tokens/s), and at one thread
-each: sl-run with OMP_NUM_THREADS=1 against PyTorch on one thread.
+each: sl-run with OMP_NUM_THREADS=1 against PyTorch on one thread. The one-thread configurations
+(OMP_NUM_THREADS=1, PyTorch on one thread) are pinned to one CPU, so that sl-run's copy and
+optimizer threads share it rather than use a second core.
 
     PYTHONPATH=python /usr/bin/python3 bench/cpu_training.py --record bench/results/cpu-training.md
 """
@@ -118,6 +120,16 @@ def timed(run):
     return value, other
 
 
+def pinned(threads):
+    """For a one-thread configuration, a preexec_fn that keeps the process on one CPU: sl-run's
+    other threads (its copy and optimizer streams) and OpenBLAS's then share that CPU too, so
+    "one thread" means one core's work. None (all CPUs) otherwise."""
+    if threads != 1 or not hasattr(os, "sched_setaffinity"):
+        return None
+    first = min(os.sched_getaffinity(0))
+    return lambda: os.sched_setaffinity(0, {first})
+
+
 def git_commit() -> str:
     def git(*cmd):
         return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -135,6 +147,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5,
                    help="interleaved runs of every configuration (the median is reported)")
     p.add_argument("--build", default=str(ROOT / "build"))
+    p.add_argument("--baseline-build", help="also run this build's sl-run (an earlier commit's "
+                   "build directory) on the same schedule, interleaved with the others, for a "
+                   "before/after comparison")
     p.add_argument("--record", help="also write the results as Markdown to this file, above the "
                    "records it holds")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
@@ -161,11 +176,12 @@ def main() -> int:
                         f"--sl-train=batch={args.batch} seq={args.seq}", "-o",
                         tmp / "train.slsched"], check=True)
 
-        def sl_run(threads):
+        def sl_run(threads, build=args.build):
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-            subprocess.run([f"{args.build}/bin/sl-run", tmp / "train.slsched", "--data",
+            subprocess.run([f"{build}/bin/sl-run", tmp / "train.slsched", "--data",
                             tmp / "tokens.bin", "--steps", str(args.steps + 1), "--report",
-                            tmp / "report.json"], check=True, env=env, stdout=subprocess.DEVNULL)
+                            tmp / "report.json"], check=True, env=env, stdout=subprocess.DEVNULL,
+                           preexec_fn=pinned(threads))
             with open(tmp / "report.json") as f:
                 seconds = json.load(f)["train"]["step_seconds"][1:]  # drop the warm-up step
             return per_step * len(seconds) / sum(seconds)
@@ -183,13 +199,18 @@ def main() -> int:
                       "--torch-threads", str(threads), "--tokens", str(tmp / "tokens.bin")]
             for name in ("layers", "hidden", "heads", "ffn", "vocab", "batch", "seq", "steps"):
                 worker += [f"--{name}", str(getattr(args, name))]
-            out = subprocess.run(worker, check=True, env=env, capture_output=True, text=True)
+            out = subprocess.run(worker, check=True, env=env, capture_output=True, text=True,
+                                 preexec_fn=pinned(1 if one_blas_thread else None))
             result = json.loads(out.stdout.strip().splitlines()[-1])
             blas_threads[(threads, one_blas_thread)] = result["openblas_threads"]
             return result["tokens_per_second"]
 
         configs = [(f"sl-run, OMP_NUM_THREADS={t}", "sl", t, lambda t=t: sl_run(t))
                    for t in args.threads]
+        if args.baseline_build:
+            configs += [(f"baseline sl-run ({args.baseline_build}), OMP_NUM_THREADS={t}",
+                         "baseline", t, lambda t=t: sl_run(t, args.baseline_build))
+                        for t in args.threads]
         configs += [(f"PyTorch, torch.set_num_threads({t})", "torch", t,
                      lambda t=t: pytorch(t, False)) for t in args.threads]
         configs.append(("PyTorch, one thread (set_num_threads(1), OPENBLAS_NUM_THREADS=1)",
@@ -207,7 +228,7 @@ def main() -> int:
 
     median = {name: statistics.median(values) for name, values in runs.items()}
     sl_best = max((n for n, kind, *_ in configs if kind == "sl"), key=median.get)
-    torch_best = max((n for n, kind, *_ in configs if kind != "sl"), key=median.get)
+    torch_best = max((n for n, kind, *_ in configs if kind.startswith("torch")), key=median.get)
     sl_one = "sl-run, OMP_NUM_THREADS=1" if 1 in args.threads else None
     torch_one = "PyTorch, one thread (set_num_threads(1), OPENBLAS_NUM_THREADS=1)"
     default_blas = next((v for (_, one), v in sorted(blas_threads.items()) if not one), None)
@@ -230,6 +251,11 @@ def main() -> int:
     if sl_one:
         lines.append(f"- one thread each ({sl_one} against PyTorch on one thread): "
                      f"**{median[sl_one] / median[torch_one]:.2f}x**")
+    if args.baseline_build:
+        base_best = max((n for n, kind, *_ in configs if kind == "baseline"), key=median.get)
+        lines.append(f"- the baseline's best ({base_best}) against PyTorch's best: "
+                     f"{median[base_best] / median[torch_best]:.2f}x; SpeedLoader's best against "
+                     f"the baseline's best: {median[sl_best] / median[base_best]:.2f}x")
     if others:
         lines.append(f"- CPU time of other processes during the runs, as a share of all "
                      f"{os.cpu_count()} cores (/proc/stat less the runs' own): median "
