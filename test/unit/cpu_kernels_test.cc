@@ -1092,6 +1092,11 @@ TEST_F(CpuKernelsTest, AttentionMatchesNaive) {
       {"AlibiGqaCausal", 2, 4, 2, 5, 5, 8, 6, true, {}, false, true},
       {"AlibiFewerQueriesMask", 2, 4, 1, 3, 6, 4, 4, true, {3, 6}, false, true},
       {"AlibiNotCausalMaskedRows", 2, 2, 1, 3, 4, 4, 2, false, {2, 1, 3, 4}, true, true},
+      // Several query blocks of the GEMM tiles (64 rows), a partial last one, and the causal
+      // prefix of the keys that each block sees.
+      {"LongGqaCausal", 2, 4, 2, 150, 150, 16, 8, true, {}},
+      {"LongPastCausalMask", 1, 2, 1, 70, 100, 8, 8, true, {70, 100}},
+      {"LongAlibiNotCausal", 1, 2, 1, 70, 90, 8, 8, false, {}, false, true},
   };
   for (const AttentionCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -1147,6 +1152,7 @@ TEST_F(CpuKernelsTest, ResultsDoNotDependOnThreadCount) {
       {reduceKernel(REDUCE_MEAN, {0}, false), {{2000, 64}}, {64}},
       {axisKernel(SOFTMAX, 1), {{64, 1024}}, {64, 1024}},
       {attention, {{1, 4, 64, 32}, {1, 2, 64, 32}, {1, 2, 64, 32}}, {1, 4, 64, 32}},
+      {attention, {{2, 4, 150, 32}, {2, 2, 150, 32}, {2, 2, 150, 32}}, {2, 4, 150, 32}},
       {layerNorm, {{256, 512}, {512}, {512}}, {256, 512}},
       {makeKernel(ADD), {{512, 512}, {512}}, {512, 512}},
   };
@@ -1662,6 +1668,8 @@ TEST_F(CpuGradientTest, AttentionGradMatchesFiniteDifferences) {
       {"AlibiGqaCausal", 2, 4, 2, 5, 5, 8, 6, true, {}, false, true},
       {"AlibiFewerQueriesMask", 1, 4, 1, 3, 6, 4, 4, true, {3, 6}, false, true},
       {"AlibiNotCausal", 1, 2, 2, 3, 4, 4, 3, false, {}, false, true},
+      // Two query blocks of the GEMM tiles, each with its causal prefix of the keys.
+      {"TwoBlocksCausalPast", 1, 1, 1, 66, 70, 4, 3, true, {}},
   };
   for (const AttentionCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -2044,10 +2052,15 @@ TEST_F(CpuGradientTest, GradientsDoNotDependOnThreadCount) {
   Kernel gelu = makeKernel(GELU_GRAD);
   gelu.mutable_gelu();
   const Work work[] = {
+      // Fewer (batch, key/value head) items than threads: the GEMMs split instead.
       {attention,
        {f32({1, 4, 64, 32}), f32({1, 2, 64, 32}), f32({1, 2, 64, 32}), f32({1, 4, 64, 32}),
         f32({64, 64})},
        {{1, 4, 64, 32}, {1, 2, 64, 32}, {1, 2, 64, 32}}},
+      // As many items as threads or more, several query blocks each.
+      {attention,
+       {f32({2, 4, 150, 32}), f32({2, 2, 150, 32}), f32({2, 2, 150, 32}), f32({2, 4, 150, 32})},
+       {{2, 4, 150, 32}, {2, 2, 150, 32}, {2, 2, 150, 32}}},
       {layerNorm, {f32({256, 512}), f32({512}), f32({256, 512})}, {{256, 512}, {512}, {512}}},
       {rmsNorm, {f32({256, 512}), f32({512}), f32({256, 512})}, {{256, 512}, {512}}},
       {axisKernel(GATHER_GRAD, 0), {ids({4096}, -64, 63), f32({4096, 64})}, {{64, 64}}},

@@ -2,94 +2,60 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
 
 namespace slrt::cpu {
 namespace {
 
-// One query row at a time: its T scores, their softmax and the weighted sum of V rows. A thread
-// holds one [T] score row and one [Dv] accumulator, never an [S, T] block, and rows are
-// independent, so they split across threads without changing any result.
-//
-// Query s may attend key t iff t <= s + T - S (when causal) and the mask does not make the score
-// -inf. A row with no such key (S > T under the causal rule, or a mask of -inf) is zeros. ALiBi
-// adds slopes[h] * (t - (s + T - S)) to the score.
+// Blocked with GEMMs: for each (batch, head) and each block of kQueryBlock query rows, the
+// block's scores P = Q K^T * scale against the keys the block may see come from one GEMM, are
+// softmaxed in place (attention_rows.h) and Y = P V is a second GEMM. Only a [block, T] score tile
+// per thread is ever stored. The (batch, head, block) items are independent, each computed by one
+// thread with single-threaded GEMMs, so they split across threads without changing any result.
+// As in PyTorch's softmax-then-matmul, a key a row does not see still enters its GEMM with weight
+// 0, so an infinite value in such a key's V row makes the output NaN.
 template <typename T>
 void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2];
-  const bool alibi = kernel.attention().alibi();
-  const TensorRef *slopes = alibi ? operands.back() : nullptr;
-  const TensorRef *mask = operands.size() > (alibi ? 4u : 3u) ? operands[3] : nullptr;
   const HeadStrides at(kernel);
-  int64_t batch = q->shape[0], heads = at.heads(q), s = at.seq(q), d = q->shape[3];
-  int64_t kvHeads = at.heads(k), t = at.seq(k), dv = v->shape[3];
-  int64_t group = heads / kvHeads;
-  T scale = kernel.attention().scale();
-  bool causal = kernel.attention().causal();
-  std::vector<int64_t> maskStrides =
-      mask ? broadcastStrides(mask->shape, {batch, heads, s, t}) : std::vector<int64_t>(4, 0);
+  const int64_t batch = q->shape[0], heads = at.heads(q), s = at.seq(q), d = q->shape[3];
+  const int64_t kvHeads = at.heads(k), t = at.seq(k), dv = v->shape[3];
+  const int64_t group = heads / kvHeads;
+  // The GEMMs' leading dimensions: a head's rows are this far apart (D or H * D).
+  const int64_t ldq = at.rowStride(heads, d), ldy = at.rowStride(heads, dv);
+  const int64_t ldk = at.rowStride(kvHeads, d), ldv = at.rowStride(kvHeads, dv);
+  const T scale = kernel.attention().scale();
+  const ScoreTerms<T> terms = scoreTermsOf<T>(kernel, operands, 3);
   const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v);
-  const T *pm = mask ? in<T>(mask) : nullptr;
-  const T *ps = slopes ? in<T>(slopes) : nullptr;
   T *py = out<T>(y);
-  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  const int64_t blocks = (s + kQueryBlock - 1) / kQueryBlock;
 
-  parallelFor(batch * heads * s, t * (d + dv) + dv, [&](int64_t begin, int64_t end) {
-    std::vector<T> scores(static_cast<size_t>(t));
-    std::vector<double> acc(static_cast<size_t>(dv));
-    for (int64_t row = begin; row < end; ++row) {
-      int64_t i = row % s, bh = row / s, h = bh % heads, b = bh / heads;
-      const T *qRow = pq + at.row(b, h, i, heads, s, d);
-      // Row j of the key/value head is j * kStep (vStep) past its row 0.
-      const T *kHead = pk + at.row(b, h / group, 0, kvHeads, t, d);
-      const T *vHead = pv + at.row(b, h / group, 0, kvHeads, t, dv);
-      const int64_t kStep = at.rowStride(kvHeads, d), vStep = at.rowStride(kvHeads, dv);
-      T *yRow = py + at.row(b, h, i, heads, s, dv);
-      // Keys [0, visible) pass the causal rule; the bound may be <= 0 when S > T.
-      int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
-      const T *mRow =
-          pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
-      const T slope = ps ? ps[h] : T(0);
-      const int64_t position = i + t - s; // the query's own key position
-
-      T max = kMinusInf;
-      for (int64_t j = 0; j < visible; ++j) {
-        const T *kRow = kHead + j * kStep;
-        T dot = T(0);
-#pragma omp simd reduction(+ : dot)
-        for (int64_t c = 0; c < d; ++c)
-          dot += qRow[c] * kRow[c];
-        T score = dot * scale + (mRow ? mRow[j * maskStrides[3]] : T(0));
-        if (ps)
-          score += slope * static_cast<T>(j - position);
-        scores[static_cast<size_t>(j)] = score;
-        max = std::max(max, score);
-      }
-      if (max == kMinusInf) {
-        // Nothing to attend to: zeros, unless a score is NaN, which propagates.
-        T fill = T(0);
-        for (int64_t j = 0; j < visible; ++j)
-          if (std::isnan(scores[static_cast<size_t>(j)]))
-            fill = scores[static_cast<size_t>(j)];
-        std::fill(yRow, yRow + dv, fill);
-        continue;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      double sum = 0;
-      for (int64_t j = 0; j < visible; ++j) {
-        T p = std::exp(scores[static_cast<size_t>(j)] - max);
-        if (p == T(0))
-          continue;
-        sum += p;
-        const T *vRow = vHead + j * vStep;
-        for (int64_t c = 0; c < dv; ++c)
-          acc[static_cast<size_t>(c)] += double(p) * vRow[c];
-      }
-      for (int64_t c = 0; c < dv; ++c)
-        yRow[c] = static_cast<T>(acc[static_cast<size_t>(c)] / sum);
-    }
-  });
+  parallelFor(batch * heads * blocks, std::min(s, kQueryBlock) * t * (d + dv),
+              [&](int64_t begin, int64_t end) {
+                std::vector<T> p(static_cast<size_t>(std::min(s, kQueryBlock) * t));
+                for (int64_t item = begin; item < end; ++item) {
+                  const int64_t block = item % blocks, bh = item / blocks;
+                  const int64_t h = bh % heads, b = bh / heads;
+                  const int64_t i0 = block * kQueryBlock, rows = std::min(kQueryBlock, s - i0);
+                  const T *qBlock = pq + at.row(b, h, i0, heads, s, d);
+                  const T *kHead = pk + at.row(b, h / group, 0, kvHeads, t, d);
+                  const T *vHead = pv + at.row(b, h / group, 0, kvHeads, t, dv);
+                  T *yBlock = py + at.row(b, h, i0, heads, s, dv);
+                  const int64_t keys = terms.keysOfBlock(i0, rows);
+                  if (keys == 0) { // no row of the block sees a key: zeros
+                    for (int64_t r = 0; r < rows; ++r)
+                      std::fill(yBlock + r * ldy, yBlock + r * ldy + dv, T(0));
+                    continue;
+                  }
+                  blasGemm(false, true, rows, keys, d, scale, qBlock, ldq, kHead, ldk, T(0),
+                           p.data(), keys);
+                  terms.softmaxRows(p.data(), b, h, i0, rows, keys, true);
+                  blasGemm(false, false, rows, dv, keys, T(1), p.data(), keys, vHead, ldv, T(0),
+                           yBlock, ldy);
+                }
+              });
 }
 
 // result = x * cos + rotate(x) * sin. Each pair (j, partner(j)) is read whole before either slot

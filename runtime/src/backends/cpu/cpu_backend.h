@@ -5,8 +5,10 @@
 // are only the flags of event_flags.h, which make a wait on an unrecorded slot an Error as on
 // CUDA (the executor blocks on its own host-side flags until the record is issued). It computes
 // in fp32 (sums, norms and softmax denominators accumulate in double; i64 where the op
-// allows it) or, for float64 schedules (gradient checks), every float op in double from the same
-// kernel templates, GEMMs go through OpenBLAS, and the other kernels split large tensors across OpenMP
+// allows it; exp in softmax rows, the cross-entropy, SiLU, sigmoid and SwiGLU is the vectorised
+// one of vector_math.h) or, for float64 schedules (gradient checks), every float op in double
+// from the same kernel templates, GEMMs go through OpenBLAS (attention's too: score and value
+// GEMMs over tiles of query rows), and the other kernels split large tensors across OpenMP
 // threads without letting the thread count change any result. The kernels themselves are in
 // cpu_kernels.h.
 //

@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vector_math.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 
@@ -80,16 +83,28 @@ void crossEntropyGradAs(const Kernel &kernel, const Operands &operands, const Re
         std::fill(grad, grad + vocab, T(0));
         continue;
       }
-      double max = -std::numeric_limits<double>::infinity();
+      T max = -std::numeric_limits<T>::infinity();
       for (int64_t v = 0; v < vocab; ++v)
-        max = std::max(max, double(row[v]));
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v)
-        sum += std::exp(double(row[v]) - max);
-      // Each logit is read before its own slot is written, so this runs in place.
-      for (int64_t v = 0; v < vocab; ++v) {
-        double p = std::exp(double(row[v]) - max) / sum;
-        grad[v] = static_cast<T>((p - (v == labels[r] ? 1.0 : 0.0)) * factor);
+        max = std::max(max, row[v]);
+      const int64_t label = labels[r];
+      if constexpr (std::is_same_v<T, float>) {
+        // The vectorised float exps (vector_math.h), summed in double, written straight into
+        // the gradient (in place on the logits too), then scaled there.
+        double sum = vec::expShifted(row, max, grad, vocab);
+        const double scale = factor / sum;
+        const double labelP = double(grad[label]) / sum;
+        for (int64_t v = 0; v < vocab; ++v)
+          grad[v] = static_cast<float>(double(grad[v]) * scale);
+        grad[label] = static_cast<float>((labelP - 1.0) * factor);
+      } else {
+        double sum = 0;
+        for (int64_t v = 0; v < vocab; ++v)
+          sum += std::exp(row[v] - max);
+        // Each logit is read before its own slot is written, so this runs in place.
+        for (int64_t v = 0; v < vocab; ++v) {
+          double p = std::exp(row[v] - max) / sum;
+          grad[v] = static_cast<T>((p - (v == label ? 1.0 : 0.0)) * factor);
+        }
       }
     }
   });
@@ -135,8 +150,12 @@ void rmsNormGradAs(const Kernel &kernel, const Operands &operands, const Results
     for (int64_t r = begin; r < end; ++r) {
       const T *xr = px + r * n;
       double squares = 0;
-      for (int64_t j = 0; j < n; ++j)
-        squares += double(xr[j]) * xr[j];
+      if constexpr (std::is_same_v<T, float>) {
+        squares = vec::dotInDouble(xr, xr, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          squares += xr[j] * xr[j];
+      }
       rstd[static_cast<size_t>(r)] = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
     }
   });
@@ -149,8 +168,12 @@ void rmsNormGradAs(const Kernel &kernel, const Operands &operands, const Results
       T *dxr = pdx + r * n;
       double rs = rstd[static_cast<size_t>(r)];
       double projection = 0;
-      for (int64_t j = 0; j < n; ++j)
-        projection += double(dyr[j]) * scale[static_cast<size_t>(j)] * xr[j];
+      if constexpr (std::is_same_v<T, float>) {
+        projection = vec::dot3InDouble(dyr, scale.data(), xr, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          projection += dyr[j] * scale[static_cast<size_t>(j)] * xr[j];
+      }
       double c = rs * rs * rs * projection / static_cast<double>(n);
       for (int64_t j = 0; j < n; ++j)
         dxr[j] = static_cast<T>(rs * scale[static_cast<size_t>(j)] * dyr[j] - xr[j] * c);
@@ -253,27 +276,21 @@ void rotaryGradAs(const Kernel &kernel, const Operands &operands, const Results 
 // ds_j = p_j (dp_j - delta):
 //   dq = scale * sum_j ds_j k_j,  dk_j = scale * sum_i ds_ij q_i,  dv_j = sum_i p_ij dy_i,
 // dk and dv summing over every query row (of every query head of the group) that sees key j.
-//
-// Two passes, neither storing an [S, T] block. Pass 1 runs over query rows: it recomputes the
-// row's scores, keeps its max, 1 / sum and delta, and writes dq. Pass 2 runs over key rows: it
-// recomputes each p_ij from the kept statistics and accumulates dk_j and dv_j in a fixed order
-// (query head, then query row), so no thread adds into another's rows. A query row that sees no
-// key contributes nothing and gets dq = 0.
 // Blocked with GEMMs, FlashAttention-style: for each (batch, key/value head) and each of its query
-// heads, query rows go in blocks of kQueryBlock; a block's scores P (rows x T) are recomputed with
-// one GEMM, softmaxed in place, and
+// heads, query rows go in blocks of kQueryBlock; a block's scores P against the keys the block may
+// see (all T, or the causal prefix) are recomputed with one GEMM, softmaxed in place
+// (attention_rows.h), and
 //   dP = dY V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
 //   dQ = dS K,    dK += dS^T Q,    dV += P^T dY
 // are GEMMs too; in layout BSHD a head's rows are H * D apart, the GEMMs' leading dimension.
-// Only a [block, T] score tile is ever stored. The pairs and blocks go in a fixed
-// order and OpenBLAS threads each GEMM by output tiles, so the sums do not depend on the thread
-// count.
+// Only a [block, T] score tile per thread is ever stored. A (batch, key/value head) item owns its
+// dK and dV rows and its query heads' dQ rows, so items run on different threads; within an item
+// the heads and blocks go in a fixed order. With fewer items than threads, the items run one after
+// another and each GEMM is split across the threads instead, in fixed blocks (linear_algebra.cc).
+// Either way every sum is the same calls in the same order, whatever the thread count.
 template <typename T>
 void attentionGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2], *dy = operands[3];
-  const bool alibi = kernel.attention().alibi();
-  const TensorRef *slopes = alibi ? operands.back() : nullptr;
-  const TensorRef *mask = operands.size() > (alibi ? 5u : 4u) ? operands[4] : nullptr;
   const HeadStrides at(kernel);
   const int64_t batch = q->shape[0], heads = at.heads(q), s = at.seq(q), d = q->shape[3];
   const int64_t kvHeads = at.heads(k), t = at.seq(k), dv = v->shape[3];
@@ -282,89 +299,77 @@ void attentionGradAs(const Kernel &kernel, const Operands &operands, const Resul
   const int64_t ldq = at.rowStride(heads, d), ldy = at.rowStride(heads, dv);
   const int64_t ldk = at.rowStride(kvHeads, d), ldv = at.rowStride(kvHeads, dv);
   const T scale = kernel.attention().scale();
-  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
-  const bool causal = kernel.attention().causal();
-  std::vector<int64_t> maskStrides =
-      mask ? broadcastStrides(mask->shape, {batch, heads, s, t}) : std::vector<int64_t>(4, 0);
+  const ScoreTerms<T> terms = scoreTermsOf<T>(kernel, operands, 4);
   const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v), *pdy = in<T>(dy);
-  const T *pm = mask ? in<T>(mask) : nullptr;
-  const T *ps = slopes ? in<T>(slopes) : nullptr;
   T *pdq = out<T>(results[0]), *pdk = out<T>(results[1]);
   T *pdv = out<T>(results[2]);
-  constexpr int64_t kQueryBlock = 64;
+  const int64_t tile = std::min(s, kQueryBlock) * t;
 
-  std::vector<T> p(static_cast<size_t>(kQueryBlock * t));
-  std::vector<T> dp(static_cast<size_t>(kQueryBlock * t));
-  {
-    for (int64_t item = 0; item < batch * kvHeads; ++item) {
-      const int64_t b = item / kvHeads, kvHead = item % kvHeads;
-      const int64_t kAt = at.row(b, kvHead, 0, kvHeads, t, d);
-      const int64_t vAt = at.row(b, kvHead, 0, kvHeads, t, dv);
-      const T *kHead = pk + kAt, *vHead = pv + vAt;
-      T *dkHead = pdk + kAt, *dvHead = pdv + vAt;
-      for (int64_t j = 0; j < t; ++j) {
-        std::fill(dkHead + j * ldk, dkHead + j * ldk + d, T(0));
-        std::fill(dvHead + j * ldv, dvHead + j * ldv + dv, T(0));
-      }
-      for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-        const int64_t qAt = at.row(b, h, 0, heads, s, d), yAt = at.row(b, h, 0, heads, s, dv);
-        const T *qHead = pq + qAt, *dyHead = pdy + yAt;
-        T *dqHead = pdq + qAt;
-        for (int64_t i0 = 0; i0 < s; i0 += kQueryBlock) {
-          const int64_t rows = std::min(kQueryBlock, s - i0);
-          // Scores of the block: P = Q K^T * scale (+ mask, + ALiBi), then each row's softmax.
-          blasGemm(false, true, rows, t, d, scale, qHead + i0 * ldq, ldq, kHead, ldk, T(0),
-                   p.data(), t);
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t i = i0 + r;
-            T *row = p.data() + r * t;
-            const int64_t visible = causal ? std::clamp<int64_t>(i + t - s + 1, 0, t) : t;
-            const T *mRow =
-                pm ? pm + b * maskStrides[0] + h * maskStrides[1] + i * maskStrides[2] : nullptr;
-            const T slope = ps ? ps[h] : T(0);
-            const int64_t position = i + t - s; // the query's own key position
-            T max = kMinusInf;
-            for (int64_t j = 0; j < visible; ++j) {
-              if (mRow)
-                row[j] += mRow[j * maskStrides[3]];
-              if (ps)
-                row[j] += slope * static_cast<T>(j - position);
-              max = std::max(max, row[j]);
-            }
-            if (max == kMinusInf) { // sees no key: no gradient
-              std::fill(row, row + t, T(0));
-              continue;
-            }
-            double sum = 0;
-            for (int64_t j = 0; j < visible; ++j)
-              sum += (row[j] = std::exp(row[j] - max));
-            const T inv = static_cast<T>(1.0 / sum);
-            for (int64_t j = 0; j < visible; ++j)
-              row[j] *= inv;
-            std::fill(row + visible, row + t, T(0));
-          }
-          // dP = dY V^T; then dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
-          blasGemm(false, true, rows, t, dv, T(1), dyHead + i0 * ldy, ldy, vHead, ldv, T(0),
-                   dp.data(), t);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T *pRow = p.data() + r * t;
-            T *dRow = dp.data() + r * t;
-            double delta = 0;
-            for (int64_t j = 0; j < t; ++j)
-              delta += double(pRow[j]) * dRow[j];
-            for (int64_t j = 0; j < t; ++j)
-              dRow[j] = pRow[j] * (dRow[j] - static_cast<T>(delta)) * scale;
-          }
-          blasGemm(false, false, rows, d, t, T(1), dp.data(), t, kHead, ldk, T(0),
-                   dqHead + i0 * ldq, ldq);
-          blasGemm(true, false, t, d, rows, T(1), dp.data(), t, qHead + i0 * ldq, ldq, T(1),
-                   dkHead, ldk);
-          blasGemm(true, false, t, dv, rows, T(1), p.data(), t, dyHead + i0 * ldy, ldy, T(1),
-                   dvHead, ldv);
+  auto item = [&](int64_t index, T *p, T *dp) {
+    const int64_t b = index / kvHeads, kvHead = index % kvHeads;
+    const int64_t kAt = at.row(b, kvHead, 0, kvHeads, t, d);
+    const int64_t vAt = at.row(b, kvHead, 0, kvHeads, t, dv);
+    const T *kHead = pk + kAt, *vHead = pv + vAt;
+    T *dkHead = pdk + kAt, *dvHead = pdv + vAt;
+    for (int64_t j = 0; j < t; ++j) {
+      std::fill(dkHead + j * ldk, dkHead + j * ldk + d, T(0));
+      std::fill(dvHead + j * ldv, dvHead + j * ldv + dv, T(0));
+    }
+    for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+      const int64_t qAt = at.row(b, h, 0, heads, s, d), yAt = at.row(b, h, 0, heads, s, dv);
+      const T *qHead = pq + qAt, *dyHead = pdy + yAt;
+      T *dqHead = pdq + qAt;
+      for (int64_t i0 = 0; i0 < s; i0 += kQueryBlock) {
+        const int64_t rows = std::min(kQueryBlock, s - i0);
+        const int64_t keys = terms.keysOfBlock(i0, rows);
+        if (keys == 0) { // no row of the block sees a key: no gradient
+          for (int64_t r = 0; r < rows; ++r)
+            std::fill(dqHead + (i0 + r) * ldq, dqHead + (i0 + r) * ldq + d, T(0));
+          continue;
         }
+        blasGemm(false, true, rows, keys, d, scale, qHead + i0 * ldq, ldq, kHead, ldk, T(0), p,
+                 keys);
+        terms.softmaxRows(p, b, h, i0, rows, keys, false);
+        // dP = dY V^T; then dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
+        blasGemm(false, true, rows, keys, dv, T(1), dyHead + i0 * ldy, ldy, vHead, ldv, T(0), dp,
+                 keys);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T *pRow = p + r * keys;
+          T *dRow = dp + r * keys;
+          T delta;
+          if constexpr (std::is_same_v<T, float>) {
+            delta = static_cast<T>(vec::dotInDouble(pRow, dRow, keys));
+          } else {
+            double sum = 0;
+            for (int64_t j = 0; j < keys; ++j)
+              sum += pRow[j] * dRow[j];
+            delta = sum;
+          }
+          for (int64_t j = 0; j < keys; ++j)
+            dRow[j] = pRow[j] * (dRow[j] - delta) * scale;
+        }
+        blasGemm(false, false, rows, d, keys, T(1), dp, keys, kHead, ldk, T(0), dqHead + i0 * ldq,
+                 ldq);
+        blasGemm(true, false, keys, d, rows, T(1), dp, keys, qHead + i0 * ldq, ldq, T(1), dkHead,
+                 ldk);
+        blasGemm(true, false, keys, dv, rows, T(1), p, keys, dyHead + i0 * ldy, ldy, T(1), dvHead,
+                 ldv);
       }
     }
+  };
+
+  const int64_t items = batch * kvHeads;
+  if (items >= maxThreads()) {
+    parallelFor(items, group * s * t * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
+      std::vector<T> p(static_cast<size_t>(tile)), dp(static_cast<size_t>(tile));
+      for (int64_t index = begin; index < end; ++index)
+        item(index, p.data(), dp.data());
+    });
+    return;
   }
+  std::vector<T> p(static_cast<size_t>(tile)), dp(static_cast<size_t>(tile));
+  for (int64_t index = 0; index < items; ++index)
+    item(index, p.data(), dp.data());
 }
 
 // dx = dy * gelu'(x). Exact: Phi(x) + x phi(x), with Phi from erfc so that it keeps its digits
@@ -403,11 +408,16 @@ void swigluGradAs(const Kernel &, const Operands &operands, const Results &resul
   const T *pdy = in<T>(operands[2]);
   T *dgate = out<T>(results[0]), *dup = out<T>(results[1]);
   parallelFor(elementCount(operands[0]->shape), 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T g = gate[i], u = up[i], d = pdy[i];
-      T sg = sigmoid(g);
-      dgate[i] = d * u * (sg * (T(1) + g * (T(1) - sg)));
-      dup[i] = d * (g * sg);
+    if constexpr (std::is_same_v<T, float>) {
+      vec::swigluGrad(gate + begin, up + begin, pdy + begin, dgate + begin, dup + begin,
+                      end - begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        T g = gate[i], u = up[i], d = pdy[i];
+        T sg = sigmoid(g);
+        dgate[i] = d * u * (sg * (T(1) + g * (T(1) - sg)));
+        dup[i] = d * (g * sg);
+      }
     }
   });
 }

@@ -1,9 +1,11 @@
 // The training loss: mean softmax cross-entropy over the labelled positions.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vector_math.h"
 #include "slrt/error.h"
 
 namespace slrt::cpu {
@@ -25,20 +27,26 @@ void crossEntropyAs(const Kernel &kernel, const Operands &operands, const Tensor
                       vocab, ")");
 
   // Each row's loss in double, by one thread; the mean sums them in row order afterwards, so the
-  // result does not depend on the thread count.
+  // result does not depend on the thread count. In f32 the exps are the vectorised float ones
+  // (vector_math.h), summed in double.
   std::vector<double> rowLoss(static_cast<size_t>(rows), 0.0);
   parallelFor(rows, 3 * vocab, [&](int64_t begin, int64_t end) {
+    std::vector<float> exps(std::is_same_v<T, float> ? static_cast<size_t>(vocab) : 0);
     for (int64_t r = begin; r < end; ++r) {
       if (labels[r] == ignore)
         continue;
       const T *row = logits + r * vocab;
-      double max = -std::numeric_limits<double>::infinity();
+      T max = -std::numeric_limits<T>::infinity();
       for (int64_t v = 0; v < vocab; ++v)
-        max = std::max(max, double(row[v]));
+        max = std::max(max, row[v]);
       double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v)
-        sum += std::exp(double(row[v]) - max);
-      rowLoss[size_t(r)] = max + std::log(sum) - double(row[labels[r]]);
+      if constexpr (std::is_same_v<T, float>) {
+        sum = vec::expShifted(row, max, exps.data(), vocab);
+      } else {
+        for (int64_t v = 0; v < vocab; ++v)
+          sum += std::exp(row[v] - max);
+      }
+      rowLoss[size_t(r)] = double(max) + std::log(sum) - double(row[labels[r]]);
     }
   });
   double total = 0;

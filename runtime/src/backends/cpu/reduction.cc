@@ -3,9 +3,11 @@
 // chunks are combined in chunk order, so results do not depend on the thread count.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vector_math.h"
 
 namespace slrt::cpu {
 namespace {
@@ -104,10 +106,19 @@ void softmaxAs(const Kernel &kernel, const Operands &operands, const TensorRef *
       }
       // Each element is read before its own slot is written, so this runs in place.
       double sum = 0;
-      for (int64_t j = 0; j < extent; ++j) {
-        T e = std::exp(xr[j * inner] - max);
-        yr[j * inner] = e;
-        sum += e;
+      bool vectorised = false;
+      if constexpr (std::is_same_v<T, float>) {
+        if (inner == 1) { // contiguous rows: the vectorised float exps (vector_math.h)
+          sum = vec::expShifted(xr, max, yr, extent);
+          vectorised = true;
+        }
+      }
+      if (!vectorised) {
+        for (int64_t j = 0; j < extent; ++j) {
+          T e = std::exp(xr[j * inner] - max);
+          yr[j * inner] = e;
+          sum += e;
+        }
       }
       double scale = 1.0 / sum;
       for (int64_t j = 0; j < extent; ++j)
@@ -159,8 +170,12 @@ void rmsNormAs(const Kernel &kernel, const Operands &operands, const TensorRef *
       const T *xr = px + r * n;
       T *yr = py + r * n;
       double squares = 0;
-      for (int64_t j = 0; j < n; ++j)
-        squares += double(xr[j]) * xr[j];
+      if constexpr (std::is_same_v<T, float>) {
+        squares = vec::dotInDouble(xr, xr, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          squares += xr[j] * xr[j];
+      }
       double rms = 1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon);
       for (int64_t j = 0; j < n; ++j)
         yr[j] = static_cast<T>(xr[j] * rms * scale[j]);
