@@ -101,6 +101,12 @@ def main():
                  d / sched])
             entries.append({"name": f"{name}/infer-fuse-{fuse}", "kind": "infer",
                             "schedule": f"{name}/{sched}", "input": f"{name}/input_ids.npy"})
+        # Planned inference (@infer_step): weights fetched per group, logits joined on the host.
+        sched = "infer-planned.slsched"
+        run([args.sl_opt, d / "model.onnx", f"--sl-infer=batch=2 seq={seq} num-sub-batches=2",
+             "-o", d / sched])
+        entries.append({"name": f"{name}/infer-planned", "kind": "infer",
+                        "schedule": f"{name}/{sched}", "input": f"{name}/input_ids.npy"})
         if name in BF16:
             sched = "train-speedloader-bf16.slsched"
             run([args.sl_opt, d / "model.onnx",
@@ -127,6 +133,16 @@ def main():
                             "schedule": f"{name}/generate.slsched",
                             "prompts": f"{name}/prompts.jsonl",
                             "expected": [greedy(exported.model, p) for p in prompts]})
+            # Weights and KV caches kept on the device: KV_WRITE (from attention's [B, T, H, D]
+            # order) runs on the GPU instead of the host.
+            run([args.sl_opt, d / "model.onnx",
+                 f"--sl-generate=batch=6 num-sub-batches=2 max-prompt-len={MAX_PROMPT} "
+                 f"max-new-tokens={NEW_TOKENS} device-memory=1GB", "-o",
+                 d / "generate-resident.slsched"])
+            entries.append({"name": f"{name}/generate-resident", "kind": "generate",
+                            "schedule": f"{name}/generate-resident.slsched",
+                            "prompts": f"{name}/prompts.jsonl",
+                            "expected": entries[-1]["expected"]})
             if name in BF16:
                 run([args.sl_opt, d / "model.onnx",
                      f"--sl-generate=batch=6 num-sub-batches=2 max-prompt-len={MAX_PROMPT} "
