@@ -113,6 +113,11 @@ std::function<void(Kernel &)> attention(float scale = 0.5f, bool alibi = false) 
 std::function<void(Kernel &)> axis0() {
   return [](Kernel &k) { k.mutable_axis()->set_axis(0); };
 }
+std::function<void(Kernel &)> bshd() {
+  return [](Kernel &k) {
+    k.mutable_kv_write()->set_layout(sl::schedule::AttentionAttributes::BSHD);
+  };
+}
 
 // KV_WRITE: cache [2, 2, 1, 5, 4], k and v [2, 1, 3, 4], start [2], on the host or the device.
 constexpr const char *kCache = "f32[2,2,1,5,4]";
@@ -123,6 +128,13 @@ const std::string kDecode = "f32[2,4,1,8] f32[2,2,1,8] f32[2,2,1,8] f32[2,2,2,6,
 const OpCase kOpCases[] = {
     {"KvWrite", KV_WRITE, kKvWrite, "in0", kNone, kValid, HOST_COMPUTE, HOST},
     {"KvWriteWithStart", KV_WRITE, kKvWrite + " i64[2]", "in0", kNone, kValid, HOST_COMPUTE, HOST},
+    // Version 7: k and v in attention's [B, T, Hkv, D] order.
+    {"KvWriteBshd", KV_WRITE, std::string(kCache) + " f32[2,3,1,4] f32[2,3,1,4] i64[2]", "in0",
+     bshd(), kValid, HOST_COMPUTE, HOST},
+    {"KvWriteBshdKeyHeads", KV_WRITE, kKvWrite, "in0", bshd(),
+     "k [2, 1, 3, 4] does not fit the cache [2, 2, 1, 5, 4]: it should be [B, T, Hkv, D] with "
+     "B = 2, Hkv = 1 and D = 4",
+     HOST_COMPUTE, HOST},
     {"KvWriteF64", KV_WRITE, "f64[1,2,2,4,3] f64[1,2,4,3] f64[1,2,4,3] i64[1]", "in0", kNone,
      kValid, HOST_COMPUTE, HOST},
     // A cache kept on the device is written there, on the compute stream.
@@ -146,8 +158,8 @@ const OpCase kOpCases[] = {
     {"KvWriteCacheNotKeysAndValues", KV_WRITE, "f32[2,3,1,5,4] f32[2,1,3,4] f32[2,1,3,4]", "in0",
      kNone, "cache [2, 3, 1, 5, 4] should be [B, 2, Hkv, C, D]", HOST_COMPUTE, HOST},
     {"KvWriteKeyHeads", KV_WRITE, "f32[2,2,1,5,4] f32[2,2,3,4] f32[2,2,3,4]", "in0", kNone,
-     "k [2, 2, 3, 4] does not fit the cache [2, 2, 1, 5, 4]: it should be [B, Hkv, T, D] = "
-     "[2, 1, T, 4]",
+     "k [2, 2, 3, 4] does not fit the cache [2, 2, 1, 5, 4]: it should be [B, Hkv, T, D] with "
+     "B = 2, Hkv = 1 and D = 4",
      HOST_COMPUTE, HOST},
     {"KvWriteValueShape", KV_WRITE, "f32[2,2,1,5,4] f32[2,1,3,4] f32[2,1,2,4]", "in0", kNone,
      "v [2, 1, 2, 4] should be [2, 1, 3, 4] (the shape of k)", HOST_COMPUTE, HOST},
@@ -167,7 +179,7 @@ const OpCase kOpCases[] = {
     {"KvWriteBf16", KV_WRITE, "bf16[2,2,1,5,4] bf16[2,1,3,4] bf16[2,1,3,4] i64[2]", "in0", kNone,
      kValid, HOST_COMPUTE, HOST},
     {"KvWriteAttributes", KV_WRITE, kKvWrite, "in0", axis0(),
-     "has axis attributes, which KV_WRITE does not take", HOST_COMPUTE, HOST},
+     "has axis attributes; KV_WRITE takes kv_write attributes", HOST_COMPUTE, HOST},
     {"KvWriteKeysInsideTheCache", KV_WRITE, kKvWrite, "in0", kNone,
      "result buffer 0 'in0' overlaps operand buffer 1 'in1'", HOST_COMPUTE, HOST, -1, 0},
 

@@ -177,12 +177,12 @@ TEST_F(ScheduleLoaderTest, RejectsWrongMagic) {
 }
 
 TEST_F(ScheduleLoaderTest, RejectsWrongVersion) {
-  // Versions 4 to 6 are accepted: 3 lacks the programs generation needs, 7 is in the future.
-  for (uint32_t version : {0u, 1u, 2u, 3u, 7u}) {
+  // Versions 4 to 7 are accepted: 3 lacks the programs generation needs, 8 is in the future.
+  for (uint32_t version : {0u, 1u, 2u, 3u, 8u}) {
     mlp.schedule.set_version(version);
     EXPECT_THAT(loadError(), HasSubstr("schedule version " + std::to_string(version) +
                                        " is not supported (this runtime supports versions 4 to "
-                                       "6)"));
+                                       "7)"));
   }
 }
 
@@ -229,6 +229,20 @@ TEST_F(ScheduleLoaderTest, RejectsBshdAttentionBeforeVersion6) {
     EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
                 HasSubstr("has attention layout BSHD, which schedule version " +
                           std::to_string(version) + " does not have (version 6 does)"));
+  }
+}
+
+TEST_F(ScheduleLoaderTest, RejectsKvWriteAttributesBeforeVersion7) {
+  for (uint32_t version : {4u, 5u, 6u}) {
+    TinyGenerate generate = TinyGenerate::build(1);
+    generate.schedule.set_version(version);
+    generate.schedule.mutable_kernels(generate.kvWriteKernel)
+        ->mutable_kv_write()
+        ->set_layout(sl::schedule::AttentionAttributes::BSHD);
+    std::string path = generate.write(dir.path());
+    EXPECT_THAT(errorOf([&] { loadSchedule(path); }),
+                HasSubstr("has kv_write attributes, which schedule version " +
+                          std::to_string(version) + " does not have (version 7 does)"));
   }
 }
 
