@@ -64,6 +64,11 @@ def run(cmd, timeout=TIMEOUT_S):
                           text=True, timeout=timeout)
 
 
+def suffix(precision):
+    """Names of f32 files are as other tests spell them; other precisions add theirs."""
+    return "" if precision == "f32" else f"-{precision}"
+
+
 class Job:
     """Compiles and runs configurations once per module."""
 
@@ -79,7 +84,7 @@ class Job:
     def schedule(self, world, mode="speedloader", precision="f32"):
         """A schedule for `world` ranks of PER_RANK sequences, or (world=1) for one rank with as
         many sequences as `ranks` would have together: see reference()."""
-        path = self.tmp / f"{mode}-w{world}-{precision}.slsched"
+        path = self.tmp / f"{mode}-w{world}{suffix(precision)}.slsched"
         if not path.exists():
             options = (f"batch={PER_RANK} seq={SEQ} num-sub-batches={N} live-blocks=1 mode={mode} "
                        f"precision={precision}")
@@ -88,7 +93,7 @@ class Job:
         return path
 
     def reference_schedule(self, ranks, precision="f32"):
-        path = self.tmp / f"one-rank-for-{ranks}-{precision}.slsched"
+        path = self.tmp / f"one-rank-for-{ranks}{suffix(precision)}.slsched"
         if not path.exists():
             batch = PER_RANK * ranks
             check_ok(run([self.tools.sl_opt, self.tmp / "model.onnx",
@@ -100,7 +105,7 @@ class Job:
         """(losses, consolidated weights, report) of STEPS steps on `world` ranks."""
         key = (world, mode, precision)
         if key not in self.results:
-            name = f"{mode}-w{world}-{precision}"
+            name = f"{mode}-w{world}{suffix(precision)}"
             sched = self.schedule(world, mode, precision)
             report, index = self.tmp / f"{name}.json", self.tmp / f"{name}.ckpt"
             proc = run(mpirun(world) + [self.tools.sl_run, sched, "--data",
@@ -119,8 +124,8 @@ class Job:
         key = ("one rank", ranks, precision)
         if key not in self.results:
             sched = self.reference_schedule(ranks, precision)
-            report = self.tmp / f"ref{ranks}-{precision}.json"
-            ckpt = self.tmp / f"ref{ranks}-{precision}.safetensors"
+            report = self.tmp / f"ref{ranks}{suffix(precision)}.json"
+            ckpt = self.tmp / f"ref{ranks}{suffix(precision)}.safetensors"
             check_ok(run([self.tools.sl_run, sched, "--data", self.tmp / "tokens.bin", "--steps",
                           STEPS, "--lr", LR, "--report", report, "--save", ckpt]))
             with open(report) as f:
