@@ -22,12 +22,12 @@ int localDevice() {
 
 } // namespace
 
-std::unique_ptr<Backend> createBackend(const std::string &name) {
+std::unique_ptr<Backend> createBackend(const std::string &name, const BackendOptions &options) {
   if (name == "cpu")
     return createCpuBackend();
   if (name == "cuda") {
 #ifdef SLRT_WITH_CUDA
-    return createCudaBackend(localDevice());
+    return createCudaBackend(localDevice(), options.tf32);
 #else
     throw Error("this build has no CUDA backend (configure with -DSL_ENABLE_CUDA=ON where the CUDA "
                 "toolkit is installed); use --backend cpu");

@@ -1289,6 +1289,25 @@ TEST(CudaSchedules, HandBuiltSchedulesMatchTheCpuBackend) {
                     kElementwise);
 }
 
+// --tf32: the MLP's f32 GEMMs on tensor cores in TF32 agree with the CPU backend's f32 to TF32's
+// rounding (a 10-bit mantissa: 2^-11 relative per input, summed over 16 to 32 products), and are
+// not the f32 results (else TF32 never ran).
+TEST(CudaSchedules, Tf32GemmsAgreeToTf32Rounding) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Backend> cpu = createCpuBackend(), tf32 = createCudaBackend(0, true);
+  TempDir dir;
+  std::mt19937 rng(freshSeed());
+  TinyMlp mlp = TinyMlp::build(rng());
+  LoadedSchedule schedule = loadSchedule(mlp.write(dir.path()));
+  std::map<std::string, HostTensor> x = {
+      {"x", f32Tensor({TinyMlp::kBatch, TinyMlp::kIn},
+                      randomFloats(rng, TinyMlp::kBatch * TinyMlp::kIn))}};
+  std::vector<NamedTensor> got = runSchedule(*tf32, schedule, x);
+  std::vector<NamedTensor> want = runSchedule(*cpu, schedule, x);
+  expectSameOutputs(got, want, 1e-2);
+  EXPECT_NE(got[0].tensor.data, want[0].tensor.data) << "TF32 gave f32's bits: it did not run";
+}
+
 // Indices computed on the device are checked by the CUDA kernel itself (an input's indices are
 // checked by the executor before the run, on every backend): its error names the kernel, and the
 // executor and the backend run again afterwards.

@@ -93,6 +93,20 @@ TEST_F(SlRunTest, RunsWithBareFiles) {
   EXPECT_EQ(report["outputs"][0]["shape"], nlohmann::json::array({2, 3}));
 }
 
+// --tf32 asks the CUDA backend for TF32 GEMMs; the CPU backend computes f32 anyway, and the report
+// says which one ran: the same outputs, "tf32": false.
+TEST_F(SlRunTest, Tf32IsRecordedAndTheCpuBackendStaysF32) {
+  std::string report = dir.file("report.json");
+  Result r = slRun(schedule + " --input " + x + " --output " + dir.file("y.npy") +
+                   " --tf32 --report " + report);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectOutputMatches(dir.file("y.npy"));
+  EXPECT_EQ(nlohmann::json::parse(readFile(report))["tf32"], false);
+  r = slRun(schedule + " --input " + x + " --output " + dir.file("y.npy") + " --report " + report);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(readFile(report))["tf32"], false);
+}
+
 TEST_F(SlRunTest, WritesATraceAndReportsStreamsAndTheLink) {
   std::string trace = dir.file("trace.json"), report = dir.file("report.json");
   Result r = slRun(schedule + " --input " + x + " --output " + dir.file("y.npy") + " --trace " +

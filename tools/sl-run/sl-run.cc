@@ -115,6 +115,8 @@ void printOutput(const slrt::NamedTensor &out) {
 struct Options {
   std::string schedulePath, reportPath, tracePath, backendName = "cpu";
   double linkGbps = 0;
+  // --tf32: f32 GEMMs in TF32 on the CUDA backend.
+  bool tf32 = false;
   // --random-weights: seeded random parameters instead of the model's files.
   std::optional<uint64_t> randomWeightsSeed;
   // --allow-external-paths: read parameter files the schedule names outside its directory.
@@ -153,6 +155,8 @@ slrt::ExecutorOptions executorOptions(const Options &options) {
 // What every report says about how the run was made, besides the schedule.
 void describeRun(nlohmann::json &report, const Options &options) {
   report["link_gbps"] = options.linkGbps;
+  // What the GEMMs of f32 tensors computed in: TF32 only when asked for on the CUDA backend.
+  report["tf32"] = options.tf32 && options.backendName == "cuda";
   report["random_weights"] =
       options.randomWeightsSeed
           ? nlohmann::json{{"seed", *options.randomWeightsSeed}, {"std", slrt::kRandomWeightStd}}
@@ -231,7 +235,8 @@ std::vector<slrt::AgreementField> agreementFields(const Options &o,
           path("--report", o.reportPath),
           slrt::textField("--backend", o.backendName),
           slrt::numberField("--collective-timeout", o.collectiveTimeout),
-          slrt::numberField("--link-gbps", o.linkGbps)};
+          slrt::numberField("--link-gbps", o.linkGbps),
+          slrt::integerField("--tf32", o.tf32 ? 1 : 0)};
 }
 
 // The files a run reads (--input files given separately), for refusing an output that would
@@ -630,8 +635,15 @@ int generate(const Options &options, slrt::Backend &backend, const slrt::LoadedS
   return 0;
 }
 
+slrt::BackendOptions backendOptions(const Options &options) {
+  slrt::BackendOptions backend;
+  backend.tf32 = options.tf32;
+  return backend;
+}
+
 int run(const Options &options) {
-  std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
+  std::unique_ptr<slrt::Backend> backend =
+      slrt::createBackend(options.backendName, backendOptions(options));
   // With --random-weights the model's files are never opened: they need not exist.
   slrt::LoadedSchedule loaded =
       slrt::loadSchedule(options.schedulePath, !options.randomWeightsSeed,
@@ -651,7 +663,8 @@ int run(const Options &options) {
 // --calibrate FILE: the planner's rates measured on this machine and backend (slrt/calibrate.h),
 // written as a machine profile for sl-opt's target=FILE.
 int calibrate(const Options &options) {
-  std::unique_ptr<slrt::Backend> backend = slrt::createBackend(options.backendName);
+  std::unique_ptr<slrt::Backend> backend =
+      slrt::createBackend(options.backendName, backendOptions(options));
   slrt::CalibrationOptions calibration;
   calibration.minSeconds = options.calibrateSeconds;
   slrt::checkWritable(options.calibratePath);
@@ -723,6 +736,11 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
       ->type_name("G");
+  app.add_flag("--tf32", o.tf32,
+              "Compute the GEMMs of f32 tensors on tensor cores in TF32 (inputs rounded to a "
+              "10-bit mantissa, f32 accumulation; PyTorch's allow_tf32): faster on a GPU, less "
+              "exact. The CUDA backend only (the CPU backend computes f32); off by default; the "
+              "report's \"tf32\" says whether it was used. bf16 schedules are not affected");
   app.add_option("--collective-timeout", o.collectiveTimeout,
                  "With several ranks (mpirun -np W): seconds a collective may take before the job "
                  "is ended with an error naming the rank and the collective")

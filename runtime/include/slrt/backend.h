@@ -123,9 +123,18 @@ inline bool executesOnHost(const std::vector<const TensorRef *> &results) {
 // memory spaces in RAM.
 std::unique_ptr<Backend> createCpuBackend();
 
+// How a backend computes where the schedule leaves it a choice.
+struct BackendOptions {
+  // f32 GEMMs on tensor cores in TF32 (inputs rounded to a 10-bit mantissa, f32 accumulation):
+  // several times faster on a GPU, less exact. Off by default. The CUDA backend only; the CPU
+  // backend computes f32 GEMMs in f32 whatever it says.
+  bool tf32 = false;
+};
+
 // The backend sl-run's --backend names: "cpu", or "cuda" (slrt/cuda_backend.h). Throws Error for
 // an unknown name, for "cuda" in a build without CUDA and where no GPU is visible. Defined in the
 // slrt_backends library, so that only what names backends links the CUDA one.
-std::unique_ptr<Backend> createBackend(const std::string &name);
+std::unique_ptr<Backend> createBackend(const std::string &name,
+                                       const BackendOptions &options = {});
 
 } // namespace slrt

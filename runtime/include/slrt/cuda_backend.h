@@ -23,7 +23,8 @@ int cudaDeviceCountOrZero() noexcept;
 // returning (a fault then names its kernel, and the executor's per-kernel times are the kernels'
 // own). Kernels on HOST buffers (ACCUMULATE of a HOST_COMPUTE stream, KV_WRITE) run on the host
 // with the CPU backend's kernels. Throws Error when no device is visible or the device cannot be
-// used, and for an SLRT_CUDA_SYNC other than 0 or 1.
-std::unique_ptr<Backend> createCudaBackend(int device = 0);
+// used, and for an SLRT_CUDA_SYNC other than 0 or 1. With `tf32`, f32 GEMMs (cuBLAS) run on
+// tensor cores in TF32 (CUBLAS_TF32_TENSOR_OP_MATH); without it they are computed in f32.
+std::unique_ptr<Backend> createCudaBackend(int device = 0, bool tf32 = false);
 
 } // namespace slrt

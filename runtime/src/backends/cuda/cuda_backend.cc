@@ -63,7 +63,7 @@ bool syncEachCall() {
 
 } // namespace
 
-Context::Context(int device) {
+Context::Context(int device, bool tf32) : tf32_(tf32) {
   try {
     SLRT_CHECK(cudaSetDevice(device));
     SLRT_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -109,9 +109,9 @@ cublasHandle_t Context::cublas() {
   if (!cublas_) {
     SLRT_CHECK(cublasCreate(&cublas_));
     SLRT_CHECK(cublasSetStream(cublas_, stream_));
-    // The default math mode computes fp32 GEMMs in fp32 (TF32 only with
-    // CUBLAS_TF32_TENSOR_OP_MATH), so results agree with the CPU backend to fp32 rounding.
-    SLRT_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    // The default math mode computes fp32 GEMMs in fp32, so results agree with the CPU backend to
+    // fp32 rounding; TF32 (sl-run --tf32) trades that for tensor cores.
+    SLRT_CHECK(cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
   return cublas_;
 }
@@ -334,8 +334,8 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(int device)
-      : device_(device), syncEachCall_(syncEachCall()), host_(createCpuBackend()) {
+  CudaBackend(int device, bool tf32)
+      : device_(device), tf32_(tf32), syncEachCall_(syncEachCall()), host_(createCpuBackend()) {
     SLRT_CHECK(cudaSetDevice(device_));
     // Creates the device's primary context now, so that a broken driver or device fails here.
     SLRT_CHECK(cudaFree(nullptr));
@@ -478,7 +478,7 @@ private:
     std::lock_guard<std::mutex> lock(mutex_);
     std::unique_ptr<Context> &slot = contexts_[std::this_thread::get_id()];
     if (!slot)
-      slot = std::make_unique<Context>(device_);
+      slot = std::make_unique<Context>(device_, tf32_);
     return *slot;
   }
 
@@ -508,6 +508,7 @@ private:
   }
 
   int device_;
+  bool tf32_;
   bool syncEachCall_;
   std::unique_ptr<Backend> host_;
   std::vector<cudaEvent_t> events_;
@@ -531,7 +532,7 @@ int cudaDeviceCountOrZero() noexcept {
   return count;
 }
 
-std::unique_ptr<Backend> createCudaBackend(int device) {
+std::unique_ptr<Backend> createCudaBackend(int device, bool tf32) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -545,7 +546,7 @@ std::unique_ptr<Backend> createCudaBackend(int device) {
                     "without one");
   if (device < 0 || device >= count)
     throw makeError("CUDA device ", device, " does not exist (", count, " visible)");
-  return std::make_unique<cuda::CudaBackend>(device);
+  return std::make_unique<cuda::CudaBackend>(device, tf32);
 }
 
 } // namespace slrt

@@ -68,13 +68,14 @@ void destroyLtPlans(LtPlanCache *plans) noexcept;
 
 class Context {
 public:
-  explicit Context(int device);
+  // With `tf32`, the cuBLAS handle computes f32 GEMMs in TF32 on tensor cores.
+  explicit Context(int device, bool tf32 = false);
   ~Context();
   Context(const Context &) = delete;
   Context &operator=(const Context &) = delete;
 
   cudaStream_t stream() const { return stream_; }
-  // Created on first use, bound to stream(), fp32 math (no TF32).
+  // Created on first use, bound to stream(), fp32 math (TF32 only when the context was made so).
   cublasHandle_t cublas();
   // Created on first use; cuBLASLt takes the stream with each call.
   cublasLtHandle_t cublasLt();
@@ -112,6 +113,7 @@ private:
   void release() noexcept;
 
   cudaStream_t stream_ = nullptr;
+  bool tf32_ = false;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublasLt_ = nullptr;
   std::byte *scratch_ = nullptr;
