@@ -183,6 +183,13 @@ static LogicalResult verifyAlibiSlopes(Operation *op, Value slopes, RankedTensor
   return success();
 }
 
+Value headPermutationInput(Value v) {
+  auto transpose = v.getDefiningOp<TransposeOp>();
+  if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3})
+    return {};
+  return transpose.getInput();
+}
+
 SmallVector<int64_t, 4> swapHeadsIf(HeadLayout layout, ArrayRef<int64_t> shape) {
   SmallVector<int64_t, 4> swapped(shape);
   if (layout == HeadLayout::bshd && swapped.size() == 4)

@@ -29,6 +29,13 @@ SmallVector<Value> inlineStage(OpBuilder &builder, func::FuncOp callee, ValueRan
   return results;
 }
 
+RankedTensorType batched(Type type, int64_t n) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[0] *= n;
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
 void eraseUnusedOps(Block &body) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
     if (isOpTriviallyDead(&op) ||

@@ -36,11 +36,9 @@ RankedTensorType swapped(RankedTensorType type) {
 
 /// `v` is `sl.transpose %x [0, 2, 1, 3]` of a static rank-4 tensor: its input, else null.
 Value headPermuted(Value v) {
-  auto transpose = v.getDefiningOp<TransposeOp>();
-  if (!transpose || transpose.getPerm() != ArrayRef<int64_t>(kHeadPerm) ||
-      !typeOf(v).hasStaticShape())
+  if (!typeOf(v).hasStaticShape())
     return {};
-  return transpose.getInput();
+  return headPermutationInput(v);
 }
 
 /// A rotary table [B', H', S, D] broadcast to [B, H, S, D], read in [B, S, H, D] order: the same

@@ -45,22 +45,6 @@ namespace {
 
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-/// `v` is `sl.transpose %x [0, 2, 1, 3]`: attention's [B, T, Hkv, D] keys or values permuted to
-/// the cache's [B, Hkv, T, D] order. Its input, else null.
-Value headPermutationInput(Value v) {
-  auto transpose = v.getDefiningOp<TransposeOp>();
-  if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3})
-    return {};
-  return transpose.getInput();
-}
-
-RankedTensorType batched(Type type, int64_t n) {
-  auto tensor = llvm::cast<RankedTensorType>(type);
-  SmallVector<int64_t> shape(tensor.getShape());
-  shape[0] *= n;
-  return RankedTensorType::get(shape, tensor.getElementType());
-}
-
 class GenerationStepBuilder {
 public:
   GenerationStepBuilder(ModuleOp module, func::FuncOp prefill, func::FuncOp decode, int64_t n,

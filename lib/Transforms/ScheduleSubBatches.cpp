@@ -232,10 +232,15 @@ LogicalResult StepBuilder::collectStages() {
     stages.push_back({layer, callee, backward});
   }
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  if (!forwardOnly &&
+      (ret.getNumOperands() != 1 || !forward.getResultAttrOfType<StringAttr>(0, "sl.name") ||
+       forward.getResultAttrOfType<StringAttr>(0, "sl.name").getValue() != "loss"))
+    return forward.emitError("sl-schedule-subbatches: @forward must return exactly the 'loss' "
+                             "(run sl-append-loss without keep-logits)");
+  if (stages.empty())
+    return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
+                             "sl-partition-layers first");
   if (forwardOnly) {
-    if (stages.empty())
-      return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
-                               "sl-partition-layers first");
     for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
       if (!stageOf.count(value))
         return forward.emitError("sl-schedule-subbatches: output ")
@@ -245,15 +250,8 @@ LogicalResult StepBuilder::collectStages() {
     }
     if (outputValues.empty())
       return forward.emitError("sl-schedule-subbatches: @forward returns nothing");
-  } else if (ret.getNumOperands() != 1 || !forward.getResultAttrOfType<StringAttr>(0, "sl.name") ||
-      forward.getResultAttrOfType<StringAttr>(0, "sl.name").getValue() != "loss")
-    return forward.emitError("sl-schedule-subbatches: @forward must return exactly the 'loss' "
-                             "(run sl-append-loss without keep-logits)");
-  if (!forwardOnly) {
+  } else {
     lossValue = ret.getOperand(0);
-    if (stages.empty())
-      return forward.emitError("sl-schedule-subbatches: @forward calls no stages; run "
-                               "sl-partition-layers first");
     auto it = stageOf.find(lossValue);
     if (it == stageOf.end() || it->second != stages.size() - 1)
       return forward.emitError(
@@ -361,21 +359,14 @@ void StepBuilder::createShards() {
 
 func::FuncOp StepBuilder::createStep() {
   SmallVector<Type> argTypes;
-  for (Type type : forward.getArgumentTypes()) {
-    auto tensor = llvm::cast<RankedTensorType>(type);
-    SmallVector<int64_t> shape(tensor.getShape());
-    shape[0] *= n;
-    argTypes.push_back(RankedTensorType::get(shape, tensor.getElementType()));
-  }
+  for (Type type : forward.getArgumentTypes())
+    argTypes.push_back(batched(type, n));
   SmallVector<Type> resultTypes;
   SmallVector<Attribute> resultAttrs;
   if (forwardOnly) {
     // The model's outputs for the whole batch, named as @forward names them.
     for (auto [index, value] : llvm::enumerate(outputValues)) {
-      auto tensor = llvm::cast<RankedTensorType>(value.getType());
-      SmallVector<int64_t> shape(tensor.getShape());
-      shape[0] *= n;
-      resultTypes.push_back(RankedTensorType::get(shape, tensor.getElementType()));
+      resultTypes.push_back(batched(value.getType(), n));
       resultAttrs.push_back(forward.getResultAttrDict(index)
                                 ? Attribute(forward.getResultAttrDict(index))
                                 : Attribute(builder.getDictionaryAttr({})));

@@ -37,6 +37,10 @@ ShardLayout shardLayout(mlir::TypeRange params, int64_t world);
 /// shape as [B, H, S, D] and back (the exchange is its own inverse). Ranks other than 4 are
 /// returned as they are.
 llvm::SmallVector<int64_t, 4> swapHeadsIf(HeadLayout layout, llvm::ArrayRef<int64_t> shape);
+
+/// `v` is `sl.transpose %x [0, 2, 1, 3]`, the exchange of a per-head tensor's heads and positions
+/// ([B, S, H, D] to [B, H, S, D] or back): its input `%x`, else null.
+mlir::Value headPermutationInput(mlir::Value v);
 } // namespace sl
 
 #define GET_OP_CLASSES

@@ -22,6 +22,9 @@ llvm::SmallVector<mlir::Value>
 inlineStage(mlir::OpBuilder &builder, mlir::func::FuncOp callee, mlir::ValueRange operands,
             llvm::function_ref<mlir::Value(ConstantOp)> constantFor);
 
+/// A per-sub-batch tensor type with dimension 0 grown to hold the step's `n` sub-batches.
+mlir::RankedTensorType batched(mlir::Type type, int64_t n);
+
 /// Erases, last to first, the ops of a step whose results nothing reads: dead computation and
 /// copies of values nobody reads.
 void eraseUnusedOps(mlir::Block &body);
