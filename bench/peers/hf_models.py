@@ -19,7 +19,10 @@ def llama_config(s: Dict[str, Any]):
         num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
         num_key_value_heads=s["kv_heads"], max_position_embeddings=s["max_positions"],
         rms_norm_eps=s["rms_norm_eps"], tie_word_embeddings=False, use_cache=False,
-        bos_token_id=None, eos_token_id=None, pad_token_id=0)
+        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    # No padding row: LLaMA 2 has no pad token, and transformers 5 zeroes the padding row at
+    # initialisation by indexing the weight, which under deepspeed.zero.Init is an empty shard
+    # (IndexError on the H100, 2026-11-26).
 
 
 def decoder_layer_class():

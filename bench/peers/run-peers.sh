@@ -63,6 +63,8 @@ allow() {
 # run NAME SYSTEM TASK WANT KEEP CMD...: one driver, its own log, a result line whatever happens.
 run() {
   local name="$1" system="$2" task="$3" want="$4" keep="$5"; shift 5
+  # $PEERS_RUNS (names, space-separated) runs those alone, for a rerun in a short window.
+  if [ -n "${PEERS_RUNS:-}" ] && [[ " $PEERS_RUNS " != *" $name "* ]]; then return; fi
   local t; t="$(allow "$want" "$keep")"
   local before; before="$(wc -l < "$jsonl" 2>/dev/null || echo 0)"
   if [ "$t" = 0 ]; then
