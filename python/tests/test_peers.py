@@ -198,5 +198,8 @@ def test_speedloader_side_on_the_cpu_backend(sl_tools, tmp_path):
     # The model comes in once per pass, not once per sub-batch.
     assert sl["bytes_host_to_device_per_step"] < canonical["bytes_host_to_device_per_step"]
     assert gen["decode_steps"] == 3 and gen["batch"] == 4 and gen["decode_tokens_per_second"] > 0
+    # Timed on the second run of the batch; the first, untimed, is kept beside it.
+    assert gen["warmup_batches"] == 1 and gen["first_batch"]["decode_runs"] == 3
+    assert gen["prefill_seconds"] > 0 and gen["first_batch"]["prefill_seconds"] > 0
     text = peer_tables.tables(results)
     assert "| speedloader-canonical (best) | N=2; micro 2 |" in text

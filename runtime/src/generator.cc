@@ -119,6 +119,13 @@ struct Generator::Totals {
   // Of those, the decoding steps' (the traffic a step's link bound is made of).
   uint64_t decodeBytesHostToDevice = 0, decodeBytesDeviceToHost = 0;
   uint64_t deviceArenaPeakBytes = 0, hostPoolPeakBytes = 0;
+  // Each batch's own figures, in the order they ran: the first batch pays the one-time costs
+  // (kernel plans, library heuristics), so a benchmark reads a later one.
+  struct Batch {
+    uint64_t prefillTokens = 0, decodeTokens = 0, decodeRuns = 0, decodeBytesHostToDevice = 0;
+    double prefillSeconds = 0, decodeSeconds = 0;
+  };
+  std::vector<Batch> perBatch;
   // For progress: when generate() started and the last report.
   Clock::time_point start, lastProgress;
   uint64_t sequencesDone = 0, sequences = 0;
@@ -245,6 +252,7 @@ void Generator::runBatch(const std::vector<Prompt> &prompts, size_t first, uint6
   int64_t batch = g.batch(), maxPrompt = g.max_prompt_len();
   int64_t real = std::min<int64_t>(batch, static_cast<int64_t>(prompts.size() - first));
   Totals &t = *totals_;
+  const Totals before = t;
   std::string where = "batch " + std::to_string(batchNumber) + " (prompts " +
                       std::to_string(first) + " to " + std::to_string(first + real - 1) + ")";
 
@@ -306,10 +314,28 @@ void Generator::runBatch(const std::vector<Prompt> &prompts, size_t first, uint6
                          secondsSince(t.start)});
     }
   }
+  Totals::Batch figures;
+  figures.prefillTokens = t.prefillTokens - before.prefillTokens;
+  figures.prefillSeconds = t.prefillSeconds - before.prefillSeconds;
+  figures.decodeTokens = t.decodeTokens - before.decodeTokens;
+  figures.decodeSeconds = t.decodeSeconds - before.decodeSeconds;
+  figures.decodeRuns = t.decodeRuns - before.decodeRuns;
+  figures.decodeBytesHostToDevice = t.decodeBytesHostToDevice - before.decodeBytesHostToDevice;
+  t.perBatch.push_back(figures);
 }
 
 nlohmann::json Generator::report() const {
   const Totals &t = *totals_;
+  nlohmann::json perBatch = nlohmann::json::array();
+  for (const Totals::Batch &b : t.perBatch)
+    perBatch.push_back({{"prefill_tokens", b.prefillTokens},
+                        {"prefill_seconds", b.prefillSeconds},
+                        {"prefill_tokens_per_second", perSecond(b.prefillTokens, b.prefillSeconds)},
+                        {"decode_runs", b.decodeRuns},
+                        {"decode_tokens", b.decodeTokens},
+                        {"decode_seconds", b.decodeSeconds},
+                        {"decode_tokens_per_second", perSecond(b.decodeTokens, b.decodeSeconds)},
+                        {"decode_bytes_host_to_device", b.decodeBytesHostToDevice}});
   const sl::schedule::Generation &g = schedule_.schedule.generation();
   return {
       {"prompts", t.prompts},
@@ -328,6 +354,7 @@ nlohmann::json Generator::report() const {
       {"bytes_device_to_host", t.bytesDeviceToHost},
       {"decode_bytes_host_to_device", t.decodeBytesHostToDevice},
       {"decode_bytes_device_to_host", t.decodeBytesDeviceToHost},
+      {"per_batch", perBatch},
       {"device_arena_peak_bytes", t.deviceArenaPeakBytes},
       {"host_pool_peak_bytes", t.hostPoolPeakBytes},
       {"sampling",

@@ -199,6 +199,30 @@ TEST_F(GeneratorTest, GreedyOutputIsTheReferences) {
   EXPECT_EQ(report["sampling"]["max_new_tokens"], model.maxNew);
   EXPECT_GT(report["bytes_host_to_device"].get<uint64_t>(), 0u);
   EXPECT_GT(report["host_pool_peak_bytes"].get<uint64_t>(), 0u);
+  // Each batch's own figures, which add up to the totals: prompts 0-1 (4 + 1 prompt tokens),
+  // 2-3 (2 + 3) and 4 (2).
+  const nlohmann::json &perBatch = report["per_batch"];
+  ASSERT_EQ(perBatch.size(), 3u);
+  const uint64_t batchPromptTokens[] = {5, 5, 2}, batchSequences[] = {2, 2, 1};
+  uint64_t decodeTokens = 0, decodeRuns = 0, decodeBytes = 0;
+  double prefillSeconds = 0, decodeSeconds = 0;
+  for (size_t b = 0; b < 3; ++b) {
+    SCOPED_TRACE(b);
+    EXPECT_EQ(perBatch[b]["prefill_tokens"], batchPromptTokens[b]);
+    EXPECT_EQ(perBatch[b]["decode_runs"], model.maxNew - 1);
+    EXPECT_EQ(perBatch[b]["decode_tokens"], batchSequences[b] * (model.maxNew - 1));
+    EXPECT_GT(perBatch[b]["decode_bytes_host_to_device"].get<uint64_t>(), 0u);
+    decodeTokens += perBatch[b]["decode_tokens"].get<uint64_t>();
+    decodeRuns += perBatch[b]["decode_runs"].get<uint64_t>();
+    decodeBytes += perBatch[b]["decode_bytes_host_to_device"].get<uint64_t>();
+    prefillSeconds += perBatch[b]["prefill_seconds"].get<double>();
+    decodeSeconds += perBatch[b]["decode_seconds"].get<double>();
+  }
+  EXPECT_EQ(decodeTokens, report["decode_tokens"].get<uint64_t>());
+  EXPECT_EQ(decodeRuns, report["decode_runs"].get<uint64_t>());
+  EXPECT_EQ(decodeBytes, report["decode_bytes_host_to_device"].get<uint64_t>());
+  EXPECT_NEAR(prefillSeconds, report["prefill_seconds"].get<double>(), 1e-9);
+  EXPECT_NEAR(decodeSeconds, report["decode_seconds"].get<double>(), 1e-9);
   ASSERT_EQ(progress.size(), 3u);
   EXPECT_EQ(progress[2].batch, 3u);
   EXPECT_EQ(progress[2].sequencesDone, 5u);

@@ -137,6 +137,10 @@ public:
   // "prefill_tokens_per_second", "decode_tokens" (tokens sampled from decode's logits),
   // "decode_seconds", "decode_tokens_per_second", "generated_tokens", "finish_reasons": {"stop",
   // "length"}, "bytes_host_to_device", "bytes_device_to_host" (over all runs),
+  // "per_batch": each batch's "prefill_tokens", "prefill_seconds", "prefill_tokens_per_second",
+  // "decode_runs", "decode_tokens", "decode_seconds", "decode_tokens_per_second" and
+  // "decode_bytes_host_to_device", in the order the batches ran (the first one pays one-time
+  // costs: a benchmark reads a later one),
   // "device_arena_peak_bytes", "host_pool_peak_bytes" (the highest of any run), "sampling":
   // {"temperature", "top_k", "top_p", "seed", "stop_tokens", "max_new_tokens", "tokenizer"},
   // "schedule": the Generation message's fields}. Seconds are the program runs' wall time (inputs
