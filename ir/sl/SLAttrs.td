@@ -27,4 +27,22 @@ def SL_HeadLayoutAttr : EnumAttr<SL_Dialect, SL_HeadLayout, "head_layout"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// The stream of an explicit step a kernel runs on (sl.stream, written by sl-assign-streams): the
+// device's compute stream, the copies to and from the device, the host's own kernels (optimizer
+// steps, host accumulations and concatenations, KV writes into host caches) and the collectives.
+def SL_StreamKind : I32EnumAttr<"StreamKind", "the stream a kernel of an explicit step runs on", [
+    I32EnumAttrCase<"compute", 0>,
+    I32EnumAttrCase<"h2d", 1>,
+    I32EnumAttrCase<"d2h", 2>,
+    I32EnumAttrCase<"host", 3>,
+    I32EnumAttrCase<"collective", 4>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::sl";
+}
+
+def SL_StreamKindAttr : EnumAttr<SL_Dialect, SL_StreamKind, "stream"> {
+  let summary = "the stream a kernel runs on: compute, h2d, d2h, host or collective";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // SL_ATTRS_TD

@@ -17,6 +17,9 @@ def SL_Dialect : Dialect {
   let cppNamespace = "::sl";
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 1;
+  // The scheduling passes' attributes (sl.plan, sl.generation, sl.stream, sl.offsets, sl.wait,
+  // sl.record) are checked where they appear (StepAttributes.cpp).
+  let hasOperationAttrVerify = 1;
   let summary = "SpeedLoader: layer-major, sub-batched training and inference of large models";
   let description = [{
     The `sl` dialect is what `sl-opt` imports ONNX models into and what its passes rewrite into a

@@ -814,20 +814,20 @@ FailureOr<uint32_t> ExplicitStepEmitter::bufferOf(Value value, Location loc) {
 }
 
 pb::Kernel *ExplicitStepEmitter::addKernel(pb::OpKind kind, Operation &op) {
-  static const llvm::StringMap<uint32_t> streamIds = {
-      {"compute", 0}, {"h2d", 1}, {"d2h", 2}, {"host", 3}, {"collective", 4}};
+  // The schedule's stream ids are the StreamKind values (run() creates the streams in that order).
   pb::Kernel *kernel = out->add_kernels();
   kernel->set_op(kind);
-  kernel->set_stream(streamIds.lookup(op.getAttrOfType<StringAttr>(kStreamAttr).getValue()));
+  kernel->set_stream(
+      static_cast<uint32_t>(op.getAttrOfType<StreamKindAttr>(kStreamAttr).getValue()));
   kernel->set_name(locationName(op.getLoc()));
   return kernel;
 }
 
 LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
-  auto stream = op.getAttrOfType<StringAttr>(kStreamAttr);
+  auto stream = op.getAttrOfType<StreamKindAttr>(kStreamAttr);
   if (!stream)
     return op.emitError("operation has no stream; run sl-assign-streams before emitting");
-  if (stream.getValue() == "collective" && world == 1)
+  if (stream.getValue() == StreamKind::collective && world == 1)
     return op.emitError("a collective in a step of one rank (sl.plan has no world > 1)");
   llvm::SmallVector<int64_t> waits;
   if (auto attr = op.getAttrOfType<DenseI64ArrayAttr>(kWaitAttr))
@@ -908,7 +908,7 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
       FailureOr<uint32_t> buffer = bufferOf(v, op.getLoc());
       if (failed(buffer))
         return failure();
-      if (stream.getValue() == "compute" && memorySpaceOf(v) != MemorySpace::Device)
+      if (stream.getValue() == StreamKind::compute && memorySpaceOf(v) != MemorySpace::Device)
         return op.emitError("a compute kernel reads a host value; prefetch it to the device");
       operandBuffers.push_back(*buffer);
     }
@@ -937,48 +937,36 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
 }
 
 void ExplicitStepEmitter::addGeneration() {
-  auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr);
-  auto integer = [&](llvm::StringRef key) -> int64_t {
-    auto attr = plan.getAs<IntegerAttr>(key);
-    return attr ? attr.getInt() : 0;
-  };
-  auto flag = [&](llvm::StringRef key) {
-    auto attr = plan.getAs<BoolAttr>(key);
-    return attr && attr.getValue();
-  };
+  PlanView planned = PlanView::of(func);
   pb::Generation *g = out->mutable_generation();
-  g->set_batch(integer("batch"));
-  g->set_max_prompt_len(integer("max_prompt_len"));
-  g->set_max_new_tokens(integer("max_new_tokens"));
-  g->set_vocab(integer("vocab"));
-  g->set_cache_len(integer("cache_len"));
-  g->set_num_sub_batches(uint32_t(integer("num_sub_batches")));
-  g->set_sub_batch_size(integer("sub_batch_size"));
-  g->set_kv_cache_bytes(uint64_t(integer("kv_cache_bytes")));
-  g->set_parameter_bytes(uint64_t(integer("parameter_bytes")));
-  g->set_weights_on_device(flag("weights_on_device"));
-  g->set_kv_cache_on_device(flag("kv_cache_on_device"));
+  g->set_batch(planned.integer(plan::kBatch));
+  g->set_max_prompt_len(planned.integer(plan::kMaxPromptLen));
+  g->set_max_new_tokens(planned.integer(plan::kMaxNewTokens));
+  g->set_vocab(planned.integer(plan::kVocab));
+  g->set_cache_len(planned.integer(plan::kCacheLen));
+  g->set_num_sub_batches(uint32_t(planned.integer(plan::kNumSubBatches)));
+  g->set_sub_batch_size(planned.integer(plan::kSubBatchSize));
+  g->set_kv_cache_bytes(uint64_t(planned.integer(plan::kKvCacheBytes)));
+  g->set_parameter_bytes(uint64_t(planned.integer(plan::kParameterBytes)));
+  g->set_weights_on_device(planned.flag(plan::kWeightsOnDevice));
+  g->set_kv_cache_on_device(planned.flag(plan::kKvCacheOnDevice));
 }
 
 void ExplicitStepEmitter::addPlan() {
-  auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr);
-  auto integer = [&](llvm::StringRef key) -> int64_t {
-    auto attr = plan.getAs<IntegerAttr>(key);
-    return attr ? attr.getInt() : 0;
-  };
+  PlanView planned = PlanView::of(func);
   pb::Plan *p = out->mutable_plan();
-  if (auto mode = plan.getAs<StringAttr>("mode"))
-    p->set_mode(mode.str());
-  p->set_num_sub_batches(uint32_t(integer("num_sub_batches")));
-  p->set_sub_batch_size(integer("sub_batch_size"));
-  p->set_live_blocks(uint32_t(integer("live_blocks")));
-  p->set_predicted_device_bytes(uint64_t(integer("predicted_device_bytes")));
-  p->set_predicted_host_bytes(uint64_t(integer("predicted_host_bytes")));
-  p->set_predicted_host_pool_bytes(uint64_t(integer("predicted_host_pool_bytes")));
-  if (auto seconds = plan.getAs<FloatAttr>("predicted_step_seconds"))
-    p->set_predicted_step_seconds(seconds.getValueAsDouble());
-  p->set_parameter_bytes(uint64_t(integer("parameter_bytes")));
-  p->set_boundary_activation_bytes(uint64_t(integer("boundary_activation_bytes")));
+  if (auto mode = planned.text(plan::kMode))
+    p->set_mode(mode->str());
+  p->set_num_sub_batches(uint32_t(planned.integer(plan::kNumSubBatches)));
+  p->set_sub_batch_size(planned.integer(plan::kSubBatchSize));
+  p->set_live_blocks(uint32_t(planned.integer(plan::kLiveBlocks)));
+  p->set_predicted_device_bytes(uint64_t(planned.integer(plan::kPredictedDeviceBytes)));
+  p->set_predicted_host_bytes(uint64_t(planned.integer(plan::kPredictedHostBytes)));
+  p->set_predicted_host_pool_bytes(uint64_t(planned.integer(plan::kPredictedHostPoolBytes)));
+  if (auto seconds = planned.real(plan::kPredictedStepSeconds))
+    p->set_predicted_step_seconds(*seconds);
+  p->set_parameter_bytes(uint64_t(planned.integer(plan::kParameterBytes)));
+  p->set_boundary_activation_bytes(uint64_t(planned.integer(plan::kBoundaryActivationBytes)));
 }
 
 LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
@@ -987,16 +975,14 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   schedule.set_version(kVersion);
   bool generate = func.getSymName() == "generate";
   schedule.set_kind(func.getSymName() == "train_step" ? "train" : generate ? "generate" : "infer");
-  if (auto plan = func->getAttrOfType<DictionaryAttr>(kPlanAttr))
-    if (auto attr = plan.getAs<IntegerAttr>("world"))
-      world = attr.getInt();
-  if (world < 1)
-    return func.emitError("sl.plan has world ") << world << "; it must be at least 1";
+  world = PlanView::of(func).integer(plan::kWorld, 1); // verified to be at least 1
   if (failed(placeShards()))
     return failure();
-  for (auto [id, kind] : {std::pair(0u, pb::COMPUTE), std::pair(1u, pb::HOST_TO_DEVICE),
-                          std::pair(2u, pb::DEVICE_TO_HOST), std::pair(3u, pb::HOST_COMPUTE),
-                          std::pair(4u, pb::COLLECTIVE)}) {
+  for (auto [streamKind, kind] :
+       {std::pair(StreamKind::compute, pb::COMPUTE), std::pair(StreamKind::h2d, pb::HOST_TO_DEVICE),
+        std::pair(StreamKind::d2h, pb::DEVICE_TO_HOST), std::pair(StreamKind::host, pb::HOST_COMPUTE),
+        std::pair(StreamKind::collective, pb::COLLECTIVE)}) {
+    unsigned id = static_cast<unsigned>(streamKind);
     if (kind == pb::COLLECTIVE && world == 1)
       continue; // a step of one rank has no collectives
     pb::Stream *stream = schedule.add_streams();
@@ -1005,9 +991,9 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   }
   if (world > 1)
     schedule.set_world(uint32_t(world));
-  auto arena = func->getAttrOfType<IntegerAttr>("sl.device_arena_bytes");
-  auto pool = func->getAttrOfType<IntegerAttr>("sl.host_pool_bytes");
-  auto events = func->getAttrOfType<IntegerAttr>("sl.num_events");
+  auto arena = func->getAttrOfType<IntegerAttr>(kDeviceArenaBytesAttr);
+  auto pool = func->getAttrOfType<IntegerAttr>(kHostPoolBytesAttr);
+  auto events = func->getAttrOfType<IntegerAttr>(kNumEventsAttr);
   if (!arena || !pool || !events)
     return func.emitError("the step has no memory plan or events; run sl-assign-streams, "
                           "sl-allocate and sl-insert-events before emitting");

@@ -49,9 +49,9 @@ struct AllocatePass : public impl::AllocatePassBase<AllocatePass> {
         resultOffsets.push_back(int64_t(layout.offsets.lookup(result)));
       op.setAttr(kOffsetsAttr, builder.getDenseI64ArrayAttr(resultOffsets));
     }
-    func->setAttr("sl.device_arena_bytes",
+    func->setAttr(kDeviceArenaBytesAttr,
                   builder.getI64IntegerAttr(int64_t(layout.deviceArenaBytes)));
-    func->setAttr("sl.host_pool_bytes", builder.getI64IntegerAttr(int64_t(layout.hostPoolBytes)));
+    func->setAttr(kHostPoolBytesAttr, builder.getI64IntegerAttr(int64_t(layout.hostPoolBytes)));
   }
 };
 

@@ -17,21 +17,21 @@ namespace sl {
 namespace {
 
 /// The stream an op's kernel runs on, or none for ops that are no kernel.
-std::optional<llvm::StringRef> streamOf(Operation *op) {
+std::optional<StreamKind> streamOf(Operation *op) {
   if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, SubBatchOp, ReshapeOp, ViewOp, ProgramOp,
                 EmptyOp, func::ReturnOp>(op))
     return std::nullopt;
   if (llvm::isa<FetchParamsOp, PrefetchOp>(op))
-    return llvm::StringRef("h2d");
+    return StreamKind::h2d;
   if (llvm::isa<OffloadOp>(op))
-    return llvm::StringRef("d2h");
+    return StreamKind::d2h;
   if (llvm::isa<AllGatherOp, ReduceScatterOp>(op))
-    return llvm::StringRef("collective");
+    return StreamKind::collective;
   if (llvm::isa<OptimizerStepOp>(op) ||
       (llvm::isa<AccumulateOp, KvWriteOp, ConcatOp>(op) &&
        memorySpaceOf(op->getResult(0)) == MemorySpace::Host))
-    return llvm::StringRef("host");
-  return llvm::StringRef("compute");
+    return StreamKind::host;
+  return StreamKind::compute;
 }
 
 struct AssignStreamsPass : public impl::AssignStreamsPassBase<AssignStreamsPass> {
@@ -42,7 +42,7 @@ struct AssignStreamsPass : public impl::AssignStreamsPassBase<AssignStreamsPass>
     Builder builder(func.getContext());
     for (Operation &op : func.getBody().front()) {
       if (auto stream = streamOf(&op))
-        op.setAttr(kStreamAttr, builder.getStringAttr(*stream));
+        op.setAttr(kStreamAttr, StreamKindAttr::get(func.getContext(), *stream));
       else
         op.removeAttr(kStreamAttr);
     }

@@ -1,6 +1,7 @@
 //===- BindShapes.cpp - sl-bind-shapes: make a model's shapes static ----------------------------===//
 
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -118,9 +119,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
     }
     // The kernels of a sub-batched step are shaped for one sub-batch, which sl-plan chose.
     if (batch == 0)
-      if (auto plan = getOperation()->getAttrOfType<DictionaryAttr>("sl.plan"))
-        if (auto size = plan.getAs<IntegerAttr>("sub_batch_size"))
-          batch = size.getInt();
+      batch = sl::PlanView::of(getOperation()).integer(sl::plan::kSubBatchSize);
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal() && failed(bindFunction(func)))
         return signalPassFailure();

@@ -28,19 +28,9 @@ using namespace mlir;
 namespace sl {
 namespace {
 
-constexpr unsigned kStreams = 5;
+constexpr unsigned kStreams = getMaxEnumValForStreamKind() + 1;
 constexpr int kNone = -1;
 using Clock = std::array<int, kStreams>; // per stream: the last kernel (position) ordered before
-
-std::optional<unsigned> streamIndex(llvm::StringRef name) {
-  return llvm::StringSwitch<std::optional<unsigned>>(name)
-      .Case("compute", 0)
-      .Case("h2d", 1)
-      .Case("d2h", 2)
-      .Case("host", 3)
-      .Case("collective", 4)
-      .Default(std::nullopt);
-}
 
 /// Who touched a byte range last: the writing kernel and, per stream, the last reader since.
 struct Segment {
@@ -117,14 +107,10 @@ struct InsertEventsPass : public impl::InsertEventsPassBase<InsertEventsPass> {
         device = AccessMap();
         continue;
       }
-      auto name = op.getAttrOfType<StringAttr>(kStreamAttr);
-      if (!name)
+      auto kind = op.getAttrOfType<StreamKindAttr>(kStreamAttr);
+      if (!kind)
         continue;
-      std::optional<unsigned> stream = streamIndex(name.getValue());
-      if (!stream) {
-        op.emitError("sl-insert-events: unknown stream '") << name.getValue() << "'";
-        return signalPassFailure();
-      }
+      std::optional<unsigned> stream = static_cast<unsigned>(kind.getValue());
       struct Range {
         AccessMap *space;
         uint64_t begin, end;
@@ -214,7 +200,7 @@ struct InsertEventsPass : public impl::InsertEventsPassBase<InsertEventsPass> {
           s.readers.fill(kNone);
         });
     }
-    func->setAttr("sl.num_events", builder.getI64IntegerAttr(events));
+    func->setAttr(kNumEventsAttr, builder.getI64IntegerAttr(events));
   }
 };
 

@@ -14,6 +14,7 @@
 #include "sl/Analysis/MachineProfiles.h"
 #include "sl/Analysis/StepMemory.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -128,7 +129,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
         sl::predict(*costs, *config, *machine, memory, sl::MemoryQuery{true, true, true});
     if (state->schedulingFailed)
       return signalPassFailure();
-    module->setAttr("sl.plan", planAttr(*costs, *config, prediction));
+    module->setAttr(sl::kPlanAttr, planAttr(*costs, *config, prediction));
     if (report)
       printReport(llvm::outs(), *costs, *config, *machine, memory, prediction);
     state.reset();
@@ -155,7 +156,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     SmallVector<Block *> steps;
     for (auto &[probe, size] : state->probes) {
       OwningOpRef<ModuleOp> copy = probe->clone();
-      (*copy)->removeAttr("sl.plan");
+      (*copy)->removeAttr(sl::kPlanAttr);
       PassManager pm(getOperation().getContext());
       sl::ScheduleSubBatchesPassOptions options;
       options.mode = sl::stringifyScheduleMode(mode).str();
@@ -379,7 +380,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
   FailureOr<OwningOpRef<ModuleOp>> compileCopy(ModuleOp module, int64_t subBatchSize) {
     OwningOpRef<ModuleOp> copy = module.clone();
     // A copy must not carry a plan of its own: sl-bind-shapes would bind at it.
-    (*copy)->removeAttr("sl.plan");
+    (*copy)->removeAttr(sl::kPlanAttr);
     PassManager pm(module.getContext());
     buildStages(pm, subBatchSize);
     if (failed(pm.run(*copy))) {
@@ -396,20 +397,20 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     Builder b(&getContext());
     auto bytes = [&](double value) { return b.getI64IntegerAttr(int64_t(std::ceil(value))); };
     SmallVector<NamedAttribute> attrs({
-        b.getNamedAttr("mode", b.getStringAttr(sl::stringifyScheduleMode(config.mode))),
-        b.getNamedAttr("sub_batch_size", b.getI64IntegerAttr(config.subBatchSize)),
-        b.getNamedAttr("num_sub_batches", b.getI64IntegerAttr(config.numSubBatches)),
-        b.getNamedAttr("live_blocks", b.getI64IntegerAttr(config.liveBlocks)),
-        b.getNamedAttr("predicted_device_bytes", bytes(prediction.deviceBytes)),
-        b.getNamedAttr("predicted_host_bytes", bytes(prediction.hostBytes)),
-        b.getNamedAttr("predicted_host_pool_bytes", bytes(prediction.hostPoolBytes)),
-        b.getNamedAttr("predicted_step_seconds", b.getF64FloatAttr(prediction.stepSeconds)),
-        b.getNamedAttr("parameter_bytes", b.getI64IntegerAttr(costs.parameterBytes)),
-        b.getNamedAttr("boundary_activation_bytes", bytes(prediction.boundaryActivationBytes)),
+        b.getNamedAttr(sl::plan::kMode, b.getStringAttr(sl::stringifyScheduleMode(config.mode))),
+        b.getNamedAttr(sl::plan::kSubBatchSize, b.getI64IntegerAttr(config.subBatchSize)),
+        b.getNamedAttr(sl::plan::kNumSubBatches, b.getI64IntegerAttr(config.numSubBatches)),
+        b.getNamedAttr(sl::plan::kLiveBlocks, b.getI64IntegerAttr(config.liveBlocks)),
+        b.getNamedAttr(sl::plan::kPredictedDeviceBytes, bytes(prediction.deviceBytes)),
+        b.getNamedAttr(sl::plan::kPredictedHostBytes, bytes(prediction.hostBytes)),
+        b.getNamedAttr(sl::plan::kPredictedHostPoolBytes, bytes(prediction.hostPoolBytes)),
+        b.getNamedAttr(sl::plan::kPredictedStepSeconds, b.getF64FloatAttr(prediction.stepSeconds)),
+        b.getNamedAttr(sl::plan::kParameterBytes, b.getI64IntegerAttr(costs.parameterBytes)),
+        b.getNamedAttr(sl::plan::kBoundaryActivationBytes, bytes(prediction.boundaryActivationBytes)),
     });
     // Absent for one rank; sl-schedule-subbatches shards the step over `world` ranks.
     if (config.world > 1)
-      attrs.push_back(b.getNamedAttr("world", b.getI64IntegerAttr(config.world)));
+      attrs.push_back(b.getNamedAttr(sl::plan::kWorld, b.getI64IntegerAttr(config.world)));
     return b.getDictionaryAttr(attrs);
   }
 

@@ -845,14 +845,15 @@ DictionaryAttr StepBuilder::planAttribute() {
   NamedAttrList attrs;
   if (auto plan = module->getAttrOfType<DictionaryAttr>(kPlanAttr))
     attrs.append(plan.getValue());
-  attrs.set("mode", builder.getStringAttr(mode == Mode::SpeedLoader ? "speedloader" : "canonical"));
-  attrs.set("num_sub_batches", builder.getI64IntegerAttr(n));
-  attrs.set("sub_batch_size", builder.getI64IntegerAttr(subBatchSize));
-  attrs.set("live_blocks", builder.getI64IntegerAttr(k));
+  attrs.set(plan::kMode,
+            builder.getStringAttr(mode == Mode::SpeedLoader ? "speedloader" : "canonical"));
+  attrs.set(plan::kNumSubBatches, builder.getI64IntegerAttr(n));
+  attrs.set(plan::kSubBatchSize, builder.getI64IntegerAttr(subBatchSize));
+  attrs.set(plan::kLiveBlocks, builder.getI64IntegerAttr(k));
   if (world > 1)
-    attrs.set("world", builder.getI64IntegerAttr(world)); // absent: one rank
-  attrs.set("parameter_bytes", builder.getI64IntegerAttr(int64_t(parameterBytes)));
-  attrs.set("boundary_activation_bytes", builder.getI64IntegerAttr(int64_t(boundaryBytes)));
+    attrs.set(plan::kWorld, builder.getI64IntegerAttr(world)); // absent: one rank
+  attrs.set(plan::kParameterBytes, builder.getI64IntegerAttr(int64_t(parameterBytes)));
+  attrs.set(plan::kBoundaryActivationBytes, builder.getI64IntegerAttr(int64_t(boundaryBytes)));
   return attrs.getDictionary(module.getContext());
 }
 
@@ -996,20 +997,14 @@ struct ScheduleSubBatchesPass
       module.emitError("sl-schedule-subbatches: world must be at least 1, got ") << int64_t(world);
       return signalPassFailure();
     }
-    auto plan = module->getAttrOfType<DictionaryAttr>(kPlanAttr);
-    auto planned = [&](llvm::StringRef key, int64_t fallback) -> int64_t {
-      if (plan)
-        if (auto value = plan.getAs<IntegerAttr>(key))
-          return value.getInt();
-      return fallback;
-    };
-    int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : planned("num_sub_batches", 1);
-    int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : planned("live_blocks", 1);
-    int64_t w = world > 0 ? int64_t(world) : planned("world", 1);
+    PlanView planned = PlanView::of(module);
+    int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : planned.integer(plan::kNumSubBatches, 1);
+    int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : planned.integer(plan::kLiveBlocks, 1);
+    int64_t w = world > 0 ? int64_t(world) : planned.integer(plan::kWorld, 1);
     std::string modeName = mode;
-    if (modeName.empty() && plan)
-      if (auto value = plan.getAs<StringAttr>("mode"))
-        modeName = value.str();
+    if (modeName.empty())
+      if (auto value = planned.text(plan::kMode))
+        modeName = value->str();
     if (modeName.empty())
       modeName = "speedloader";
     if (modeName != "speedloader" && modeName != "canonical") {

@@ -5,15 +5,15 @@
 // CHECK-LABEL: func.func @step
 // CHECK: sl.param "w" :
 // CHECK: sl.sub_batch %{{.+}} {count = 2 : i64, index = 0 : i64} :
-// CHECK: sl.fetch_params %{{.+}} {group = "g", sl.stream = "h2d"}
-// CHECK: sl.prefetch %{{.+}} {sl.stream = "h2d"}
-// CHECK: sl.prefetch %{{.+}} {sl.stream = "h2d"}
-// CHECK: sl.matmul %{{.+}} {sl.stream = "compute"}
-// CHECK: sl.transpose %{{.+}} [1, 0] {sl.stream = "compute"}
-// CHECK: sl.accumulate %{{.+}}, %{{.+}} {sl.stream = "compute"}
-// CHECK: sl.offload %{{.+}} {sl.stream = "d2h"}
-// CHECK: sl.accumulate %{{.+}}, %{{.+}} {sl.stream = "host"}
+// CHECK: sl.fetch_params %{{.+}} {group = "g", sl.stream = #sl.stream<h2d>}
+// CHECK: sl.prefetch %{{.+}} {sl.stream = #sl.stream<h2d>}
+// CHECK: sl.prefetch %{{.+}} {sl.stream = #sl.stream<h2d>}
+// CHECK: sl.matmul %{{.+}} {sl.stream = #sl.stream<compute>}
+// CHECK: sl.transpose %{{.+}} [1, 0] {sl.stream = #sl.stream<compute>}
+// CHECK: sl.accumulate %{{.+}}, %{{.+}} {sl.stream = #sl.stream<compute>}
+// CHECK: sl.offload %{{.+}} {sl.stream = #sl.stream<d2h>}
+// CHECK: sl.accumulate %{{.+}}, %{{.+}} {sl.stream = #sl.stream<host>}
 // CHECK: sl.constant dense<0.000000e+00> : tensor<f32>
-// CHECK: sl.optimizer_step {{.+}} {sl.stream = "host"}
+// CHECK: sl.optimizer_step {{.+}} {sl.stream = #sl.stream<host>}
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: sl.stream

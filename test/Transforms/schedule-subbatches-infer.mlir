@@ -43,7 +43,7 @@
 // CANON: sl.concat
 
 // The join reads host values only: a host kernel, on the host stream.
-// STREAMS: sl.concat %{{.+}}, %{{.+}} {axis = 0 : i64, sl.stream = "host"}
+// STREAMS: sl.concat %{{.+}}, %{{.+}} {axis = 0 : i64, sl.stream = #sl.stream<host>}
 
 // sl-plan measures the forward-only stages: no backward FLOPs, no optimizer state; the host
 // pool holds the inputs, the parameters and the outputs.

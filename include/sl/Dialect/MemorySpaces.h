@@ -10,6 +10,8 @@
 #ifndef SL_DIALECT_MEMORYSPACES_H
 #define SL_DIALECT_MEMORYSPACES_H
 
+#include "sl/Dialect/StepAttributes.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
@@ -43,16 +45,6 @@ uint64_t storageBytes(mlir::Type type);
 /// must be constants, which the emitter turns into kernel attributes.
 llvm::SmallVector<unsigned> dataOperandIndices(mlir::Operation *op);
 llvm::SmallVector<mlir::Value> dataOperands(mlir::Operation *op);
-
-/// Attributes the scheduling passes write on an explicit step.
-inline constexpr const char *kStreamAttr = "sl.stream";       // op: "compute", "h2d", ...
-inline constexpr const char *kOffsetsAttr = "sl.offsets";     // op: one offset per result
-inline constexpr const char *kOffsetAttr = "sl.offset";       // argument
-inline constexpr const char *kWaitAttr = "sl.wait";           // op: events waited for
-inline constexpr const char *kRecordAttr = "sl.record";       // op: event recorded
-inline constexpr const char *kPlanAttr = "sl.plan";           // function: an explicit step
-inline constexpr const char *kProgramAttr = "sl.program";     // argument, result: its program
-inline constexpr const char *kKvCacheAttr = "sl.kv_cache";    // argument: a KV cache (state)
 
 /// Whether `func` is a step written by sl-schedule-subbatches.
 bool isExplicitStep(mlir::Operation *func);
