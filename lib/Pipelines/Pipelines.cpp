@@ -189,8 +189,9 @@ void registerPipelines() {
       "(sl-schedule-generation), with its streams, events and static memory "
       "plan. Needs max-prompt-len= and max-new-tokens=; device-memory= and host-memory= choose "
       "the sub-batch size and count; weights-on-device= and kv-cache-on-device= (true or "
-      "false) force where the weights and the KV caches live, and the plan honours them. With `-o FILE.slsched` sl-opt writes "
-      "the schedule that `sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",
+      "false) force where the weights and the KV caches live, and the plan honours them. "
+      "With `-o FILE.slsched` sl-opt writes the schedule that "
+      "`sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",
       buildGeneratePipeline);
 
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
