@@ -164,7 +164,8 @@ peers.log, logs-PART.tar.gz and machine.txt to \$OUT:
      then ~20 s per SpeedLoader schedule and ~40-60 s per DeepSpeed or FSDP run; what does not
      fit the 400 s is recorded as skipped (the N = 2 comparison runs first)
   2. PEERS_SECONDS=280 bash bench/peers/run-peers.sh generate $rel       (timeout_s 360)
-     expected about 4 minutes: ~15 s per SpeedLoader schedule, accelerate ~40 s, FlexGen ~40 s
+     expected about 4 minutes: ~15 s per SpeedLoader schedule (six: N = 1, 4 and N = 1 with the
+     KV caches on the device, -kvdev, per model), accelerate ~40 s, FlexGen ~40 s
 
 These durations are estimates from the H200 run of 2026-11-26 (bench/results), not measurements.
 With the machine's start (~1 min) the two take about 12 of the 15 minutes; call give_back after

@@ -10,6 +10,9 @@ Schedules (every one bf16, weights and optimizer state in host memory):
                      the ZeRO-3-offload data flow on SpeedLoader's machinery)
   gen-MODEL-nN       --sl-generate, N sub-batches of the generation batch, prompt 512, 32 new
                      tokens, weights and KV cache streamed from the host pool
+  gen-MODEL-nN-kvdev the same with weights-on-device=false kv-cache-on-device=true (N in
+                     --gen-kvdev-sub-batches): the weights streamed every decoding step, the
+                     KV caches kept on the device (FlexGen's placement in its policy)
 
     python3 bench/peers/prepare_speedloader.py --out build-peers/carry [--train-layers 2]
         [--gen-layers 4] [--sl-opt build/bin/sl-opt] [--tiny]
@@ -84,9 +87,13 @@ def plan(args):
                 raise SystemExit(f"--gen-sub-batches {n} does not divide --gen-batch {batch}")
             opts = (f"batch={batch} num-sub-batches={n} max-prompt-len={prompt} "
                     f"max-new-tokens={new} precision=bf16")
-            out.append((f"gen-{model}-n{n}", "generate", s, "--sl-generate", opts,
-                        {"batch": batch, "prompt_len": prompt, "new_tokens": new,
-                         "sub_batches": n, "mode": "speedloader"}))
+            fields = {"batch": batch, "prompt_len": prompt, "new_tokens": new,
+                      "sub_batches": n, "mode": "speedloader"}
+            out.append((f"gen-{model}-n{n}", "generate", s, "--sl-generate", opts, fields))
+            if n in args.gen_kvdev_sub_batches:
+                out.append((f"gen-{model}-n{n}-kvdev", "generate", s, "--sl-generate",
+                            opts + " weights-on-device=false kv-cache-on-device=true",
+                            dict(fields, weights_on_device=False, kv_cache_on_device=True)))
     return out
 
 
@@ -108,6 +115,9 @@ def main(argv=None):
                     choices=["llama2-7b", "opt-6.7b"])
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--gen-sub-batches", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--gen-kvdev-sub-batches", type=int, nargs="*", default=[1],
+                    help="of --gen-sub-batches, those also compiled with the KV caches on the "
+                         "device (-kvdev)")
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=32)
     args = ap.parse_args(argv)

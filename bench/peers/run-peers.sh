@@ -134,7 +134,10 @@ else
   ge=(--batch "$GEN_BATCH" --prompt-len "$PROMPT_LEN" --new-tokens "$NEW_TOKENS" --layers "$GEN_LAYERS")
   run sl-gen-llama-n1 speedloader generate 90 200 "${sl[@]}" gen-llama2-7b-n1
   run accelerate accelerate generate 150 110 "$py" "$here/gen_accelerate.py" --model llama2-7b "${ge[@]}" --seconds 100
-  run sl-gen-opt-n1 speedloader generate 90 80 "${sl[@]}" gen-opt-6.7b-n1
+  run sl-gen-opt-n1 speedloader generate 90 110 "${sl[@]}" gen-opt-6.7b-n1
+  # FlexGen's placement (weights streamed, KV caches on the device), ~7 s each on an H100.
+  run sl-gen-opt-n1-kvdev speedloader generate 60 95 "${sl[@]}" gen-opt-6.7b-n1-kvdev
+  run sl-gen-llama-n1-kvdev speedloader generate 60 80 "${sl[@]}" gen-llama2-7b-n1-kvdev
   run flexgen-search flexgen generate 150 30 "$py" "$here/gen_flexgen.py" --model opt-6.7b "${ge[@]}" \
     --policy-file "$carry/flexgen-policy.json"
   run sl-gen-llama-n4 speedloader generate 60 20 "${sl[@]}" gen-llama2-7b-n4

@@ -514,8 +514,14 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
     sub-batch size that fits (a divisor of `batch` when given), keeping the weights and the KV
     caches on the device when they fit too (both, else the weights, else the caches); with `host-memory`, the most sub-batches whose host pool (weights, KV
     caches, activations) fits. A budget nothing fits is an error giving the bytes needed and
-    available. The module attribute `sl.generation` records the sizes (and, when planned, the
-    predicted arena and pool) for `sl-schedule-generation`. Attention must be fused, causal and unmasked (prompts are
+    available. `weights-on-device` and `kv-cache-on-device` force a placement (`true`: on the
+    device, `false`: streamed from the host pool; `auto`, the default, leaves it to the plan):
+    the planner only tries the placements they allow (with both given, it chooses only the
+    sub-batch size), and a device budget that no sub-batch size fits with them is an error
+    naming them. Without `device-memory`, what they do not force is streamed.
+    The module attribute `sl.generation` records the sizes, the placement
+    (`weights_on_device`, `kv_cache_on_device`, forced or planned) and, when planned, the
+    predicted arena and pool, for `sl-schedule-generation`. Attention must be fused, causal and unmasked (prompts are
     right-padded, so padding is never attended by a real token).
   }];
   let options = [
@@ -533,11 +539,16 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
            "Device memory budget, e.g. 80GB (none: unlimited); chooses the sub-batch size">,
     Option<"hostMemory", "host-memory", "std::string", /*default=*/"\"\"",
            "Host memory budget, e.g. 512GiB (none: unlimited); chooses the sub-batch count">,
-    Option<"weightsOnDevice", "weights-on-device", "bool", /*default=*/"false",
-           "Keep the parameters on the device between prefill and decode (device-memory "
-           "chooses it when they fit)">,
-    Option<"kvCacheOnDevice", "kv-cache-on-device", "bool", /*default=*/"false",
-           "Keep the KV caches on the device (device-memory chooses it when they fit)">,
+    Option<"weightsOnDevice", "weights-on-device", "::sl::Placement",
+           /*default=*/"::sl::Placement::kAuto",
+           "Keep the parameters on the device between prefill and decode (true), stream them "
+           "every program run (false), or let device-memory choose (auto: the device when they "
+           "fit, else streamed)", "::sl::placementValues()">,
+    Option<"kvCacheOnDevice", "kv-cache-on-device", "::sl::Placement",
+           /*default=*/"::sl::Placement::kAuto",
+           "Keep the KV caches on the device (true), stream each chunk every program run "
+           "(false), or let device-memory choose (auto: the device when they fit, else "
+           "streamed)", "::sl::placementValues()">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

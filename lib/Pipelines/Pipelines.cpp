@@ -153,6 +153,8 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   split.maxNewTokens = options.maxNewTokens;
   split.deviceMemory = options.deviceMemory;
   split.hostMemory = options.hostMemory;
+  split.weightsOnDevice = options.weightsOnDevice;
+  split.kvCacheOnDevice = options.kvCacheOnDevice;
   bool fuse = options.fuse;
   std::string precision = options.precision;
   addBindOwnedInputs(pm);
@@ -186,8 +188,10 @@ void registerPipelines() {
       "values written back, or kept on the device when device-memory= leaves room "
       "(sl-schedule-generation), with its streams, events and static memory "
       "plan. Needs max-prompt-len= and max-new-tokens=; device-memory= and host-memory= choose "
-      "the sub-batch size and count. With `-o FILE.slsched` sl-opt writes "
-      "the schedule that `sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",
+      "the sub-batch size and count; weights-on-device= and kv-cache-on-device= (true or "
+      "false) force where the weights and the KV caches live, and the plan honours them. "
+      "With `-o FILE.slsched` sl-opt writes the schedule that "
+      "`sl-run FILE.slsched --prompts P.jsonl --output OUT.jsonl` runs.",
       buildGeneratePipeline);
 
   mlir::PassPipelineRegistration<TrainPipelineOptions>(

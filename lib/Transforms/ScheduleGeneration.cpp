@@ -342,7 +342,7 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
 
 
 DictionaryAttr GenerationStepBuilder::planAttribute() {
-  auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation");
+  auto generation = module->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr);
   NamedAttrList attrs;
   if (generation)
     attrs.append(generation.getValue());
@@ -353,15 +353,15 @@ DictionaryAttr GenerationStepBuilder::planAttribute() {
   for (auto &types : cacheTypesOfLayer)
     for (Type type : types)
       cacheBytes += storageBytes(type);
-  attrs.set("mode", builder.getStringAttr("generate"));
-  attrs.set("weights_on_device", builder.getBoolAttr(weightsOnDevice));
-  attrs.set("kv_cache_on_device", builder.getBoolAttr(cacheOnDevice));
-  attrs.set("batch", builder.getI64IntegerAttr(n * b));
-  attrs.set("num_sub_batches", builder.getI64IntegerAttr(n));
-  attrs.set("sub_batch_size", builder.getI64IntegerAttr(b));
-  attrs.set("parameter_bytes", builder.getI64IntegerAttr(int64_t(parameterBytes)));
-  attrs.set("kv_cache_bytes", builder.getI64IntegerAttr(int64_t(cacheBytes)));
-  attrs.set("vocab", builder.getI64IntegerAttr(tensorType(decode.getBody().front().getTerminator()
+  attrs.set(sl::plan::kMode, builder.getStringAttr("generate"));
+  attrs.set(sl::plan::kWeightsOnDevice, builder.getBoolAttr(weightsOnDevice));
+  attrs.set(sl::plan::kKvCacheOnDevice, builder.getBoolAttr(cacheOnDevice));
+  attrs.set(sl::plan::kBatch, builder.getI64IntegerAttr(n * b));
+  attrs.set(sl::plan::kNumSubBatches, builder.getI64IntegerAttr(n));
+  attrs.set(sl::plan::kSubBatchSize, builder.getI64IntegerAttr(b));
+  attrs.set(sl::plan::kParameterBytes, builder.getI64IntegerAttr(int64_t(parameterBytes)));
+  attrs.set(sl::plan::kKvCacheBytes, builder.getI64IntegerAttr(int64_t(cacheBytes)));
+  attrs.set(sl::plan::kVocab, builder.getI64IntegerAttr(tensorType(decode.getBody().front().getTerminator()
                                                               ->getOperand(0))
                                                    .getDimSize(2)));
   return attrs.getDictionary(module.getContext());
@@ -431,8 +431,8 @@ struct ScheduleGenerationPass
     }
     int64_t count = numSubBatches;
     if (count == 0)
-      if (auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation"))
-        if (auto attr = generation.getAs<IntegerAttr>("num_sub_batches"))
+      if (auto generation = module->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr))
+        if (auto attr = generation.getAs<IntegerAttr>(sl::plan::kNumSubBatches))
           count = attr.getInt();
     if (count < 1) {
       module.emitError("sl-schedule-generation: num-sub-batches must be at least 1, got ")
@@ -440,10 +440,10 @@ struct ScheduleGenerationPass
       return signalPassFailure();
     }
     bool resident = weightsOnDevice, cacheResident = kvCacheOnDevice;
-    if (auto generation = module->getAttrOfType<DictionaryAttr>("sl.generation")) {
-      if (auto attr = generation.getAs<BoolAttr>("weights_on_device"))
+    if (auto generation = module->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr)) {
+      if (auto attr = generation.getAs<BoolAttr>(sl::plan::kWeightsOnDevice))
         resident = resident || attr.getValue();
-      if (auto attr = generation.getAs<BoolAttr>("kv_cache_on_device"))
+      if (auto attr = generation.getAs<BoolAttr>(sl::plan::kKvCacheOnDevice))
         cacheResident = cacheResident || attr.getValue();
     }
     if (failed(GenerationStepBuilder(module, prefill, decode, count, resident, cacheResident)

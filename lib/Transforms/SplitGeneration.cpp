@@ -71,7 +71,13 @@ private:
   /// Completes sl.generation on a split module with the sub-batch count, what stays on the
   /// device and the predicted memory.
   static void setPlan(ModuleOp split, int64_t count, Residence residence, Footprint predicted);
-  /// Chooses b, N and what stays on the device from the budgets.
+  /// The placements to try, the planner's order (both on the device, else the weights, else the
+  /// caches, else neither) less those that weights-on-device= / kv-cache-on-device= rule out;
+  /// without a device budget, what they do not force streams, so there is one.
+  SmallVector<Residence> allowedResidences(bool deviceLimited) const;
+  /// " with weights-on-device=... kv-cache-on-device=..." for the options given, for errors.
+  std::string forcedPlacement() const;
+  /// Chooses b, N and what stays on the device from the budgets and the forced placements.
   LogicalResult plan(int64_t &b, int64_t &count, Residence &residence, Footprint &predicted);
   LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
   LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
@@ -258,11 +264,39 @@ SplitGenerationPass::measure(int64_t b, int64_t count, Residence residence) {
   if (failed(pm.run(*copy)))
     return failure();
   auto step = (*copy).lookupSymbol<func::FuncOp>("generate");
-  auto arena = step->getAttrOfType<IntegerAttr>("sl.device_arena_bytes");
-  auto pool = step->getAttrOfType<IntegerAttr>("sl.host_pool_bytes");
+  auto arena = step->getAttrOfType<IntegerAttr>(sl::kDeviceArenaBytesAttr);
+  auto pool = step->getAttrOfType<IntegerAttr>(sl::kHostPoolBytesAttr);
   if (!arena || !pool)
     return failure();
   return Footprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
+}
+
+SmallVector<SplitGenerationPass::Residence>
+SplitGenerationPass::allowedResidences(bool deviceLimited) const {
+  std::optional<bool> weights = sl::forcedOnDevice(weightsOnDevice);
+  std::optional<bool> cache = sl::forcedOnDevice(kvCacheOnDevice);
+  // Both on the device, else the weights (they move once per step for every sequence), else the
+  // caches, else neither.
+  const Residence order[] = {{true, true}, {true, false}, {false, true}, {false, false}};
+  SmallVector<Residence> allowed;
+  for (Residence keep : order) {
+    if ((weights && keep.weights != *weights) || (cache && keep.cache != *cache))
+      continue;
+    // Without a device budget, the SpeedLoader flow: what is not forced streams.
+    if (!deviceLimited && ((keep.weights && !weights) || (keep.cache && !cache)))
+      continue;
+    allowed.push_back(keep);
+  }
+  return allowed;
+}
+
+std::string SplitGenerationPass::forcedPlacement() const {
+  std::string text;
+  if (weightsOnDevice != sl::Placement::kAuto)
+    text += (" weights-on-device=" + sl::placementName(weightsOnDevice)).str();
+  if (kvCacheOnDevice != sl::Placement::kAuto)
+    text += (" kv-cache-on-device=" + sl::placementName(kvCacheOnDevice)).str();
+  return text.empty() ? text : " with" + text;
 }
 
 LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &residence,
@@ -282,6 +316,8 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &r
   if (failed(device) || failed(host))
     return failure();
   bool deviceLimited = *device >= 0, hostLimited = *host >= 0;
+  SmallVector<Residence> choices = allowedResidences(deviceLimited);
+  residence = choices.front();
   if (!deviceLimited && !hostLimited)
     return success();
 
@@ -306,13 +342,8 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &r
 
   std::optional<Footprint> smallest;
   bool chosen = false;
-  // Both on the device, else the weights (they move once per step for every sequence), else the
-  // caches, else neither.
-  const Residence choices[] = {{true, true}, {true, false}, {false, true}, {false, false}};
   for (int64_t size : sizes) {
     for (Residence keep : choices) {
-      if ((keep.weights || keep.cache) && !deviceLimited)
-        continue; // without a device budget, the SpeedLoader flow: everything streams
       FailureOr<Footprint> f = measure(size, countFor(size), keep);
       if (failed(f))
         return module.emitError("sl-split-generation: compiling a copy of the step at sub-batch "
@@ -334,9 +365,12 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &r
   if (!chosen)
     return module.emitError("sl-split-generation: device-memory=")
            << deviceMemory << " (" << sl::formatBytes(*device)
-           << ") is too small: the smallest generation step (of sub-batch sizes "
-           << sizes.back() << " to " << sizes.front() << ") needs " << smallest->device
-           << " bytes (" << sl::formatBytes(double(smallest->device)) << ") of device memory";
+           << ") is too small" << forcedPlacement() << ": the smallest generation step (of "
+           << "sub-batch sizes " << sizes.back() << " to " << sizes.front() << ") needs "
+           << smallest->device << " bytes (" << sl::formatBytes(double(smallest->device))
+           << ") of device memory"
+           << (forcedPlacement().empty() ? "" : "; give more device memory, or leave the "
+                                                "placement to the planner (auto)");
 
   count = countFor(b);
   if (hostLimited && batch <= 0 && numSubBatches <= 0) {
@@ -366,9 +400,10 @@ LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &r
            << ") of host pool (weights, KV caches and activations)";
   if (deviceLimited && double(predicted.device) > *device)
     return module.emitError("sl-split-generation: device-memory=")
-           << deviceMemory << " (" << sl::formatBytes(*device) << ") is too small: " << count
-           << " sub-batches of " << b << " need " << predicted.device << " bytes ("
-           << sl::formatBytes(double(predicted.device)) << ") of device memory";
+           << deviceMemory << " (" << sl::formatBytes(*device) << ") is too small"
+           << forcedPlacement() << ": " << count << " sub-batches of " << b << " need "
+           << predicted.device << " bytes (" << sl::formatBytes(double(predicted.device))
+           << ") of device memory";
   return success();
 }
 
@@ -753,7 +788,7 @@ void SplitGenerationPass::runOnOperation() {
                          "give batch, or two of them",
                   signalPassFailure());
 
-  Residence residence{weightsOnDevice, kvCacheOnDevice};
+  Residence residence;
   Footprint predicted;
   if (failed(plan(b, count, residence, predicted)))
     return signalPassFailure();
@@ -767,7 +802,7 @@ void SplitGenerationPass::runOnOperation() {
     func->remove();
     module.push_back(func);
   }
-  module->setAttr("sl.generation", (*split)->getAttr("sl.generation"));
+  module->setAttr(sl::kGenerationAttr, (*split)->getAttr(sl::kGenerationAttr));
   cache.splits.clear();
   cache.tables = nullptr;
 }
@@ -813,13 +848,13 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   moveFunctions(**decode, *split, "decode");
   Builder builder(&getContext());
   (*split)->setAttr(
-      "sl.generation",
+      sl::kGenerationAttr,
       builder.getDictionaryAttr({
-          builder.getNamedAttr("sub_batch_size", builder.getI64IntegerAttr(b)),
-          builder.getNamedAttr("max_prompt_len", builder.getI64IntegerAttr(maxPromptLen)),
-          builder.getNamedAttr("max_new_tokens", builder.getI64IntegerAttr(maxNewTokens)),
-          builder.getNamedAttr("cache_len", builder.getI64IntegerAttr(cacheLen)),
-          builder.getNamedAttr("vocab", builder.getI64IntegerAttr(logits.getDimSize(2))),
+          builder.getNamedAttr(sl::plan::kSubBatchSize, builder.getI64IntegerAttr(b)),
+          builder.getNamedAttr(sl::plan::kMaxPromptLen, builder.getI64IntegerAttr(maxPromptLen)),
+          builder.getNamedAttr(sl::plan::kMaxNewTokens, builder.getI64IntegerAttr(maxNewTokens)),
+          builder.getNamedAttr(sl::plan::kCacheLen, builder.getI64IntegerAttr(cacheLen)),
+          builder.getNamedAttr(sl::plan::kVocab, builder.getI64IntegerAttr(logits.getDimSize(2))),
       }));
   ModuleOp result = *split;
   cache.splits[b] = std::move(split);
@@ -829,13 +864,13 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
 void SplitGenerationPass::setPlan(ModuleOp split, int64_t count, Residence residence,
                                   Footprint predicted) {
   Builder builder(split.getContext());
-  NamedAttrList generation(split->getAttrOfType<DictionaryAttr>("sl.generation"));
-  generation.set("num_sub_batches", builder.getI64IntegerAttr(count));
-  generation.set("weights_on_device", builder.getBoolAttr(residence.weights));
-  generation.set("kv_cache_on_device", builder.getBoolAttr(residence.cache));
-  generation.set("predicted_device_bytes", builder.getI64IntegerAttr(int64_t(predicted.device)));
-  generation.set("predicted_host_bytes", builder.getI64IntegerAttr(int64_t(predicted.host)));
-  split->setAttr("sl.generation", generation.getDictionary(split.getContext()));
+  NamedAttrList generation(split->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr));
+  generation.set(sl::plan::kNumSubBatches, builder.getI64IntegerAttr(count));
+  generation.set(sl::plan::kWeightsOnDevice, builder.getBoolAttr(residence.weights));
+  generation.set(sl::plan::kKvCacheOnDevice, builder.getBoolAttr(residence.cache));
+  generation.set(sl::plan::kPredictedDeviceBytes, builder.getI64IntegerAttr(int64_t(predicted.device)));
+  generation.set(sl::plan::kPredictedHostBytes, builder.getI64IntegerAttr(int64_t(predicted.host)));
+  split->setAttr(sl::kGenerationAttr, generation.getDictionary(split.getContext()));
 }
 
 } // namespace

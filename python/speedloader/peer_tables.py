@@ -188,7 +188,8 @@ def generation_table(results, link, link_note) -> List[str]:
         ours = best_of(rows, OURS, "decode_tokens_per_second")
         lines += ["", f"### {shape}, prompt {prompt}, {new} new tokens", "",
                   "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-        for r in sorted(rows, key=lambda r: (r["system"], r.get("sub_batches", 0))):
+        for r in sorted(rows, key=lambda r: (r["system"], r.get("sub_batches", 0),
+                                              describe(r))):
             per_step = r.get("bytes_to_device_per_decode_step")
             bound = (r["batch"] * link * 1e9 / per_step
                      if link and isinstance(per_step, (int, float)) and per_step > 0 else None)

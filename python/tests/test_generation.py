@@ -102,6 +102,45 @@ def test_greedy_matches_pytorch(sl_tools, exported, num_sub_batches, device_memo
             generation["prefill_runs"] * 2 * p + generation["decode_runs"] * p / 4), generation
 
 
+def test_kv_cache_forced_on_device(sl_tools, exported):
+    """kv-cache-on-device=true weights-on-device=false (FlexGen's placement) with a budget that
+    would keep both on the device: the same greedy tokens as the streamed schedule (and
+    PyTorch's), the weights still fetched every decoding step, and each step's traffic to the
+    device smaller by exactly the KV-cache reads (every chunk once), its traffic back by the new
+    keys and values."""
+    arch, config, tmp, prompts, want = exported
+    runs = {}
+    for name, placement in (("streamed", ""),
+                            ("kvdev", " device-memory=1GB weights-on-device=false "
+                                      "kv-cache-on-device=true")):
+        sched = tmp / f"gen-{name}.slsched"
+        check_ok(sl_tools._run([sl_tools.sl_opt, tmp / "model.onnx",
+                                f"--sl-generate=batch=6 num-sub-batches=3 "
+                                f"max-prompt-len={MAX_PROMPT} max-new-tokens={NEW}{placement}",
+                                "-o", sched]))
+        out, report = tmp / f"out-{name}.jsonl", tmp / f"report-{name}.json"
+        check_ok(sl_tools._run([sl_tools.sl_run, sched, "--prompts", tmp / "prompts.jsonl",
+                                "--output", out, "--temperature", 0, "--report", report]))
+        with open(report) as f:
+            runs[name] = ([g["tokens"] for g in read_outputs(out)], json.load(f)["generation"])
+    (streamed, s), (kvdev, k) = runs["streamed"], runs["kvdev"]
+    assert kvdev == streamed == want
+    assert (s["schedule"]["weights_on_device"], s["schedule"]["kv_cache_on_device"]) == (
+        False, False)
+    assert (k["schedule"]["weights_on_device"], k["schedule"]["kv_cache_on_device"]) == (
+        False, True)
+    assert k["schedule"]["sub_batch_size"] == 2 and k["decode_runs"] == s["decode_runs"] > 0
+    steps = k["decode_runs"]
+    cache = k["schedule"]["kv_cache_bytes"]
+    # The weights still cross every step (the streamed schedule's weights and caches both do).
+    assert k["decode_bytes_host_to_device"] / steps > k["schedule"]["parameter_bytes"]
+    assert s["decode_bytes_host_to_device"] / steps - k["decode_bytes_host_to_device"] / steps \
+        == cache
+    # Back: one position of every cache per step.
+    assert s["decode_bytes_device_to_host"] / steps - k["decode_bytes_device_to_host"] / steps \
+        == cache / k["schedule"]["cache_len"]
+
+
 def test_sampling_is_reproducible(sl_tools, exported):
     arch, config, tmp, prompts, want = exported
     sched = tmp / "gen-sample.slsched"

@@ -178,20 +178,24 @@ def test_speedloader_side_on_the_cpu_backend(sl_tools, tmp_path):
         [str(a) for a in (sys.executable, PEERS / "prepare_speedloader.py", "--tiny", "--out",
                           carry, "--sl-opt", sl_tools.sl_opt, "--python", sys.executable,
                           "--train-sub-batches", 2, "--canonical-sub-batches", 2,
-                          "--gen-models", "llama2-7b", "--gen-sub-batches", 2)],
+                          "--gen-models", "llama2-7b", "--gen-sub-batches", 2,
+                          "--gen-kvdev-sub-batches", 2)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout
     manifest = json.loads((carry / "speedloader.json").read_text())
     names = [e["name"] for e in manifest["schedules"]]
-    assert names == ["train-sl-n2", "train-canonical-n2", "gen-llama2-7b-n2"]
+    assert names == ["train-sl-n2", "train-canonical-n2", "gen-llama2-7b-n2",
+                     "gen-llama2-7b-n2-kvdev"]
+    kvdev_options = manifest["schedules"][-1]["sl_opt_options"]
+    assert "weights-on-device=false kv-cache-on-device=true" in kvdev_options, kvdev_options
     out = tmp_path / "r.jsonl"
     for name in names:
         proc = driver("speedloader_run.py", "--carry", carry, "--schedule", name, "--sl-run",
                       sl_tools.sl_run, "--backend", "cpu", "--steps", 2, "--jsonl", out)
         assert proc.returncode == 0, proc.stdout
     results = peer_tables.read([str(out)])
-    assert [r["status"] for r in results] == ["ok"] * 3, results
-    sl, canonical, gen = results
+    assert [r["status"] for r in results] == ["ok"] * 4, results
+    sl, canonical, gen, kvdev = results
     assert sl["system"] == "speedloader" and canonical["system"] == "speedloader-canonical"
     assert sl["tokens_per_step"] == 4 * 32 and len(sl["step_seconds"]) == 2
     assert sl["tokens_per_second"] == pytest.approx(128 / common.median(sl["step_seconds"]))
@@ -201,5 +205,11 @@ def test_speedloader_side_on_the_cpu_backend(sl_tools, tmp_path):
     # Timed on the second run of the batch; the first, untimed, is kept beside it.
     assert gen["warmup_batches"] == 1 and gen["first_batch"]["decode_runs"] == 3
     assert gen["prefill_seconds"] > 0 and gen["first_batch"]["prefill_seconds"] > 0
+    # The KV caches stay on the device: each decoding step moves the weights, not the caches.
+    assert (gen["kv_cache_on_device"], kvdev["kv_cache_on_device"]) == (False, True)
+    assert kvdev["weights_on_device"] is False and kvdev["first_tokens"] == gen["first_tokens"]
+    assert kvdev["bytes_to_device_per_decode_step"] == (
+        gen["bytes_to_device_per_decode_step"] - gen["kv_cache_bytes"])
     text = peer_tables.tables(results)
+    assert "| N=2; weights on device False, KV on device True |" in text
     assert "| speedloader-canonical (best) | N=2; micro 2 |" in text

@@ -2,6 +2,8 @@
 #ifndef SL_PIPELINES_PIPELINES_H
 #define SL_PIPELINES_PIPELINES_H
 
+#include "sl/Transforms/Placement.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -180,13 +182,26 @@ struct GeneratePipelineOptions : public mlir::PassPipelineOptions<GeneratePipeli
   Option<std::string> deviceMemory{
       *this, "device-memory",
       llvm::cl::desc("Device memory budget, e.g. 80GB (none: unlimited): chooses the sub-batch "
-                     "size, and keeps the weights and KV caches on the device when they fit"),
+                     "size, and keeps the weights and KV caches on the device when they fit "
+                     "(unless weights-on-device= / kv-cache-on-device= force their placement)"),
       llvm::cl::init("")};
   Option<std::string> hostMemory{
       *this, "host-memory",
       llvm::cl::desc("Host memory budget, e.g. 512GiB (none: unlimited): chooses the number of "
                      "sub-batches when batch= does not"),
       llvm::cl::init("")};
+  Option<Placement> weightsOnDevice{
+      *this, "weights-on-device",
+      llvm::cl::desc("true: keep the weights on the device from prefill to the last decoding "
+                     "step; false: fetch them every program run; auto: device-memory= chooses "
+                     "(with it, a forced placement that does not fit is an error)"),
+      llvm::cl::init(Placement::kAuto), placementValues()};
+  Option<Placement> kvCacheOnDevice{
+      *this, "kv-cache-on-device",
+      llvm::cl::desc("true: keep every KV cache chunk on the device; false: move each chunk from "
+                     "the host pool every program run; auto: device-memory= chooses (with it, a "
+                     "forced placement that does not fit is an error)"),
+      llvm::cl::init(Placement::kAuto), placementValues()};
 };
 
 /// `--sl-generate`: an imported language model to an explicit generation step of two programs

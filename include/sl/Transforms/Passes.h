@@ -2,6 +2,8 @@
 #ifndef SL_TRANSFORMS_PASSES_H
 #define SL_TRANSFORMS_PASSES_H
 
+#include "sl/Transforms/Placement.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
