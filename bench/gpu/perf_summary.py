@@ -10,6 +10,11 @@ over the H100 SXM datasheet's 989 TFLOP/s dense bf16).
         --train train-report.json [--infer infer-report.json]
 
 The probe's shape comes from probe.json (make_probes.sh).
+
+The op rates need the GPU's own kernel times: a CUDA report whose "op_seconds_clock" is not
+"device" (host times around asynchronous calls, which measure only the issuing; reports from
+before sl-run timed kernels on the GPU have no such field) gets no op rates, only a line saying
+why, and its tokens/s and MFU (from the step's wall time) as usual.
 """
 
 import argparse
@@ -50,6 +55,8 @@ def main():
         if r is None:
             continue
         ops = r.get("ops", {})
+        clock = r.get("op_seconds_clock", "missing")
+        op_rates = r.get("backend") != "cuda" or clock == "device"
         if kind == "train":
             tokens = r["train"]["tokens_per_step"]
             seconds = r["train"]["step_seconds"][-1] if r["train"].get("step_seconds") else \
@@ -62,26 +69,35 @@ def main():
             passes, attn_passes = 1, 1
         matmul_flops = 2 * matmul_params * tokens * passes
         attn_flops = 4 * a.layers * (tokens / a.seq) * a.heads * a.seq * a.seq * head_dim / 2
-        mm_s = ops.get("MATMUL", {}).get("seconds", 0) + ops.get("GEMM", {}).get("seconds", 0)
-        at_s = sum(ops.get(k, {}).get("seconds", 0) for k in ("ATTENTION", "ATTENTION_GRAD"))
-        rows.append((kind, "GEMM TFLOP/s", matmul_flops / mm_s / 1e12 if mm_s else 0, best_bf16))
-        rows.append((kind, "attention TFLOP/s", attn_flops * attn_passes / at_s / 1e12 if at_s else 0,
-                     sdpa.get("sdpa causal forward+backward" if kind == "train" else
-                              "sdpa causal forward")))
-        h2d = next((s for s in r.get("streams", []) if s["kind"] == "h2d"), None)
-        h2d_bytes = r.get("bytes_moved", {}).get("host_to_device", 0)
-        if h2d and h2d["busy_seconds"] > 0:
-            rows.append((kind, "H2D GB/s", h2d_bytes / h2d["busy_seconds"] / 1e9,
-                         roof["copies"].get("h2d_gbps")))
+        if op_rates:
+            mm_s = ops.get("MATMUL", {}).get("seconds", 0) + ops.get("GEMM", {}).get("seconds", 0)
+            at_s = sum(ops.get(k, {}).get("seconds", 0) for k in ("ATTENTION", "ATTENTION_GRAD"))
+            rows.append((kind, "GEMM TFLOP/s", matmul_flops / mm_s / 1e12 if mm_s else 0,
+                         best_bf16))
+            rows.append((kind, "attention TFLOP/s",
+                         attn_flops * attn_passes / at_s / 1e12 if at_s else 0,
+                         sdpa.get("sdpa causal forward+backward" if kind == "train" else
+                                  "sdpa causal forward")))
+            h2d = next((s for s in r.get("streams", []) if s["kind"] == "h2d"), None)
+            h2d_bytes = r.get("bytes_moved", {}).get("host_to_device", 0)
+            if h2d and h2d["busy_seconds"] > 0:
+                rows.append((kind, "H2D GB/s", h2d_bytes / h2d["busy_seconds"] / 1e9,
+                             roof["copies"].get("h2d_gbps")))
+        else:
+            rows.append((kind, "op rates", f"not computed: {path} is a CUDA run whose op seconds "
+                         f"are host times (op_seconds_clock: {clock}), which measure only the "
+                         "issuing of asynchronous kernels; rerun with an sl-run that times "
+                         "kernels on the GPU", None))
         tps = tokens / seconds
         model_flops = (6 if kind == "train" else 2) * matmul_params * tps
         rows.append((kind, "tokens/s", tps, None))
         if best_bf16:
             rows.append((kind, "MFU vs best GEMM", model_flops / (best_bf16 * 1e12), None))
         rows.append((kind, "MFU vs 989 TFLOP/s", model_flops / (DATASHEET_BF16_TFLOPS * 1e12), None))
-        top = sorted(ops.items(), key=lambda kv: -kv[1]["seconds"])[:8]
-        rows.append((kind, "busiest ops (s)", ", ".join(f"{k} {v['seconds']:.3f}" for k, v in top),
-                     None))
+        if op_rates:
+            top = sorted(ops.items(), key=lambda kv: -kv[1]["seconds"])[:8]
+            rows.append((kind, "busiest ops (s)",
+                         ", ".join(f"{k} {v['seconds']:.3f}" for k, v in top), None))
     print(f"\n{'probe':6} {'figure':20} {'sl-run':>12} {'PyTorch':>10} {'ratio':>7}")
     for kind, name, ours, theirs in rows:
         if isinstance(ours, str):

@@ -3,8 +3,10 @@
 One row per stream (compute, h2d, d2h, host, ...), each kernel a bar coloured by what it does:
 compute kernels, parameter fetches and activation prefetches (host -> device copies), offloads
 (device -> host copies), host accumulations and optimizer steps. Waits that blocked a stream are
-drawn as thin hatched bars under the row. `--run N` shows one run (one training step) only,
-`--window START END` a time window in milliseconds from the start of the trace.
+drawn as thin hatched bars under the row (in a CUDA trace, whose kernels the GPU timed, a stream's
+host-thread waits are a row of their own: "compute host waits", ...). `--run N` shows one run
+(one training step) only, `--window START END` a time window in milliseconds from the start of
+the trace.
 
     PYTHONPATH=python python3 -m speedloader.plot_trace trace.json timeline.png --run 1
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
@@ -143,9 +144,19 @@ struct Executor::StreamRun {
   // By program: the range [first, second) of `kernels` that belongs to it (programs are
   // contiguous in the kernel list, so each stream's share of one is too).
   std::vector<std::pair<size_t, size_t>> programRanges;
-  RunStats stats; // kernels, bytes, peaks, perOp
+  RunStats stats; // kernels, bytes, peaks, perOp (seconds of the kernels not in `timed`)
   double busySeconds = 0, waitSeconds = 0;
   std::vector<TraceSpan> spans;
+  // The kernels of a run that times kernels which the backend timed: their seconds (the backend's,
+  // or these host ones when the run failed) are counted once the run is over.
+  struct Timed {
+    int kernel;
+    uint32_t mark;
+    double hostSeconds;
+    size_t span; // its kernel span in `spans`, or kNoSpan when not tracing
+  };
+  static constexpr size_t kNoSpan = SIZE_MAX;
+  std::vector<Timed> timed;
 };
 
 // The threads and what they share. One mutex guards the run's state; `wake` starts a run (or ends
@@ -156,6 +167,7 @@ struct Executor::Threads {
   uint64_t generation = 0; // bumped to start a run
   bool shutdown = false;
   bool tracing = false;          // whether the current run is traced
+  bool timing = false;           // whether the current run times kernels on the backend
   uint32_t program = 0;          // the program the current run runs
   size_t running = 0;            // threads still in the current run
   std::vector<uint8_t> recorded; // by event slot, reset every run
@@ -195,6 +207,8 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
   backend_.allocate(s.device_arena_bytes(), s.host_pool_bytes());
   stats_.deviceArenaBytes = s.device_arena_bytes();
   stats_.hostPoolBytes = s.host_pool_bytes();
+  // Only a caller that asks for timings asks the backend anything about them.
+  timeKernels_ = options_.timeKernels && backend_.timesKernels();
   for (const sl::schedule::Buffer &b : s.buffers()) {
     std::byte *base =
         b.space() == sl::schedule::DEVICE ? backend_.deviceArena() : backend_.hostPool();
@@ -205,6 +219,9 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
   writeConstants();
   prepareKernels();
   backend_.createEvents(eventSlots_);
+  // Whatever timing needs the backend creates now, for the largest program, not in a run's time.
+  if (timeKernels_)
+    backend_.beginKernelTiming(*std::max_element(marksOf_.begin(), marksOf_.end()));
   startThreads();
   stats_.loadSeconds = secondsSince(start);
 }
@@ -225,6 +242,7 @@ void Executor::prepareKernels() {
   std::map<uint32_t, size_t> runOf; // stream id -> index in streamRuns_
   plans_.resize(static_cast<size_t>(s.kernels_size()));
   programOf_.assign(static_cast<size_t>(s.kernels_size()), 0);
+  marksOf_.assign(programCount(), 0);
   for (int p = 0; p < s.programs_size(); ++p)
     for (uint32_t k = 0; k < s.programs(p).num_kernels(); ++k)
       programOf_[s.programs(p).first_kernel() + k] = static_cast<uint32_t>(p);
@@ -263,6 +281,8 @@ void Executor::prepareKernels() {
     plan.onHost = k.op() == sl::schedule::OPTIMIZER_STEP || k.op() == sl::schedule::ALL_GATHER ||
                   k.op() == sl::schedule::REDUCE_SCATTER ||
                   (k.op() != sl::schedule::COPY && executesOnHost(plan.results));
+    if (!plan.onHost)
+      plan.mark = static_cast<uint32_t>(marksOf_[programOf_[static_cast<size_t>(index)]]++);
     auto [run, inserted] = runOf.emplace(k.stream(), streamRuns_.size());
     if (inserted) {
       streamRuns_.push_back(std::make_unique<StreamRun>());
@@ -487,6 +507,13 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
   bool tracing = options_.trace && traceSpans_.size() < options_.traceSpanLimit;
   if (tracing && runsTraced_ == 0)
     traceEpoch_ = start;
+  // Every stream is idle (the last run drained them), as beginKernelTiming needs; the device's
+  // reference is taken now, so the host's clock reads the same moment.
+  Clock::time_point timingReference;
+  if (timeKernels_) {
+    backend_.beginKernelTiming(marksOf_[program]);
+    timingReference = Clock::now();
+  }
   Threads &t = *threads_;
   {
     std::unique_lock<std::mutex> lock(t.mutex);
@@ -496,6 +523,7 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
     t.error = nullptr;
     t.running = streamRuns_.size();
     t.tracing = tracing;
+    t.timing = timeKernels_;
     t.program = program;
     t.linkFreeAt[0] = t.linkFreeAt[1] = Clock::time_point();
     ++t.generation;
@@ -503,7 +531,21 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
     t.progress.wait(lock, [&] { return t.running == 0; });
   }
   auto end = Clock::now();
-  mergeStats(tracing, program);
+  // A failed run may have left marks unended: it keeps its host times.
+  std::vector<std::pair<double, double>> kernelTimes;
+  bool timed = false;
+  if (timeKernels_ && !t.error) {
+    try {
+      kernelTimes = backend_.kernelTimes();
+      if (kernelTimes.size() != marksOf_[program])
+        throw makeError("the ", backend_.name(), " backend gave ", kernelTimes.size(),
+                        " kernel times for the run's ", marksOf_[program], " timed kernels");
+      timed = true;
+    } catch (...) {
+      t.error = std::current_exception();
+    }
+  }
+  mergeStats(tracing, program, timed ? &kernelTimes : nullptr, timingReference);
   if (tracing) {
     TraceSpan span;
     span.kind = TraceSpan::Kind::kRun;
@@ -520,8 +562,13 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
     std::rethrow_exception(t.error);
 }
 
-void Executor::mergeStats(bool tracing, uint32_t program) {
+void Executor::mergeStats(bool tracing, uint32_t program,
+                          const std::vector<std::pair<double, double>> *kernelTimes,
+                          Clock::time_point timingReference) {
   const sl::schedule::Schedule &s = schedule_.schedule;
+  stats_.kernelsTimedOnDevice = kernelTimes != nullptr;
+  double referenceMicros =
+      std::chrono::duration<double, std::micro>(timingReference - traceEpoch_).count();
   stats_.program = program;
   stats_.kernels = 0;
   stats_.bytesHostToDevice = stats_.bytesDeviceToHost = stats_.bytesWithinSpace = 0;
@@ -551,6 +598,17 @@ void Executor::mergeStats(bool tracing, uint32_t program) {
     stream.kernels = r.kernels;
     stream.busySeconds = run->busySeconds;
     stream.waitSeconds = run->waitSeconds;
+    for (const StreamRun::Timed &timed : run->timed) {
+      double seconds = kernelTimes ? (*kernelTimes)[timed.mark].second : timed.hostSeconds;
+      stats_.perOp[sl::schedule::OpKind_Name(s.kernels(timed.kernel).op())].seconds += seconds;
+      stream.busySeconds += seconds;
+      if (kernelTimes && timed.span != StreamRun::kNoSpan) {
+        TraceSpan &span = run->spans[timed.span];
+        span.startMicros = referenceMicros + (*kernelTimes)[timed.mark].first * 1e6;
+        span.durationMicros = seconds * 1e6;
+        span.deviceClock = true;
+      }
+    }
     if (tracing) {
       for (TraceSpan &span : run->spans) {
         span.run = runs_;
@@ -566,7 +624,7 @@ void Executor::workerMain(size_t worker) {
   StreamRun &run = *streamRuns_[worker];
   uint64_t seen = 0;
   for (;;) {
-    bool tracing;
+    bool tracing, timing;
     uint32_t program;
     {
       std::unique_lock<std::mutex> lock(t.mutex);
@@ -575,10 +633,11 @@ void Executor::workerMain(size_t worker) {
         return;
       seen = t.generation;
       tracing = t.tracing;
+      timing = t.timing;
       program = t.program;
     }
     try {
-      runStream(run, tracing, program);
+      runStream(run, tracing, timing, program);
     } catch (...) {
       fail(std::current_exception());
     }
@@ -600,11 +659,12 @@ void Executor::workerMain(size_t worker) {
   }
 }
 
-void Executor::runStream(StreamRun &run, bool tracing, uint32_t program) {
+void Executor::runStream(StreamRun &run, bool tracing, bool timing, uint32_t program) {
   const sl::schedule::Schedule &s = schedule_.schedule;
   run.stats = RunStats();
   run.busySeconds = run.waitSeconds = 0;
   run.spans.clear();
+  run.timed.clear();
   auto micros = [&](Clock::time_point at) {
     return std::chrono::duration<double, std::micro>(at - traceEpoch_).count();
   };
@@ -636,14 +696,25 @@ void Executor::runStream(StreamRun &run, bool tracing, uint32_t program) {
     // What this stream issued before must be done before the host runs a kernel itself.
     if (plan.onHost)
       backend_.synchronize();
+    // The backend times what it runs on this thread's stream; what the host runs, the host times.
+    bool timed = timing && !plan.onHost;
+    if (timed)
+      backend_.markKernelStart(plan.mark);
     auto kernelStart = Clock::now();
     runKernel(index, run);
     auto kernelEnd = Clock::now();
+    if (timed)
+      backend_.markKernelEnd(plan.mark);
     double seconds = std::chrono::duration<double>(kernelEnd - kernelStart).count();
-    run.busySeconds += seconds;
     OpStats &op = run.stats.perOp[sl::schedule::OpKind_Name(kernel.op())];
     ++op.count;
-    op.seconds += seconds;
+    if (timed) {
+      run.timed.push_back(
+          {index, plan.mark, seconds, tracing ? run.spans.size() : StreamRun::kNoSpan});
+    } else {
+      run.busySeconds += seconds;
+      op.seconds += seconds;
+    }
     ++run.stats.kernels;
     run.stats.deviceArenaPeakBytes = std::max(run.stats.deviceArenaPeakBytes, plan.deviceEnd);
     run.stats.hostPoolPeakBytes = std::max(run.stats.hostPoolPeakBytes, plan.hostEnd);

@@ -53,6 +53,7 @@ nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &bac
       {"host_pool_bytes", stats.hostPoolBytes},
       {"host_pool_peak_bytes", stats.hostPoolPeakBytes},
       {"ops", ops},
+      {"op_seconds_clock", stats.kernelsTimedOnDevice ? "device" : "host"},
       {"streams", streams},
       {"plan", plan},
       {"outputs", outs},

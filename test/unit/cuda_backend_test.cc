@@ -28,6 +28,7 @@
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 #include "slrt/executor.h"
+#include "slrt/trace.h"
 #include "slrt/trainer.h"
 #include "test_support.h"
 
@@ -1489,6 +1490,88 @@ TEST(CudaSchedules, SynchronousModeMatchesTheCpuBackendToo) {
       {"ids", i64Tensor({1, TinyAttention::kSeq}, {3, -1, 0, 5})}};
   expectSameOutputs(runSchedule(*gpu, blockSchedule, ids), runSchedule(*cpu, blockSchedule, ids),
                     kReduction);
+}
+
+// ExecutorOptions::timeKernels on the CUDA backend: a 1024^3 f32 GEMM between two copies in and
+// one out, timed with CUDA events. Its seconds and its copies' are the GPU's: more than nothing
+// and less than the run's wall time (the host's clock around the calls measured only the issuing
+// before), its trace span lies within the run's, and timing changes no result. Asynchronous and
+// with SLRT_CUDA_SYNC=1.
+void expectDeviceTimedGemm() {
+  constexpr int64_t kN = 1024;
+  ScheduleBuilder b;
+  uint32_t x = b.buffer("x", HOST, F32, {kN, kN}), w = b.buffer("w", HOST, F32, {kN, kN});
+  uint32_t y = b.buffer("y", HOST, F32, {kN, kN});
+  uint32_t dx = b.buffer("dx", DEVICE, F32, {kN, kN}), dw = b.buffer("dw", DEVICE, F32, {kN, kN});
+  uint32_t dy = b.buffer("dy", DEVICE, F32, {kN, kN});
+  b.input("x", x);
+  b.input("w", w);
+  b.output("y", y);
+  b.schedule.set_num_events(3);
+  b.kernel(COPY, "x.h2d", {x}, dx).add_record_events(0);
+  b.kernel(COPY, "w.h2d", {w}, dw).add_record_events(1);
+  Kernel &gemm = b.kernel(MATMUL, "gemm", {dx, dw}, dy);
+  gemm.add_wait_events(0);
+  gemm.add_wait_events(1);
+  gemm.add_record_events(2);
+  b.kernel(COPY, "y.d2h", {dy}, y).add_wait_events(2);
+  TempDir dir;
+  writeSchedule(b.schedule, dir.file("gemm.slsched"));
+  LoadedSchedule loaded = loadSchedule(dir.file("gemm.slsched"));
+  std::mt19937 rng(freshSeed());
+  std::map<std::string, HostTensor> inputs = {
+      {"x", f32Tensor({kN, kN}, randomFloats(rng, kN * kN))},
+      {"w", f32Tensor({kN, kN}, randomFloats(rng, kN * kN))}};
+
+  std::unique_ptr<Backend> gpu = createCudaBackend();
+  std::vector<NamedTensor> untimed = runSchedule(*gpu, loaded, inputs);
+  ExecutorOptions options;
+  options.timeKernels = true;
+  options.trace = true;
+  Executor executor(loaded, *gpu, options);
+  // The second run reuses the first's timing events.
+  for (int run = 0; run < 2; ++run) {
+    std::vector<NamedTensor> timed = executor.run(inputs);
+    EXPECT_EQ(timed[0].tensor.data, untimed[0].tensor.data) << "run " << run;
+    const RunStats &stats = executor.stats();
+    EXPECT_TRUE(stats.kernelsTimedOnDevice);
+    for (const char *op : {"MATMUL", "COPY"}) {
+      EXPECT_GT(stats.perOp.at(op).seconds, 0) << op << ", run " << run;
+      EXPECT_LT(stats.perOp.at(op).seconds, stats.wallSeconds) << op << ", run " << run;
+    }
+  }
+  const TraceSpan *lastRun = nullptr;
+  for (const TraceSpan &span : executor.traceSpans())
+    if (span.kind == TraceSpan::Kind::kRun && span.run == 1)
+      lastRun = &span;
+  ASSERT_NE(lastRun, nullptr);
+  int gemms = 0;
+  for (const TraceSpan &span : executor.traceSpans()) {
+    if (span.kind != TraceSpan::Kind::kKernel || span.run != 1)
+      continue;
+    EXPECT_TRUE(span.deviceClock) << "kernel " << span.kernel;
+    if (loaded.schedule.kernels(span.kernel).op() != MATMUL)
+      continue;
+    ++gemms;
+    // The GPU's clock is placed on the host's by one reference event: a few microseconds apart.
+    constexpr double kSlackMicros = 100;
+    EXPECT_GE(span.startMicros, lastRun->startMicros - kSlackMicros);
+    EXPECT_LE(span.startMicros + span.durationMicros,
+              lastRun->startMicros + lastRun->durationMicros + kSlackMicros);
+    EXPECT_DOUBLE_EQ(span.durationMicros, executor.stats().perOp.at("MATMUL").seconds * 1e6);
+  }
+  EXPECT_EQ(gemms, 1);
+}
+
+TEST(CudaTiming, AGemmIsTimedOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  expectDeviceTimedGemm();
+}
+
+TEST(CudaTiming, AGemmIsTimedOnTheGpuInSynchronousModeToo) {
+  SKIP_WITHOUT_GPU();
+  ScopedEnv sync("SLRT_CUDA_SYNC", "1");
+  expectDeviceTimedGemm();
 }
 
 } // namespace

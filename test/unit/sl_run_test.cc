@@ -259,7 +259,10 @@ TEST_F(SlRunTest, CudaBackendRunsOrSaysWhyNot) {
     ASSERT_EQ(r.exitCode, 0) << r.output;
     expectOutputMatches(dir.file("y.npy"));
     std::ifstream in(dir.file("report.json"));
-    EXPECT_EQ(nlohmann::json::parse(in)["backend"], "cuda");
+    nlohmann::json report = nlohmann::json::parse(in);
+    EXPECT_EQ(report["backend"], "cuda");
+    // --report has the GPU time its kernels.
+    EXPECT_EQ(report["op_seconds_clock"], "device");
     return;
   }
   EXPECT_EQ(r.exitCode, 1);
@@ -307,6 +310,8 @@ TEST_F(SlRunAttentionTest, TakesI64InputsAndWritesEveryDType) {
   nlohmann::json report = nlohmann::json::parse(readFile(dir.file("report.json")));
   EXPECT_EQ(report["kernels"], 25);
   EXPECT_EQ(report["ops"]["ATTENTION"]["count"], 1);
+  // The CPU backend's calls are its kernels' work: host times.
+  EXPECT_EQ(report["op_seconds_clock"], "host");
   EXPECT_EQ(report["outputs"][1]["dtype"], "bool");
 }
 

@@ -147,6 +147,9 @@ slrt::ExecutorOptions executorOptions(const Options &options) {
   slrt::ExecutorOptions executor;
   executor.linkGbps = options.linkGbps;
   executor.trace = !options.tracePath.empty();
+  // The report's op seconds and the trace's kernel spans are where the kernels ran: on the CUDA
+  // backend, timed on the GPU.
+  executor.timeKernels = !options.reportPath.empty() || !options.tracePath.empty();
   executor.comm = options.comm;
   executor.randomWeightsSeed = options.randomWeightsSeed;
   return executor;
@@ -715,18 +718,24 @@ int main(int argc, char **argv) {
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));
   app.add_option("--report", o.reportPath,
-                 "Write a JSON report (timings, kernels, bytes moved per direction, arena and pool "
-                 "sizes and peak use, busy and wait seconds per stream, the schedule's plan, "
-                 "outputs; for training also a \"train\" section: per-step loss, lr and bytes "
-                 "moved, tokens/s, the AdamW settings; for generation a \"generation\" section: "
-                 "prefill and decode tokens/s, bytes moved and peak memory over all runs, the "
-                 "sampling settings, the schedule's generation shape) to FILE, atomically, after "
-                 "the run")
+                 "Write a JSON report (timings, seconds per op kind, kernels, bytes moved per "
+                 "direction, arena and pool sizes and peak use, busy and wait seconds per stream, "
+                 "the schedule's plan, outputs; for training also a \"train\" section: per-step "
+                 "loss, lr and bytes moved, tokens/s, the AdamW settings; for generation a "
+                 "\"generation\" section: prefill and decode tokens/s, bytes moved and peak "
+                 "memory over all runs, the sampling settings, the schedule's generation shape) "
+                 "to FILE, atomically, after the run. On the CUDA backend the GPU times each "
+                 "kernel and copy it runs (two timing events each, no synchronisation added) and "
+                 "their seconds are those times (\"op_seconds_clock\": \"device\"); what the "
+                 "host runs (the optimizer, host accumulation, collectives), and everything on "
+                 "the CPU backend, counts host time (\"host\" on the CPU backend)")
       ->type_name("FILE");
   app.add_option("--trace", o.tracePath,
                  "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run to FILE, "
                  "atomically, after the run: a track per stream, a span per kernel and per wait "
-                 "that blocked. Training and generation trace every run (step, prefill, "
+                 "that blocked. On the CUDA backend a kernel's span is when the GPU ran it, and "
+                 "the waits of its host thread go on a track of their own (\"<track> host "
+                 "waits\"). Training and generation trace every run (step, prefill, "
                  "decode step) until the trace holds a million spans; later runs are left out "
                  "(otherData.runs_traced says how many are in)")
       ->type_name("FILE");
@@ -765,7 +774,7 @@ int main(int argc, char **argv) {
                  "Where kernels run: cpu, or cuda (an NVIDIA GPU, in a build with the CUDA "
                  "backend; its kernels and copies run asynchronously, ordered by CUDA events, "
                  "and SLRT_CUDA_SYNC=1 in the environment makes each wait for its work, so that "
-                 "a fault names its kernel and per-op times are the kernels' own)")
+                 "a fault names its kernel)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
 

@@ -6,9 +6,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedule/schedule.pb.h"
+#include "slrt/error.h"
 #include "slrt/shape.h"
 
 namespace slrt {
@@ -111,6 +113,43 @@ public:
   // Copies src.bytes bytes from src to dst, in whichever spaces they are, on the calling
   // thread's stream.
   virtual void copy(const TensorRef &src, const TensorRef &dst) = 0;
+
+  // Timing kernels where they run, for a backend whose execute and copy return before their work
+  // is done (so that host clocks around the calls measure only the issuing). Optional: a backend
+  // that does not time kernels (the CPU backend, whose calls are the work) answers false to
+  // timesKernels, and the executor then asks nothing else of it. A run that times kernels:
+  //  - beginKernelTiming(marks), called between runs (no stream has work in flight), prepares marks
+  //    0 .. marks-1 for the run about to start and takes the run's time reference now. Whatever
+  //    it allocates it allocates here, so that the marks themselves cost no allocation (the
+  //    executor calls it once more when it is created, with the most marks any run will use, so
+  //    that no run pays for it).
+  //  - markKernelStart(mark) and markKernelEnd(mark) issue, on the calling thread's stream, the
+  //    start and the end of mark `mark` around one kernel's work (each mark started and ended
+  //    once, by one thread); they add no synchronisation.
+  //  - kernelTimes(), called once every stream has been synchronised after a run in which every
+  //    mark was ended, gives per mark its start, in seconds after the reference, and its duration
+  //    in seconds: when the stream reached the start and how long it took from there to the end
+  //    (on CUDA, cudaEventElapsedTime of timing events: about 0.5 us resolution).
+  // A run that fails is not asked for its times.
+  virtual bool timesKernels() const { return false; }
+  virtual void beginKernelTiming(size_t marks) {
+    (void)marks;
+    noKernelTiming();
+  }
+  virtual void markKernelStart(uint32_t mark) {
+    (void)mark;
+    noKernelTiming();
+  }
+  virtual void markKernelEnd(uint32_t mark) {
+    (void)mark;
+    noKernelTiming();
+  }
+  virtual std::vector<std::pair<double, double>> kernelTimes() { noKernelTiming(); }
+
+private:
+  [[noreturn]] void noKernelTiming() const {
+    throw makeError("the ", name(), " backend does not time kernels");
+  }
 };
 
 // Whether Backend::execute runs a kernel with these results on the host, synchronously: one that

@@ -20,11 +20,13 @@ int cudaDeviceCountOrZero() noexcept;
 // recordEvent is cudaEventRecord on the calling thread's stream, waitEvent cudaStreamWaitEvent on
 // it or, on the host, cudaEventSynchronize; synchronize() waits for the calling thread's stream.
 // With SLRT_CUDA_SYNC=1 in the environment every execute and copy waits for its work before
-// returning (a fault then names its kernel, and the executor's per-kernel times are the kernels'
-// own). Kernels on HOST buffers (ACCUMULATE of a HOST_COMPUTE stream, KV_WRITE) run on the host
-// with the CPU backend's kernels. Throws Error when no device is visible or the device cannot be
-// used, and for an SLRT_CUDA_SYNC other than 0 or 1. With `tf32`, f32 GEMMs (cuBLAS) run on
-// tensor cores in TF32 (CUBLAS_TF32_TENSOR_OP_MATH); without it they are computed in f32.
+// returning (a fault then names its kernel). It times kernels (Backend::timesKernels) with CUDA
+// timing events recorded on the calling thread's stream around each kernel's work, so a
+// kernel's time is the GPU's, however far ahead of it the host thread issues. Kernels on HOST
+// buffers (ACCUMULATE of a HOST_COMPUTE stream, KV_WRITE) run on the host with the CPU backend's
+// kernels. Throws Error when no device is visible or the device cannot be used, and for an
+// SLRT_CUDA_SYNC other than 0 or 1. With `tf32`, f32 GEMMs (cuBLAS) run on tensor cores in TF32
+// (CUBLAS_TF32_TENSOR_OP_MATH); without it they are computed in f32.
 std::unique_ptr<Backend> createCudaBackend(int device = 0, bool tf32 = false);
 
 } // namespace slrt

@@ -21,9 +21,13 @@ namespace slrt {
 struct OpStats {
   uint64_t count = 0;
   // Summed over the kernels of the op, whichever stream (host thread) ran them: kernels of
-  // different streams overlap, so the sum over ops can exceed the run's wall time. Host time from
-  // the call to the backend to its return: the kernel's whole run on the CPU backend, the time
-  // to issue it on an asynchronous one (CUDA, unless SLRT_CUDA_SYNC=1 makes each call wait).
+  // different streams overlap, so the sum over ops can exceed the run's wall time. A kernel the
+  // backend runs on its streams counts the time the backend measured it running there when the
+  // run timed kernels (RunStats::kernelsTimedOnDevice), else the host's time from the call to the
+  // backend to its return: the kernel's whole run on the CPU backend, only the time to issue it
+  // on an asynchronous one (CUDA, unless SLRT_CUDA_SYNC=1 makes each call wait). A kernel the
+  // host runs (an OPTIMIZER_STEP, a collective, a kernel writing the host pool) always counts
+  // its host time.
   double seconds = 0;
 };
 
@@ -31,8 +35,8 @@ struct StreamStats {
   uint32_t id = 0;
   sl::schedule::StreamKind kind = sl::schedule::STREAM_KIND_UNSPECIFIED;
   uint64_t kernels = 0;
-  // Time its kernels ran (a copy's includes its link pacing; on an asynchronous backend, the time
-  // to issue them: see OpStats), and time its host thread was blocked waiting for events.
+  // Time its kernels ran, each counted as in OpStats (a copy's includes its link pacing), and time
+  // its host thread was blocked waiting for events.
   double busySeconds = 0;
   double waitSeconds = 0;
 };
@@ -65,6 +69,11 @@ struct RunStats {
   double wallSeconds = 0;
   // Keyed by op name ("MATMUL", "COPY", ...).
   std::map<std::string, OpStats> perOp;
+  // Whether the seconds of the kernels the backend ran on its streams (perOp, perStream's
+  // busySeconds, their trace spans) are the backend's own measurement of them
+  // (ExecutorOptions::timeKernels on a backend that times kernels, and the run succeeded), or
+  // host times around the calls.
+  bool kernelsTimedOnDevice = false;
   // One per stream of the schedule, in stream order (streams without kernels stay at zero).
   std::vector<StreamStats> perStream;
 };
@@ -79,6 +88,12 @@ struct ExecutorOptions {
   // the first, as long as fewer than traceSpanLimit spans are held when one starts.
   bool trace = false;
   size_t traceSpanLimit = 1000000;
+  // On a backend that times kernels (Backend::timesKernels: CUDA), have it time every kernel it
+  // runs on its streams, and count those times instead of the host's (OpStats, the trace's
+  // kernel spans): on an asynchronous backend the host only sees the issuing. Costs two timing
+  // records per kernel on the device streams and adds no synchronisation; a backend that does not
+  // time kernels is asked nothing.
+  bool timeKernels = false;
   // The ranks of the job: required for a schedule of world > 1 (with exactly that many ranks),
   // refused for a schedule of one rank when the job has more. Must outlive the executor.
   Communicator *comm = nullptr;
@@ -201,7 +216,7 @@ private:
   void startThreads();
   void workerMain(size_t worker);
   uint32_t onlyProgram() const;
-  void runStream(StreamRun &run, bool tracing, uint32_t program);
+  void runStream(StreamRun &run, bool tracing, bool timing, uint32_t program);
   void runKernel(int index, StreamRun &run);
   void runCollective(int index, StreamRun &run);
   void pacedCopy(const TensorRef &src, const TensorRef &dst);
@@ -209,7 +224,9 @@ private:
   void failIfStuck();
   void recordEvent(uint32_t slot);
   void fail(std::exception_ptr error);
-  void mergeStats(bool tracing, uint32_t program);
+  void mergeStats(bool tracing, uint32_t program,
+                  const std::vector<std::pair<double, double>> *kernelTimes,
+                  std::chrono::steady_clock::time_point timingReference);
 
   const LoadedSchedule &schedule_;
   Backend &backend_;
@@ -227,6 +244,8 @@ private:
     // Run on the host (an OPTIMIZER_STEP, a collective, a kernel writing the host pool): its
     // events are waited for on the host, after the stream's own earlier work.
     bool onHost = false;
+    // Not onHost: its timing mark (Backend::markKernelStart), numbered densely in its program.
+    uint32_t mark = 0;
   };
   std::vector<KernelPlan> plans_;
   // Events that some kernel records or waits for, numbered densely (a schedule's event ids may
@@ -236,6 +255,9 @@ private:
   std::vector<std::unique_ptr<StreamRun>> streamRuns_;
   // By kernel index: its program.
   std::vector<uint32_t> programOf_;
+  // Whether runs time kernels on the backend, and by program the number of timing marks.
+  bool timeKernels_ = false;
+  std::vector<size_t> marksOf_;
   std::unique_ptr<Threads> threads_;
   RunStats stats_;
   std::vector<TraceSpan> traceSpans_;

@@ -27,6 +27,9 @@ struct TraceSpan {
   double durationMicros = 0;
   // The program the run ran (0 for a schedule without programs).
   uint32_t program = 0;
+  // kKernel: timed by the backend on its stream (ExecutorOptions::timeKernels): when the stream
+  // ran the kernel rather than when the host thread issued it. Every other span is the host's.
+  bool deviceClock = false;
 };
 
 struct TraceSummary {
@@ -41,7 +44,10 @@ struct TraceSummary {
 // kernel's name, or "kernel N" when it has none; cat: its op; args: its index, and bytes for a
 // copy), an "X" event "wait event N" per wait that blocked, and an "X" event "run N" per run on a
 // track "runs" of its own ("run N prefill": the program's name, for a schedule with programs).
-// otherData holds the schedule path and the TraceSummary.
+// A stream with kernel spans timed on the device (TraceSpan::deviceClock) has its waits, which
+// are its host thread's, on a track of their own after the streams', named "<its track> host
+// waits". otherData holds the schedule path, the TraceSummary ("runs_traced", "runs") and
+// "kernel_clock": "device" when any kernel span was timed on the device, else "host".
 std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::string &schedulePath,
                             const std::vector<TraceSpan> &spans, const TraceSummary &summary);
 

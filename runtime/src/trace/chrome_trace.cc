@@ -1,4 +1,5 @@
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -54,11 +55,24 @@ std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::s
   std::map<StreamKind, int> kindCount;
   for (const sl::schedule::Stream &stream : schedule.streams())
     ++kindCount[stream.kind()];
+  // A stream whose kernels the device timed runs them later than its host thread issues them, so
+  // the host thread's waits would overlap its kernels on one track: they get a track of their own,
+  // after every stream's.
+  std::set<uint32_t> deviceTimed;
+  for (const TraceSpan &span : spans)
+    if (span.kind == TraceSpan::Kind::kKernel && span.deviceClock)
+      deviceTimed.insert(span.stream);
+  const int waitTrackBase = schedule.streams_size() + 1;
+  auto waitTrack = [&](uint32_t stream) {
+    return static_cast<int>(stream) + (deviceTimed.count(stream) ? waitTrackBase : 1);
+  };
   for (const sl::schedule::Stream &stream : schedule.streams()) {
     std::string name = streamTrackName(stream.kind());
     if (kindCount[stream.kind()] > 1)
       name += " (stream " + std::to_string(stream.id()) + ")";
     metadata(static_cast<int>(stream.id()) + 1, name);
+    if (deviceTimed.count(stream.id()))
+      metadata(waitTrack(stream.id()), name + " host waits");
   }
 
   for (const TraceSpan &span : spans) {
@@ -74,7 +88,7 @@ std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::s
       event["cat"] = "run";
       break;
     case TraceSpan::Kind::kWait:
-      event["tid"] = static_cast<int>(span.stream) + 1;
+      event["tid"] = waitTrack(span.stream);
       event["name"] = "wait event " + std::to_string(span.event);
       event["cat"] = "wait";
       event["args"] = {{"kernel", span.kernel}, {"run", span.run}};
@@ -98,7 +112,10 @@ std::string chromeTraceJson(const sl::schedule::Schedule &schedule, const std::s
       {"traceEvents", std::move(events)},
       {"displayTimeUnit", "ms"},
       {"otherData",
-       {{"schedule", schedulePath}, {"runs_traced", summary.runsTraced}, {"runs", summary.runs}}},
+       {{"schedule", schedulePath},
+        {"runs_traced", summary.runsTraced},
+        {"runs", summary.runs},
+        {"kernel_clock", deviceTimed.empty() ? "host" : "device"}}},
   };
   return trace.dump() + "\n";
 }

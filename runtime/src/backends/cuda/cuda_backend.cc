@@ -469,7 +469,56 @@ public:
     return kDeviceWorkingFixedBytes + uint64_t{deviceStreams} * kDeviceWorkingPerStreamBytes;
   }
 
+  // Kernels are timed with timing events: two per mark, recorded on the marking thread's stream
+  // around its work, and a reference event recorded on an idle stream of the backend's own, so it
+  // completes as soon as it is issued. Events of one device are comparable across streams. The
+  // events are created here, between runs, and kept for the next ones: the marks cost one
+  // cudaEventRecord each and nothing waits for them.
+  bool timesKernels() const override { return true; }
+
+  void beginKernelTiming(size_t marks) override {
+    SLRT_CHECK(cudaSetDevice(device_));
+    if (!timingStream_)
+      SLRT_CHECK(cudaStreamCreateWithFlags(&timingStream_, cudaStreamNonBlocking));
+    if (!timingReference_)
+      SLRT_CHECK(cudaEventCreate(&timingReference_));
+    while (timingEvents_.size() < 2 * marks) {
+      cudaEvent_t event = nullptr;
+      SLRT_CHECK(cudaEventCreate(&event));
+      timingEvents_.push_back(event);
+    }
+    timingMarks_ = marks;
+    SLRT_CHECK(cudaEventRecord(timingReference_, timingStream_));
+  }
+
+  void markKernelStart(uint32_t mark) override { recordMark(mark, false); }
+  void markKernelEnd(uint32_t mark) override { recordMark(mark, true); }
+
+  // Every stream has been synchronised, so every mark's events have completed; the reference's
+  // stream has nothing else on it, so waiting for it waits for no work.
+  std::vector<std::pair<double, double>> kernelTimes() override {
+    SLRT_CHECK(cudaSetDevice(device_));
+    SLRT_CHECK(cudaEventSynchronize(timingReference_));
+    std::vector<std::pair<double, double>> times(timingMarks_);
+    for (size_t mark = 0; mark < timingMarks_; ++mark) {
+      float startMs = 0, durationMs = 0;
+      SLRT_CHECK(cudaEventElapsedTime(&startMs, timingReference_, timingEvents_[2 * mark]));
+      SLRT_CHECK(
+          cudaEventElapsedTime(&durationMs, timingEvents_[2 * mark], timingEvents_[2 * mark + 1]));
+      times[mark] = {startMs * 1e-3, durationMs * 1e-3};
+    }
+    return times;
+  }
+
 private:
+  void recordMark(uint32_t mark, bool end) {
+    if (mark >= timingMarks_)
+      throw makeError("timing mark ", mark, " is out of range (", timingMarks_,
+                      " marks in this run)");
+    Context &ctx = context();
+    SLRT_CHECK(cudaEventRecord(timingEvents_[2 * size_t{mark} + (end ? 1 : 0)], ctx.stream()));
+  }
+
   // The calling thread's context, created on its first call.
   Context &context() {
     // The current device is per host thread (and a new thread may reuse an old one's id): every
@@ -488,6 +537,7 @@ private:
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
     destroyEvents();
+    destroyTiming();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       contexts_.clear();
@@ -507,12 +557,32 @@ private:
     flags_.create(0);
   }
 
+  // Errors are ignored: release() calls it too.
+  void destroyTiming() noexcept {
+    for (cudaEvent_t event : timingEvents_)
+      cudaEventDestroy(event);
+    timingEvents_.clear();
+    timingMarks_ = 0;
+    if (timingReference_)
+      cudaEventDestroy(timingReference_);
+    timingReference_ = nullptr;
+    if (timingStream_)
+      cudaStreamDestroy(timingStream_);
+    timingStream_ = nullptr;
+  }
+
   int device_;
   bool tf32_;
   bool syncEachCall_;
   std::unique_ptr<Backend> host_;
   std::vector<cudaEvent_t> events_;
   EventFlags flags_;
+  // Kernel timing: the reference's stream and event, two events per mark (start, end), and the
+  // marks of the current run.
+  cudaStream_t timingStream_ = nullptr;
+  cudaEvent_t timingReference_ = nullptr;
+  std::vector<cudaEvent_t> timingEvents_;
+  size_t timingMarks_ = 0;
   std::byte *arena_ = nullptr;
   std::byte *pool_ = nullptr;
   alignas(64) std::byte emptyPool_[64] = {};
