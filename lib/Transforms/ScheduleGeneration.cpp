@@ -198,6 +198,9 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
       positionArg = arg;
   SmallVector<Value> logits(n);
 
+  // Host parameter -> its device copy fetched earlier in this program run: a parameter two stages
+  // read (a head tied to the embedding) comes in once per run and stays until its last reader.
+  DenseMap<Value, Value> fetchedInProgram;
   auto fetch = [&](LayerOp layer) {
     IRMapping fetched;
     SmallVector<Value> hostParams;
@@ -210,15 +213,23 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
         fetched.map(p, resident.lookup(h));
       return fetched;
     }
-    std::string group = layer.getStage() == "block"
-                            ? ("layer " + llvm::Twine(layer.getIndex())).str()
-                            : layer.getStage().str();
-    auto op = builder.create<FetchParamsOp>(named("fetch " + group),
-                                            ValueRange(hostParams).getTypes(), hostParams, group);
-    for (auto [p, h, d] : llvm::zip(layer.getParams(), hostParams, op.getResults())) {
-      fetched.map(p, d);
-      resident.try_emplace(h, d);
+    SmallVector<Value> missing;
+    for (Value h : hostParams)
+      if (!fetchedInProgram.count(h) && !llvm::is_contained(missing, h))
+        missing.push_back(h);
+    if (!missing.empty()) {
+      std::string group = layer.getStage() == "block"
+                              ? ("layer " + llvm::Twine(layer.getIndex())).str()
+                              : layer.getStage().str();
+      auto op = builder.create<FetchParamsOp>(named("fetch " + group),
+                                              ValueRange(missing).getTypes(), missing, group);
+      for (auto [h, d] : llvm::zip(missing, op.getResults())) {
+        fetchedInProgram[h] = d;
+        resident.try_emplace(h, d);
+      }
     }
+    for (auto [p, h] : llvm::zip(layer.getParams(), hostParams))
+      fetched.map(p, fetchedInProgram.lookup(h));
     return fetched;
   };
 
