@@ -18,6 +18,12 @@
 // with coefficient 1. With clipping no parameter can move before the last gradient of the step is
 // known (the coefficient depends on all of them), so only phase 1 overlaps the backward.
 //
+// Each pass reads every byte it touches from memory (a group is far larger than the caches), so a
+// step is a few passes, each over the whole group: the squared norms (which also find a NaN or an
+// infinity before anything moves), then the update, which also writes each parameter's weights
+// into the buffer the next forward reads (ParamGrad::weightsOut, bf16WeightsOut) while they are in
+// registers, instead of a pass of its own that would read the masters again.
+//
 // Numerics: every element is updated in float32 in the order of torch 1.13's AdamW on its AVX2 CPU
 // kernels, with the step's scalars computed in double and then rounded to float, as torch does
 // with Python floats:
