@@ -2,9 +2,9 @@
 // gradient, the AdamW update, the weights written into the parameters' host buffers) on LLaMA
 // decoder layers, timed per thread count, in two versions that compute the same bits:
 //
-//   before: what the trainer did until the weight write was fused: each gradient's squared norm on
-//           its own (a bf16 gradient widened into an f32 copy first), stepGroup, then each
-//           parameter's masters rounded (bf16) or copied (f32) into its buffer in a pass of its own;
+//   before: what the trainer did until the weight write was fused: each gradient's squared norm
+//           on its own (a bf16 gradient widened into an f32 copy first), stepGroup, then each
+//           parameter's masters rounded (bf16) or copied (f32) into its buffer, a pass of its own;
 //   after:  what it does now: every squared norm of the group in one pass (a bf16 gradient read
 //           where it lies), then stepGroup writing the weights in the same pass as the update.
 //
@@ -16,7 +16,8 @@
 //                        [--param-dtype bf16|f32] [--grad-dtype f32|bf16]
 //
 // Each layer is one group, as one OPTIMIZER_STEP kernel: two norms [H], q k v o [H, H], gate and
-// up [F, H], down [H, F], F = 43 H / 16 (llama2-7b: H 4096, F 11008). bench/results/host-optimizer.md.
+// up [F, H], down [H, F], F = 43 H / 16 (llama2-7b: H 4096, F 11008). Results:
+// bench/results/host-optimizer.md.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -153,9 +154,10 @@ int run(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
 
   int64_t ffn = hidden * 43 / 16;
-  const std::vector<int64_t> sizes = {hidden,       hidden,       hidden * hidden,
+  // The two norms, q k v o, gate up down.
+  const std::vector<int64_t> sizes = {hidden,          hidden,          hidden * hidden,
                                       hidden * hidden, hidden * hidden, hidden * hidden,
-                                      ffn * hidden, ffn * hidden, hidden * ffn};
+                                      ffn * hidden,    ffn * hidden,    hidden * ffn};
   AdamW opt{AdamWConfig{}};
   std::vector<std::vector<Parameter>> layers(static_cast<size_t>(layerCount));
   // Uniform values in [-scale, scale) from a linear congruential generator: the timing does not

@@ -1,5 +1,5 @@
-// The host AdamW against naive references, its schedule, clipping, grouping, threads and state; bf16
-// gradients and the weights it writes into the parameters' buffers.
+// The host AdamW against naive references, its schedule, clipping, grouping, threads and state;
+// bf16 gradients and the weights it writes into the parameters' buffers.
 #include <cmath>
 #include <cstring>
 #include <functional>
