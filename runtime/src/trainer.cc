@@ -235,7 +235,6 @@ Trainer::Trainer(const LoadedSchedule &schedule, Backend &backend, const TokenDa
           kGradPrefix + s.parameters(i).name(), schedule_.parameterFiles[static_cast<size_t>(i)],
           toShape(s.parameters(i).shape()), &s.parameters(i));
   files.clear();
-  wideGrads_.resize(grads_.size());
 
   // The verifier lets no parameter (shard) appear in two OPTIMIZER_STEPs, so counting them tells
   // whether every one is stepped in the schedule.
@@ -267,30 +266,34 @@ void Trainer::optimizerStep(const sl::schedule::Kernel &kernel) {
   std::vector<ParamGrad> group;
   const auto &indices = world_ > 1 ? kernel.optimizer_step().shards()
                                    : kernel.optimizer_step().parameters();
-  for (uint32_t index : indices) {
-    ParamGrad pg{index, gradient(index)};
-    double square = optimizer_.gradSquaredNorm({pg});
-    if (!std::isfinite(square))
-      throw makeError("the gradient of ", describe(index), " holds NaN or infinite values",
+  for (uint32_t index : indices)
+    group.push_back(stepOf(index));
+  // Every gradient of the group is checked before any of its parameters moves.
+  std::vector<double> squares = optimizer_.gradSquaredNorms(group);
+  for (size_t k = 0; k < group.size(); ++k) {
+    if (!std::isfinite(squares[k]))
+      throw makeError("the gradient of ", describe(group[k].param), " holds NaN or infinite values",
                       parametersUpdated_ == 0 ? "; training stopped before this step's update"
                                               : "");
-    squares_[index] = square;
-    group.push_back(pg);
+    squares_[group[k].param] = squares[k];
   }
   optimizer_.stepGroup(group);
   parametersUpdated_ += group.size();
-  for (const ParamGrad &pg : group)
-    writeWeights(pg.param);
 }
 
-const float *Trainer::gradient(size_t index) {
+ParamGrad Trainer::stepOf(size_t index) const {
+  ParamGrad pg{index};
   const TensorRef &grad = *grads_[index];
   if (grad.dtype == sl::schedule::F32)
-    return reinterpret_cast<const float *>(grad.data);
-  std::vector<float> &wide = wideGrads_[index];
-  wide.resize(grad.bytes / dtypeSize(grad.dtype));
-  widenBfloat16(reinterpret_cast<const uint16_t *>(grad.data), wide.data(), wide.size());
-  return wide.data();
+    pg.grad = reinterpret_cast<const float *>(grad.data);
+  else
+    pg.bf16Grad = reinterpret_cast<const uint16_t *>(grad.data);
+  const TensorRef &target = *targets_[index];
+  if (target.dtype == sl::schedule::BF16)
+    pg.bf16WeightsOut = reinterpret_cast<uint16_t *>(target.data);
+  else
+    pg.weightsOut = reinterpret_cast<float *>(target.data);
+  return pg;
 }
 
 void Trainer::writeWeights(size_t index) {
@@ -450,16 +453,17 @@ StepRecord Trainer::step() {
       // order they are exactly the sum AdamW::step clips with.
       std::vector<ParamGrad> grads;
       double squares = 0;
-      bool finite = std::isfinite(record.loss);
-      for (size_t i = 0; i < optimizer_.parameterCount() && finite; ++i) {
-        ParamGrad pg{i, gradient(i)};
-        double square = optimizer_.gradSquaredNorm({pg});
-        if (!std::isfinite(square))
-          throw makeError("the gradient of ", describe(i),
-                          " holds NaN or infinite values; training stopped before this step's "
-                          "update");
-        squares += square;
-        grads.push_back(pg);
+      if (std::isfinite(record.loss)) {
+        for (size_t i = 0; i < optimizer_.parameterCount(); ++i)
+          grads.push_back(stepOf(i));
+        std::vector<double> each = optimizer_.gradSquaredNorms(grads);
+        for (size_t i = 0; i < each.size(); ++i) {
+          if (!std::isfinite(each[i]))
+            throw makeError("the gradient of ", describe(i),
+                            " holds NaN or infinite values; training stopped before this step's "
+                            "update");
+          squares += each[i];
+        }
       }
       overRanks(squares);
       if (!std::isfinite(record.loss))
@@ -468,7 +472,6 @@ StepRecord Trainer::step() {
       record.gradNorm = std::sqrt(squares);
       optimizer_.stepGroup(grads, optimizer_.clipCoefficient(squares));
       optimizer_.finishStep();
-      writeWeights();
     }
   } catch (const Error &e) {
     throw makeError("step ", record.step, ": ", e.what());

@@ -1,4 +1,5 @@
-// The host AdamW against naive references, its schedule, clipping, grouping, threads and state.
+// The host AdamW against naive references, its schedule, clipping, grouping, threads and state;
+// bf16 gradients and the weights it writes into the parameters' buffers.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "slrt/adamw.h"
+#include "slrt/bfloat16.h"
 #include "slrt/error.h"
 #include "test_support.h"
 
@@ -409,6 +411,137 @@ TEST(AdamWTest, ResultsDoNotDependOnTheThreadCount) {
 #endif
 }
 
+// Runs `body` with `threads` OpenMP threads (when built with OpenMP), then restores the count.
+void withThreads(int threads, const std::function<void()> &body) {
+#ifdef _OPENMP
+  int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  body();
+  omp_set_num_threads(before);
+#else
+  (void)threads;
+  body();
+#endif
+}
+
+float floatOfBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+TEST(AdamWTest, FusedWeightWriteIsTheRoundedOrCopiedMasters) {
+  // Sizes around and across the 16384-element chunks; 3 threads split the chunks.
+  const std::vector<size_t> sizes = {1, 7, 16383, 16385, 40001, 5};
+  Problem prob = Problem::random(8, sizes, 3);
+  // Values whose rounding to bf16 is delicate, at the start of parameter 2: ties (to even, down
+  // and up), the largest finite float (rounds to infinity), a subnormal, -0. With a zero gradient
+  // and no weight decay, the update keeps them as they are. Parameter 4's gradients hold a NaN and
+  // an infinity at step 2, so its masters become NaN there: the fused write rounds NaN too.
+  const float special[] = {floatOfBits(0x3f808000u), floatOfBits(0x3f818000u),
+                           floatOfBits(0xbf808001u), std::numeric_limits<float>::max(),
+                           floatOfBits(0x00012345u), -0.0f};
+  for (size_t i = 0; i < std::size(special); ++i) {
+    prob.params[2][i] = special[i];
+    for (auto &step : prob.grads)
+      step[2][i] = 0.0f;
+  }
+  prob.grads[1][4][100] = std::numeric_limits<float>::quiet_NaN();
+  prob.grads[1][4][30000] = -std::numeric_limits<float>::infinity();
+  AdamWConfig config;
+  config.lr = 1e-2;
+  config.weightDecay = 0;
+
+  AdamW reference = prob.optimizer(config), fused = prob.optimizer(config);
+  // Even parameters are bf16 buffers, odd ones f32, filled with garbage that must be overwritten.
+  std::vector<std::vector<uint16_t>> bf16Out(sizes.size());
+  std::vector<std::vector<float>> f32Out(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k)
+    if (k % 2)
+      f32Out[k].assign(sizes[k], 7.0f);
+    else
+      bf16Out[k].assign(sizes[k], 0x1234);
+  withThreads(3, [&] {
+    for (int s = 0; s < 3; ++s) {
+      SCOPED_TRACE("step " + std::to_string(s + 1));
+      reference.step(prob.gradsAt(s));
+      std::vector<ParamGrad> group;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        ParamGrad pg{k, prob.grads[s][k].data()};
+        if (k % 2)
+          pg.weightsOut = f32Out[k].data();
+        else
+          pg.bf16WeightsOut = bf16Out[k].data();
+        group.push_back(pg);
+      }
+      fused.stepGroup(group);
+      fused.finishStep();
+      expectSameState(reference, fused);
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        SCOPED_TRACE("parameter " + std::to_string(k));
+        const std::vector<float> &master = fused.weights(k);
+        if (k % 2) {
+          expectSameBits(f32Out[k], master);
+          continue;
+        }
+        std::vector<uint16_t> rounded(master.size());
+        for (size_t i = 0; i < master.size(); ++i)
+          rounded[i] = floatToBfloat16(master[i]);
+        EXPECT_EQ(bf16Out[k], rounded);
+      }
+    }
+  });
+  // The delicate values came through as floatToBfloat16 rounds them, and the NaN was written.
+  EXPECT_EQ(bf16Out[2][0], 0x3f80);
+  EXPECT_EQ(bf16Out[2][1], 0x3f82);
+  EXPECT_EQ(bf16Out[2][2], 0xbf81);
+  EXPECT_EQ(bf16Out[2][3], 0x7f80);
+  EXPECT_EQ(bf16Out[2][4], 0x0001);
+  EXPECT_EQ(bf16Out[2][5], 0x8000);
+  EXPECT_TRUE(std::isnan(bfloat16ToFloat(bf16Out[4][100])));
+}
+
+TEST(AdamWTest, Bf16GradientsStepAsTheirWidenedCopies) {
+  const std::vector<size_t> sizes = {3, 16385, 40001};
+  Problem prob = Problem::random(9, sizes, 3, 0.1f);
+  AdamWConfig config;
+  config.maxGradNorm = 0.5; // clips every step: the squared norms must agree exactly as well
+  AdamW widened = prob.optimizer(config), narrow = prob.optimizer(config);
+  withThreads(3, [&] {
+    for (int s = 0; s < 3; ++s) {
+      SCOPED_TRACE("step " + std::to_string(s + 1));
+      std::vector<std::vector<uint16_t>> bf16(sizes.size());
+      std::vector<std::vector<float>> wide(sizes.size());
+      std::vector<ParamGrad> wideGroup, narrowGroup;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        for (float g : prob.grads[s][k]) {
+          bf16[k].push_back(floatToBfloat16(g));
+          wide[k].push_back(bfloat16ToFloat(bf16[k].back()));
+        }
+        wideGroup.push_back({k, wide[k].data()});
+        ParamGrad pg{k};
+        pg.bf16Grad = bf16[k].data();
+        narrowGroup.push_back(pg);
+      }
+      std::vector<double> wideSquares = widened.gradSquaredNorms(wideGroup);
+      std::vector<double> narrowSquares = narrow.gradSquaredNorms(narrowGroup);
+      ASSERT_EQ(narrowSquares.size(), sizes.size());
+      double sum = 0;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        EXPECT_EQ(narrowSquares[k], wideSquares[k]) << "parameter " << k;
+        EXPECT_EQ(narrowSquares[k], narrow.gradSquaredNorm({narrowGroup[k]}));
+        sum += narrowSquares[k];
+      }
+      EXPECT_EQ(narrow.gradSquaredNorm(narrowGroup), sum);
+      widened.stepGroup(wideGroup, widened.clipCoefficient(sum));
+      narrow.stepGroup(narrowGroup, narrow.clipCoefficient(sum));
+      widened.finishStep();
+      narrow.finishStep();
+      expectSameState(widened, narrow);
+    }
+  });
+}
+
 TEST(AdamWTest, RestoredStateContinuesBitIdentically) {
   Problem prob = Problem::random(6, {1000, 33}, 6);
   AdamWConfig config;
@@ -473,6 +606,15 @@ TEST(AdamWTest, RefusesMisuseWithoutChangingState) {
                 opt.stepGroup({{0, ga.data()}, {0, ga.data()}});
               }),
               HasSubstr("'a' stepped twice in step 1"));
+  uint16_t ga16[2] = {0x3f00, 0x3f00};
+  float out[2];
+  uint16_t out16[2];
+  EXPECT_THAT(errorOf([&] { opt.stepGroup({{0, ga.data(), ga16}}); }),
+              HasSubstr("two gradients (f32 and bf16) for parameter 'a'"));
+  EXPECT_THAT(errorOf([&] { opt.gradSquaredNorms({{0, ga.data(), ga16}}); }),
+              HasSubstr("two gradients (f32 and bf16) for parameter 'a'"));
+  EXPECT_THAT(errorOf([&] { opt.stepGroup({{0, ga.data(), nullptr, out, out16}}); }),
+              HasSubstr("two weight outputs (f32 and bf16) for parameter 'a'"));
   EXPECT_EQ(opt.weights(0), (std::vector<float>{1.0f, 2.0f}));
 
   opt.stepGroup({{0, ga.data()}});

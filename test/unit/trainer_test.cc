@@ -606,6 +606,31 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpda
   EXPECT_NO_THROW(trainer.save(dir.file("still-good.safetensors")));
 }
 
+TEST_F(OverlappedTrainerTest, NonFiniteGradientInAGroupStopsBeforeAnyOfItsParametersMoves) {
+  // One group, b before w: w's gradient is NaN at step 3, b's finite; b must not move either.
+  std::vector<uint16_t> poisoned = safeTokens(5, 30);
+  poisoned[14] = kPoisonToken;
+  writeTokens(tokensPath, poisoned);
+  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  LoadedSchedule together = withSteps({{1, 0}}, "together", kPoisonToken);
+  Trainer trainer(together, *backend, data, {});
+  ASSERT_TRUE(trainer.overlapsOptimizer());
+  trainer.step();
+  trainer.step();
+  TrainingCheckpoint good = trainer.checkpoint();
+  EXPECT_EQ(errorOf([&] { trainer.step(); }),
+            "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
+            "stopped before this step's update");
+  EXPECT_FALSE(trainer.partlyApplied());
+  expectSameState(trainer.checkpoint(), good);
+  // The weights the run reads were not written either.
+  for (int i = 0; i < 2; ++i) {
+    const TensorRef &ref = trainer.executor().parameterBuffer(i);
+    EXPECT_EQ(
+        std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(), ref.bytes), 0);
+  }
+}
+
 // The same, with the optimizer after the run (no OPTIMIZER_STEP): nothing was updated.
 TEST_F(OverlappedTrainerTest, NonFiniteGradientStopsTheStepAfterTheRunToo) {
   std::vector<uint16_t> poisoned = safeTokens(5, 30);

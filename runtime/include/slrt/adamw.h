@@ -18,6 +18,12 @@
 // with coefficient 1. With clipping no parameter can move before the last gradient of the step is
 // known (the coefficient depends on all of them), so only phase 1 overlaps the backward.
 //
+// Each pass reads every byte it touches from memory (a group is far larger than the caches), so a
+// step is a few passes, each over the whole group: the squared norms (which also find a NaN or an
+// infinity before anything moves), then the update, which also writes each parameter's weights
+// into the buffer the next forward reads (ParamGrad::weightsOut, bf16WeightsOut) while they are in
+// registers, instead of a pass of its own that would read the masters again.
+//
 // Numerics: every element is updated in float32 in the order of torch 1.13's AdamW on its AVX2 CPU
 // kernels, with the step's scalars computed in double and then rounded to float, as torch does
 // with Python floats:
@@ -73,10 +79,19 @@ struct AdamWConfig {
   double lrAt(int64_t step) const;
 };
 
-// One parameter's gradient for a step: `grad` holds size(param) floats.
+// One parameter's gradient for a step, and where stepGroup writes its updated weights besides the
+// masters. A parameter with elements has exactly one gradient: `grad` (size(param) floats) or
+// `bf16Grad` (size(param) bf16 values, widened exactly as they are read: the same bits as stepping
+// on the widened copy).
 struct ParamGrad {
   size_t param;
-  const float *grad;
+  const float *grad = nullptr;
+  const uint16_t *bf16Grad = nullptr;
+  // At most one: stepGroup also writes the updated master weights here, in the same pass over the
+  // elements, copied (f32) or rounded to bf16 as floatToBfloat16 rounds (the host buffer of the
+  // parameter the next forward reads). size(param) elements, overlapping nothing stepGroup reads.
+  float *weightsOut = nullptr;
+  uint16_t *bf16WeightsOut = nullptr;
 };
 
 class AdamW {
@@ -99,6 +114,10 @@ public:
   // sum the groups of a step before clipping. The sum is over fixed-size chunks in a fixed order,
   // so it does not depend on the number of threads.
   double gradSquaredNorm(const std::vector<ParamGrad> &group) const;
+  // The same per parameter: element k is group[k]'s sum of squares (NaN or infinite when its
+  // gradient holds a NaN or an infinity), in one pass over the whole group. gradSquaredNorm is
+  // their sum in group order.
+  std::vector<double> gradSquaredNorms(const std::vector<ParamGrad> &group) const;
 
   // The factor every gradient of the step is scaled by, from the sum of squares of all of them:
   // torch's clip_grad_norm_ coefficient max_norm / (norm + 1e-6), computed in float32 from the
@@ -106,8 +125,11 @@ public:
   float clipCoefficient(double totalSquaredNorm) const;
 
   // Phase 2: updates the parameters of `group` with their gradients scaled by `clipCoef` (from
-  // clipCoefficient; 1 when clipping is off). Each parameter is stepped once per step; a second
-  // time before finishStep is an Error, as is a parameter index out of range or a null gradient.
+  // clipCoefficient; 1 when clipping is off), and writes each updated parameter's weights to its
+  // weightsOut or bf16WeightsOut when it has one. Each parameter is stepped once per step; a
+  // second time before finishStep is an Error, as is a parameter index out of range, a missing
+  // gradient, two gradients or two outputs for one parameter. stepGroup does not look for NaN:
+  // a caller that must not step on a non-finite gradient checks gradSquaredNorms first.
   void stepGroup(const std::vector<ParamGrad> &group, float clipCoef = 1.0f);
 
   // Ends the step: every parameter must have been stepped (Error otherwise); step() grows by one.
@@ -141,6 +163,8 @@ private:
   };
 
   const Param &at(size_t param) const;
+  // Throws Error for an index out of range, a missing gradient, two gradients or two outputs.
+  void checkGradient(const ParamGrad &pg) const;
   void setState(size_t param, std::vector<float> Param::*field, const std::vector<float> &values,
                 const char *what);
 

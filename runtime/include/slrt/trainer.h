@@ -189,8 +189,9 @@ private:
   void writeWeights();
   // Parameter `index`'s master weights into its host buffer: copied (f32) or rounded (bf16).
   void writeWeights(size_t index);
-  // Parameter `index`'s gradient output as f32: the buffer itself, or a bf16 one widened.
-  const float *gradient(size_t index);
+  // Parameter `index`'s step: its gradient output (f32 or bf16, read where it lies) and its host
+  // buffer, which stepGroup writes the updated weights to (copied, or rounded to bf16).
+  ParamGrad stepOf(size_t index) const;
   // "parameter 'w'" or "shard 'layers 0'": AdamW's parameter `index`, for messages.
   std::string describe(size_t index) const;
   // The OPTIMIZER_STEP hook: runs on the executor's HOST_COMPUTE thread.
@@ -214,8 +215,6 @@ private:
   // weights are written to, and its gradient output buffer.
   std::vector<const TensorRef *> targets_;
   std::vector<const TensorRef *> grads_;
-  // Per parameter: its bf16 gradient widened, when the schedule returns a bf16 gradient.
-  std::vector<std::vector<float>> wideGrads_;
   uint32_t world_ = 1;
   bool overlapped_ = false;
   // Within a step whose optimizer runs inside the executor: whether the loss was checked, the

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "backends/cpu/parallel.h"
+#include "slrt/bfloat16.h"
 #include "slrt/error.h"
 
 namespace slrt {
@@ -35,18 +37,26 @@ std::vector<Chunk> chunksOf(const std::vector<size_t> &sizes) {
   return chunks;
 }
 
+// A gradient element as f32: bf16 widens exactly.
+template <typename G> inline float gradAt(const G *g, int64_t i) {
+  if constexpr (std::is_same_v<G, uint16_t>)
+    return bfloat16ToFloat(g[i]);
+  else
+    return g[i];
+}
+
 // Sum of squares in double (each square of a float is exact) over eight interleaved lanes, which
 // the compiler can keep in vector registers, combined in a fixed order.
-double sumOfSquares(const float *x, int64_t n) {
+template <typename G> double sumOfSquares(const G *x, int64_t n) {
   double lanes[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) {
-      double e = x[i + j];
+      double e = gradAt(x, i + j);
       lanes[j] += e * e;
     }
   for (int j = 0; i < n; ++i, ++j) {
-    double e = x[i];
+    double e = gradAt(x, i);
     lanes[j] += e * e;
   }
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
@@ -59,52 +69,76 @@ struct StepScalars {
       negStepSize;
 };
 
-// One update of n elements. The two moment updates are single-rounding multiply-adds because
-// torch's vectorised CPU kernels (Vectorized<float>::fmadd in add_(alpha=), and the compiler's
-// contraction in addcmul_) compute them that way.
-__attribute__((always_inline)) inline void updateLoop(float *__restrict p, float *__restrict m,
-                                                      float *__restrict v,
-                                                      const float *__restrict g, int64_t n,
-                                                      const StepScalars &s) {
+// The weight output a parameter has none of.
+struct NoOutput {};
+
+// One update of n elements, the gradient read as G (float or bf16 bits), the updated weights also
+// written as W (float, bf16 bits, or NoOutput: not at all) while they are in registers. The two
+// moment updates are single-rounding multiply-adds because torch's vectorised CPU kernels
+// (Vectorized<float>::fmadd in add_(alpha=), and the compiler's contraction in addcmul_) compute
+// them that way.
+template <typename G, typename W>
+__attribute__((always_inline)) inline void
+updateLoop(float *__restrict p, float *__restrict m, float *__restrict v, const G *__restrict g,
+           W *__restrict out, int64_t n, const StepScalars &s) {
   const float clipCoef = s.clipCoef, decay = s.decay, beta1 = s.beta1, a1 = s.oneMinusBeta1,
               beta2 = s.beta2, a2 = s.oneMinusBeta2, bc2 = s.biasCorrection2Sqrt, eps = s.eps,
               negStepSize = s.negStepSize;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    float grad = g[i] * clipCoef;
+    float grad = gradAt(g, i) * clipCoef;
     float mi = std::fma(a1, grad, m[i] * beta1);
     float vi = std::fma(a2 * grad, grad, v[i] * beta2);
     float denom = std::sqrt(vi) / bc2 + eps;
-    p[i] = p[i] * decay + (negStepSize * mi) / denom;
+    float pi = p[i] * decay + (negStepSize * mi) / denom;
+    p[i] = pi;
     m[i] = mi;
     v[i] = vi;
+    if constexpr (std::is_same_v<W, float>)
+      out[i] = pi;
+    else if constexpr (std::is_same_v<W, uint16_t>)
+      out[i] = floatToBfloat16(pi);
   }
 }
+
+using UpdateFn = void (*)(float *p, float *m, float *v, const void *g, void *out, int64_t n,
+                          const StepScalars &s);
 
 // std::fma rounds once on every target, so the versions below compute the same bits: without FMA
 // instructions it is a library call (slow, exact), with them the loop vectorises. On x86-64 the
 // baseline lacks FMA, so a version for AVX2 and FMA is picked at run time where the CPU has them.
-void updatePortable(float *p, float *m, float *v, const float *g, int64_t n, const StepScalars &s) {
-  updateLoop(p, m, v, g, n, s);
+template <typename G, typename W>
+void updatePortable(float *p, float *m, float *v, const void *g, void *out, int64_t n,
+                    const StepScalars &s) {
+  updateLoop(p, m, v, static_cast<const G *>(g), static_cast<W *>(out), n, s);
 }
 
 #if defined(__x86_64__) && !defined(__FMA__)
 #define SL_ADAMW_FMA_DISPATCH 1
-__attribute__((target("avx2,fma"))) void updateAvx2Fma(float *p, float *m, float *v, const float *g,
-                                                       int64_t n, const StepScalars &s) {
-  updateLoop(p, m, v, g, n, s);
+template <typename G, typename W>
+__attribute__((target("avx2,fma"))) void updateAvx2Fma(float *p, float *m, float *v,
+                                                       const void *g, void *out, int64_t n,
+                                                       const StepScalars &s) {
+  updateLoop(p, m, v, static_cast<const G *>(g), static_cast<W *>(out), n, s);
 }
 #endif
 
-void update(float *p, float *m, float *v, const float *g, int64_t n, const StepScalars &s) {
+template <typename G, typename W> UpdateFn updateFor() {
 #ifdef SL_ADAMW_FMA_DISPATCH
   static const bool avx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2Fma) {
-    updateAvx2Fma(p, m, v, g, n, s);
-    return;
-  }
+  if (avx2Fma)
+    return updateAvx2Fma<G, W>;
 #endif
-  updatePortable(p, m, v, g, n, s);
+  return updatePortable<G, W>;
+}
+
+// The update for a gradient of type G and the output `pg` asks for.
+template <typename G> UpdateFn updateFor(const ParamGrad &pg) {
+  if (pg.weightsOut)
+    return updateFor<G, float>();
+  if (pg.bf16WeightsOut)
+    return updateFor<G, uint16_t>();
+  return updateFor<G, NoOutput>();
 }
 
 void checkFinite(double value, const char *field) {
@@ -172,33 +206,44 @@ const AdamW::Param &AdamW::at(size_t param) const {
 const std::string &AdamW::name(size_t param) const { return at(param).name; }
 size_t AdamW::size(size_t param) const { return at(param).weights.size(); }
 
-double AdamW::gradSquaredNorm(const std::vector<ParamGrad> &group) const {
+void AdamW::checkGradient(const ParamGrad &pg) const {
+  const Param &param = at(pg.param);
+  if (pg.grad && pg.bf16Grad)
+    throw makeError("AdamW: two gradients (f32 and bf16) for parameter '", param.name, "'");
+  if (!pg.grad && !pg.bf16Grad && !param.weights.empty())
+    throw makeError("AdamW: no gradient for parameter '", param.name, "'");
+  if (pg.weightsOut && pg.bf16WeightsOut)
+    throw makeError("AdamW: two weight outputs (f32 and bf16) for parameter '", param.name, "'");
+}
+
+std::vector<double> AdamW::gradSquaredNorms(const std::vector<ParamGrad> &group) const {
   std::vector<size_t> sizes;
-  std::vector<const float *> grads;
   for (const ParamGrad &pg : group) {
-    const Param &param = at(pg.param);
-    if (!pg.grad && !param.weights.empty())
-      throw makeError("AdamW: no gradient for parameter '", param.name, "'");
-    sizes.push_back(param.weights.size());
-    grads.push_back(pg.grad);
+    checkGradient(pg);
+    sizes.push_back(params_[pg.param].weights.size());
   }
   std::vector<Chunk> chunks = chunksOf(sizes);
   std::vector<double> partial(chunks.size());
   cpu::parallelFor(static_cast<int64_t>(chunks.size()), kChunk, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       const Chunk &chunk = chunks[c];
-      partial[c] = sumOfSquares(grads[chunk.item] + chunk.begin, chunk.end - chunk.begin);
+      const ParamGrad &pg = group[chunk.item];
+      int64_t n = chunk.end - chunk.begin;
+      partial[c] = pg.bf16Grad ? sumOfSquares(pg.bf16Grad + chunk.begin, n)
+                               : sumOfSquares(pg.grad + chunk.begin, n);
     }
   });
-  // Chunks are in group order, each parameter's in offset order: per parameter, then across them.
+  // Chunks are in group order, each parameter's in offset order.
+  std::vector<double> sums(group.size(), 0.0);
+  for (size_t c = 0; c < chunks.size(); ++c)
+    sums[chunks[c].item] += partial[c];
+  return sums;
+}
+
+double AdamW::gradSquaredNorm(const std::vector<ParamGrad> &group) const {
   double total = 0;
-  size_t c = 0;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    double sum = 0;
-    for (; c < chunks.size() && chunks[c].item == k; ++c)
-      sum += partial[c];
+  for (double sum : gradSquaredNorms(group))
     total += sum;
-  }
   return total;
 }
 
@@ -217,9 +262,8 @@ void AdamW::stepGroup(const std::vector<ParamGrad> &group, float clipCoef) {
   // Check everything before touching anything, so a refused group leaves the state as it was.
   std::vector<size_t> sizes;
   for (size_t k = 0; k < group.size(); ++k) {
-    const Param &param = at(group[k].param);
-    if (!group[k].grad && !param.weights.empty())
-      throw makeError("AdamW: no gradient for parameter '", param.name, "'");
+    checkGradient(group[k]);
+    const Param &param = params_[group[k].param];
     bool repeated = std::any_of(group.begin(), group.begin() + k,
                                 [&](const ParamGrad &pg) { return pg.param == group[k].param; });
     if (param.stepped || repeated)
@@ -242,15 +286,24 @@ void AdamW::stepGroup(const std::vector<ParamGrad> &group, float clipCoef) {
   s.eps = static_cast<float>(config_.eps);
   s.negStepSize = static_cast<float>(-(lr / biasCorrection1));
 
+  std::vector<UpdateFn> updates;
+  for (const ParamGrad &pg : group)
+    updates.push_back(pg.bf16Grad ? updateFor<uint16_t>(pg) : updateFor<float>(pg));
   std::vector<Chunk> chunks = chunksOf(sizes);
   cpu::parallelFor(
       static_cast<int64_t>(chunks.size()), kChunk * kUpdateCost, [&](int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; ++c) {
           const Chunk &chunk = chunks[c];
-          Param &param = params_[group[chunk.item].param];
+          const ParamGrad &pg = group[chunk.item];
+          Param &param = params_[pg.param];
           int64_t at = chunk.begin;
-          update(param.weights.data() + at, param.expAvg.data() + at, param.expAvgSq.data() + at,
-                 group[chunk.item].grad + at, chunk.end - at, s);
+          const void *grad = pg.bf16Grad ? static_cast<const void *>(pg.bf16Grad + at)
+                                         : static_cast<const void *>(pg.grad + at);
+          void *out = pg.weightsOut ? static_cast<void *>(pg.weightsOut + at)
+                      : pg.bf16WeightsOut ? static_cast<void *>(pg.bf16WeightsOut + at)
+                                          : nullptr;
+          updates[chunk.item](param.weights.data() + at, param.expAvg.data() + at,
+                              param.expAvgSq.data() + at, grad, out, chunk.end - at, s);
         }
       });
   for (const ParamGrad &pg : group)
