@@ -515,6 +515,13 @@ protected:
     m.addOptimizerSteps(groups);
     return loadSchedule(m.write(dir.path()));
   }
+  // Token data whose third step feeds the poison token (its gradient is NaN).
+  TokenData poisonedData() {
+    std::vector<uint16_t> poisoned = safeTokens(5, 30);
+    poisoned[14] = kPoisonToken;
+    writeTokens(tokensPath, poisoned);
+    return TokenData::open(tokensPath, TokenDType::U16);
+  }
 };
 
 TEST_F(OverlappedTrainerTest, StepsInsideTheRunAreBitIdenticalToStepsAfterIt) {
@@ -589,10 +596,7 @@ TEST_F(OverlappedTrainerTest, NanLossStopsBeforeAnyGroupIsUpdated) {
 
 TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpdate) {
   // Step 3's labels hold the poison token: grad:w is NaN, the loss and grad:b are finite.
-  std::vector<uint16_t> poisoned = safeTokens(5, 30);
-  poisoned[14] = kPoisonToken;
-  writeTokens(tokensPath, poisoned);
-  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  TokenData data = poisonedData();
   LoadedSchedule wFirst = withSteps({{0}, {1}}, "w_first", kPoisonToken);
   Trainer trainer(wFirst, *backend, data, {});
   trainer.step();
@@ -608,10 +612,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpda
 
 TEST_F(OverlappedTrainerTest, NonFiniteGradientInAGroupStopsBeforeAnyOfItsParametersMoves) {
   // One group, b before w: w's gradient is NaN at step 3, b's finite; b must not move either.
-  std::vector<uint16_t> poisoned = safeTokens(5, 30);
-  poisoned[14] = kPoisonToken;
-  writeTokens(tokensPath, poisoned);
-  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  TokenData data = poisonedData();
   LoadedSchedule together = withSteps({{1, 0}}, "together", kPoisonToken);
   Trainer trainer(together, *backend, data, {});
   ASSERT_TRUE(trainer.overlapsOptimizer());
@@ -633,10 +634,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientInAGroupStopsBeforeAnyOfItsParame
 
 // The same, with the optimizer after the run (no OPTIMIZER_STEP): nothing was updated.
 TEST_F(OverlappedTrainerTest, NonFiniteGradientStopsTheStepAfterTheRunToo) {
-  std::vector<uint16_t> poisoned = safeTokens(5, 30);
-  poisoned[14] = kPoisonToken;
-  writeTokens(tokensPath, poisoned);
-  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  TokenData data = poisonedData();
   TinyTrain m = TinyTrain::build(11, 2, 3, 3, "after_run", kPoisonToken);
   LoadedSchedule afterRun = loadSchedule(m.write(dir.path()));
   Trainer trainer(afterRun, *backend, data, {});
@@ -651,10 +649,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientStopsTheStepAfterTheRunToo) {
 }
 
 TEST_F(OverlappedTrainerTest, NonFiniteGradientAfterAnUpdatedGroupRefusesToSaveOrContinue) {
-  std::vector<uint16_t> poisoned = safeTokens(5, 30);
-  poisoned[14] = kPoisonToken;
-  writeTokens(tokensPath, poisoned);
-  TokenData data = TokenData::open(tokensPath, TokenDType::U16);
+  TokenData data = poisonedData();
   LoadedSchedule bFirst = withSteps({{1}, {0}}, "b_first", kPoisonToken);
   std::string saved = dir.file("two.safetensors");
   Trainer trainer(bFirst, *backend, data, {});
