@@ -1,11 +1,10 @@
-//===- CostModel.cpp - memory, traffic and time of a sub-batched training step
-//-----------------===//
+//===- CostModel.cpp - memory, traffic and time of a sub-batched step ---------------------------===//
 //
 // Measuring: every stage's parameters, boundary values, FLOPs and workspace, as linear functions
 // of the sub-batch size. Predicting: the SpeedLoader and canonical schedules phase by phase (the
-// schedule sl-schedule-subbatches emits), the device peak as the largest phase, host memory, link
-// traffic and time. Choosing: the largest sub-batch that fits the device, then as many
-// sub-batches as fit the host.
+// schedule sl-schedule-subbatches emits): link traffic and time; device arena and host pool from
+// the step itself, scheduled and laid out (StepMemoryFn, sl/Analysis/StepMemory.h). Choosing: the
+// largest sub-batch that fits the device, then as many sub-batches as fit the host.
 //
 //===--------------------------------------------------------------------------------------------===//
 

@@ -1,5 +1,4 @@
-//===- Plan.cpp - sl-plan: choose the shape of a sub-batched training step
-//----------------------===//
+//===- Plan.cpp - sl-plan: choose the shape of a sub-batched step -------------------------------===//
 //
 // Runs the cost model (sl/Analysis/CostModel.h) on the module, chooses sub-batch size, number of
 // sub-batches and live blocks for the budgets and fixed values given, and records the choice and

@@ -1,5 +1,4 @@
-//===- CostModel.h - memory, traffic and time of a sub-batched training step
-//-------------------===//
+//===- CostModel.h - memory, traffic and time of a sub-batched training step --------------------===//
 //
 // The cost model behind sl-plan. It measures a module after sl-partition-layers and sl-autodiff
 // (parameter bytes, boundary activation bytes, FLOPs and peak workspace of every stage) as
