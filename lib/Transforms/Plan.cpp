@@ -128,6 +128,16 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
         sl::predict(*costs, *config, *machine, memory, sl::MemoryQuery{true, true, true});
     if (state->schedulingFailed)
       return signalPassFailure();
+    // A byte count of 2^63 or more (a batch bound past any memory) would wrap in the plan.
+    for (auto [what, value] : {std::pair("device memory", prediction.deviceBytes),
+                               std::pair("host memory", prediction.hostBytes),
+                               std::pair("a boundary activation",
+                                         prediction.boundaryActivationBytes)})
+      if (!(value < 0x1p63)) {
+        emitError() << "sl-plan: the chosen step's " << what << " (sub-batch size "
+                    << config->subBatchSize << ") is too large (2^63 bytes or more)";
+        return signalPassFailure();
+      }
     module->setAttr(sl::kPlanAttr, planAttr(*costs, *config, prediction));
     if (report)
       printReport(llvm::outs(), *costs, *config, *machine, memory, prediction);

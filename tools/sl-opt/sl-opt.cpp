@@ -13,6 +13,7 @@
 #include "slrt/atomic_file.h"
 #include "slrt/distinct_paths.h"
 
+#include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
@@ -103,9 +104,11 @@ const char *severityName(const mlir::Diagnostic &diag) {
   return "note";
 }
 
-// Imports an ONNX model and prints it (with locations, so later errors still name ONNX nodes) as
-// the buffer MlirOptMain parses: the IR holds no weights, so this costs nothing. `files` receives
-// the files its parameters are in.
+// Imports an ONNX model and writes it as bytecode (locations included, so later errors still name
+// ONNX nodes) into the buffer MlirOptMain parses: the IR holds no weights, so this costs little.
+// Not as text: text is printed with the command line's printing flags, and
+// --mlir-elide-elementsattrs-if-larger would replace the model's constants (rotary tables, masks)
+// by elided resources that read back as no data. `files` receives the files its parameters are in.
 std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
                                                    mlir::DialectRegistry &registry,
                                                    std::set<std::string> &files) {
@@ -119,10 +122,13 @@ std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
   if (!module)
     return nullptr;
   files = parameterFiles(*module);
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os, mlir::OpPrintingFlags().enableDebugInfo());
-  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  if (mlir::failed(mlir::writeBytecodeToFile(*module, os))) {
+    llvm::errs() << "sl-opt: error: " << path << ": cannot write the imported model as bytecode\n";
+    return nullptr;
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(bytes, path);
 }
 
 } // namespace
