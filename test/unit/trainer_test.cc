@@ -522,6 +522,16 @@ protected:
     writeTokens(tokensPath, poisoned);
     return TokenData::open(tokensPath, TokenDType::U16);
   }
+  // Two good steps, then the poisoned third stops before its update: the state after step 2.
+  TrainingCheckpoint stopsAtThePoisonedStep(Trainer &trainer) {
+    trainer.step();
+    trainer.step();
+    TrainingCheckpoint good = trainer.checkpoint();
+    EXPECT_EQ(errorOf([&] { trainer.step(); }),
+              "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
+              "stopped before this step's update");
+    return good;
+  }
 };
 
 TEST_F(OverlappedTrainerTest, StepsInsideTheRunAreBitIdenticalToStepsAfterIt) {
@@ -599,12 +609,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpda
   TokenData data = poisonedData();
   LoadedSchedule wFirst = withSteps({{0}, {1}}, "w_first", kPoisonToken);
   Trainer trainer(wFirst, *backend, data, {});
-  trainer.step();
-  trainer.step();
-  TrainingCheckpoint good = trainer.checkpoint();
-  EXPECT_EQ(errorOf([&] { trainer.step(); }),
-            "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
-            "stopped before this step's update");
+  TrainingCheckpoint good = stopsAtThePoisonedStep(trainer);
   EXPECT_FALSE(trainer.partlyApplied());
   expectSameState(trainer.checkpoint(), good);
   EXPECT_NO_THROW(trainer.save(dir.file("still-good.safetensors")));
@@ -616,12 +621,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientInAGroupStopsBeforeAnyOfItsParame
   LoadedSchedule together = withSteps({{1, 0}}, "together", kPoisonToken);
   Trainer trainer(together, *backend, data, {});
   ASSERT_TRUE(trainer.overlapsOptimizer());
-  trainer.step();
-  trainer.step();
-  TrainingCheckpoint good = trainer.checkpoint();
-  EXPECT_EQ(errorOf([&] { trainer.step(); }),
-            "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
-            "stopped before this step's update");
+  TrainingCheckpoint good = stopsAtThePoisonedStep(trainer);
   EXPECT_FALSE(trainer.partlyApplied());
   expectSameState(trainer.checkpoint(), good);
   // The weights the run reads were not written either.
@@ -639,12 +639,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientStopsTheStepAfterTheRunToo) {
   LoadedSchedule afterRun = loadSchedule(m.write(dir.path()));
   Trainer trainer(afterRun, *backend, data, {});
   EXPECT_FALSE(trainer.overlapsOptimizer());
-  trainer.step();
-  trainer.step();
-  TrainingCheckpoint good = trainer.checkpoint();
-  EXPECT_EQ(errorOf([&] { trainer.step(); }),
-            "step 3: the gradient of parameter 'w' holds NaN or infinite values; training "
-            "stopped before this step's update");
+  TrainingCheckpoint good = stopsAtThePoisonedStep(trainer);
   expectSameState(trainer.checkpoint(), good);
 }
 
