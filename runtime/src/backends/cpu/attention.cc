@@ -20,12 +20,10 @@ template <typename T>
 void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   const TensorRef *q = operands[0], *k = operands[1], *v = operands[2];
   const HeadStrides at(kernel);
-  const int64_t batch = q->shape[0], heads = at.heads(q), s = at.seq(q), d = q->shape[3];
-  const int64_t kvHeads = at.heads(k), t = at.seq(k), dv = v->shape[3];
-  const int64_t group = heads / kvHeads;
-  // The GEMMs' leading dimensions: a head's rows are this far apart (D or H * D).
-  const int64_t ldq = at.rowStride(heads, d), ldy = at.rowStride(heads, dv);
-  const int64_t ldk = at.rowStride(kvHeads, d), ldv = at.rowStride(kvHeads, dv);
+  const AttentionSizes sizes(at, q, k, v);
+  const int64_t batch = sizes.batch, heads = sizes.heads, s = sizes.s, d = sizes.d;
+  const int64_t kvHeads = sizes.kvHeads, t = sizes.t, dv = sizes.dv, group = sizes.group;
+  const int64_t ldq = sizes.ldq, ldy = sizes.ldy, ldk = sizes.ldk, ldv = sizes.ldv;
   const T scale = kernel.attention().scale();
   const ScoreTerms<T> terms = scoreTermsOf<T>(kernel, operands, 3);
   const T *pq = in<T>(q), *pk = in<T>(k), *pv = in<T>(v);

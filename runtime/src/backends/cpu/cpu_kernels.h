@@ -121,6 +121,19 @@ struct HeadStrides {
   }
 };
 
+// The sizes ATTENTION and ATTENTION_GRAD read off q [B, H, S, D], k [B, Hkv, T, D] and
+// v [B, Hkv, T, Dv] (or their BSHD order), and the GEMMs' leading dimensions: a head's rows are
+// this far apart (D or H * D).
+struct AttentionSizes {
+  AttentionSizes(const HeadStrides &at, const TensorRef *q, const TensorRef *k, const TensorRef *v)
+      : batch(q->shape[0]), heads(at.heads(q)), s(at.seq(q)), d(q->shape[3]),
+        kvHeads(at.heads(k)), t(at.seq(k)), dv(v->shape[3]), group(heads / kvHeads),
+        ldq(at.rowStride(heads, d)), ldy(at.rowStride(heads, dv)), ldk(at.rowStride(kvHeads, d)),
+        ldv(at.rowStride(kvHeads, dv)) {}
+  int64_t batch, heads, s, d, kvHeads, t, dv, group; // group: query heads per key/value head
+  int64_t ldq, ldy, ldk, ldv;
+};
+
 // attention.cc: ATTENTION, ROTARY (ATTENTION in either attention.layout).
 void attention(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void rotary(const Kernel &kernel, const Operands &operands, const TensorRef *y);
