@@ -312,7 +312,7 @@ const char *hostKindOf(Value v) {
     return "loss";
   // An inference step's outputs: each sub-batch's, and their join.
   auto step = v.getParentRegion()->getParentOfType<func::FuncOp>();
-  if (step && step.getSymName() == "infer_step")
+  if (step && step.getSymName() == kInferStepName)
     return "outputs (per sub-batch, and joined)";
   return "parameter gradients";
 }

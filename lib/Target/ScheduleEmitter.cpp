@@ -648,7 +648,7 @@ LogicalResult Emitter::run(pb::Schedule &schedule) {
   out = &schedule;
   schedule.set_magic(kMagic);
   schedule.set_version(kVersion);
-  schedule.set_kind(func.getSymName() == "train_step" ? "train" : "infer");
+  schedule.set_kind(func.getSymName() == kTrainStepName ? "train" : "infer");
   for (auto [id, kind] : {std::pair(kComputeStream, pb::COMPUTE),
                           std::pair(kHostToDeviceStream, pb::HOST_TO_DEVICE),
                           std::pair(kDeviceToHostStream, pb::DEVICE_TO_HOST)}) {
@@ -973,8 +973,8 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   out = &schedule;
   schedule.set_magic(kMagic);
   schedule.set_version(kVersion);
-  bool generate = func.getSymName() == "generate";
-  schedule.set_kind(func.getSymName() == "train_step" ? "train" : generate ? "generate" : "infer");
+  bool generate = func.getSymName() == kGenerateStepName;
+  schedule.set_kind(func.getSymName() == kTrainStepName ? "train" : generate ? "generate" : "infer");
   world = PlanView::of(func).integer(plan::kWorld, 1); // verified to be at least 1
   if (failed(placeShards()))
     return failure();
@@ -1114,11 +1114,14 @@ LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
   // By default a generation or training step, when the module has one, else the forward
   // function.
   std::string entry = options.entryName;
-  if (entry.empty())
-    entry = module.lookupSymbol<func::FuncOp>("generate")     ? "generate"
-            : module.lookupSymbol<func::FuncOp>("train_step") ? "train_step"
-            : module.lookupSymbol<func::FuncOp>("infer_step") ? "infer_step"
-                                                              : "forward";
+  if (entry.empty()) {
+    entry = "forward";
+    for (llvm::StringRef step : {kGenerateStepName, kTrainStepName, kInferStepName})
+      if (module.lookupSymbol<func::FuncOp>(step)) {
+        entry = step.str();
+        break;
+      }
+  }
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func || func.isExternal())
     return module.emitError("no function '") << entry << "' to schedule";

@@ -175,8 +175,8 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       options.forwardOnly = forwardOnly;
       pm.addPass(sl::createScheduleSubBatchesPass(options));
       pm.addPass(mlir::createCSEPass());
-      auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>(
-                                                 forwardOnly ? "infer_step" : "train_step")
+      llvm::StringRef stepName = forwardOnly ? sl::kInferStepName : sl::kTrainStepName;
+      auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>(stepName)
                                            : func::FuncOp();
       if (!step) {
         if (!state->schedulingFailed)

@@ -137,7 +137,7 @@ void GenerationStepBuilder::createStep() {
         {builder.getNamedAttr("sl.name", builder.getStringAttr("logits")),
          builder.getNamedAttr(kProgramAttr, builder.getI64IntegerAttr(program))}));
   builder.setInsertionPointAfter(decode);
-  step = builder.create<func::FuncOp>(loc, "generate",
+  step = builder.create<func::FuncOp>(loc, sl::kGenerateStepName,
                                       builder.getFunctionType(argTypes, resultTypes));
   step.setAllArgAttrs(argAttrs);
   step.setAllResultAttrs(resultAttrs);
@@ -462,7 +462,7 @@ struct ScheduleGenerationPass
       return signalPassFailure();
     // The stage functions were inlined into the step: only it remains to schedule.
     for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-      if (func.getSymName() != "generate")
+      if (func.getSymName() != sl::kGenerateStepName)
         func.erase();
   }
 };

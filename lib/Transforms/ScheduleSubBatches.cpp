@@ -383,7 +383,7 @@ func::FuncOp StepBuilder::createStep() {
   }
   builder.setInsertionPointAfter(forward);
   auto func = builder.create<func::FuncOp>(forward.getLoc(),
-                                           forwardOnly ? "infer_step" : "train_step",
+                                           forwardOnly ? kInferStepName : kTrainStepName,
                                            builder.getFunctionType(argTypes, resultTypes));
   func.setAllArgAttrs(forward.getAllArgAttrs());
   func.setAllResultAttrs(resultAttrs);
@@ -978,7 +978,7 @@ struct ScheduleSubBatchesPass
       module.emitError("sl-schedule-subbatches: no @forward function");
       return signalPassFailure();
     }
-    llvm::StringRef stepName = forwardOnly ? "infer_step" : "train_step";
+    llvm::StringRef stepName = forwardOnly ? kInferStepName : kTrainStepName;
     if (module.lookupSymbol(stepName)) {
       module.emitError("sl-schedule-subbatches: the module already has a @") << stepName;
       return signalPassFailure();

@@ -263,7 +263,7 @@ SplitGenerationPass::measure(int64_t b, int64_t count, Residence residence) {
   pm.addNestedPass<func::FuncOp>(sl::createAllocatePass());
   if (failed(pm.run(*copy)))
     return failure();
-  auto step = (*copy).lookupSymbol<func::FuncOp>("generate");
+  auto step = (*copy).lookupSymbol<func::FuncOp>(sl::kGenerateStepName);
   auto arena = step->getAttrOfType<IntegerAttr>(sl::kDeviceArenaBytesAttr);
   auto pool = step->getAttrOfType<IntegerAttr>(sl::kHostPoolBytesAttr);
   if (!arena || !pool)

@@ -38,6 +38,12 @@ inline constexpr llvm::StringLiteral kDeviceArenaBytesAttr = "sl.device_arena_by
 inline constexpr llvm::StringLiteral kHostPoolBytesAttr = "sl.host_pool_bytes";       // step
 inline constexpr llvm::StringLiteral kNumEventsAttr = "sl.num_events";                // step
 
+/// The explicit steps' function names: what sl-schedule-subbatches and sl-schedule-generation
+/// write and the emitter turns into a schedule's kind ("train", "infer", "generate").
+inline constexpr llvm::StringLiteral kTrainStepName = "train_step";
+inline constexpr llvm::StringLiteral kInferStepName = "infer_step";
+inline constexpr llvm::StringLiteral kGenerateStepName = "generate";
+
 /// Keys of the plan and generation dictionaries (sl.plan, sl.generation).
 namespace plan {
 inline constexpr llvm::StringLiteral kMode = "mode"; // speedloader, canonical or generate
