@@ -546,16 +546,23 @@ OpFoldResult GatherOp::fold(FoldAdaptor a) {
   });
 }
 
+// What a reshape or expand of `input` to `type` is when it moves no element: `input` itself when
+// its type is `type`, or x when `input` is a reshape of x and x's type is `type` (a round trip).
+// Only for a static `type`: tensor<?x4> can reshape to another tensor<?x4>.
+static Value reshapeIdentity(Value input, RankedTensorType type) {
+  if (!type.hasStaticShape())
+    return {};
+  if (input.getType() == type)
+    return input;
+  if (auto inner = input.getDefiningOp<ReshapeOp>(); inner && inner.getInput().getType() == type)
+    return inner.getInput();
+  return {};
+}
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
   return memoizedFold(*this, a.getOperands(), [&]() -> OpFoldResult {
-    // Equal types are the identity only when static: tensor<?x4> can reshape to another
-    // tensor<?x4>.
-    if (getType().hasStaticShape() && getInput().getType() == getType())
-      return getInput();
-    // A round trip through another shape is the identity.
-    if (auto inner = getInput().getDefiningOp<ReshapeOp>();
-        inner && getType().hasStaticShape() && inner.getInput().getType() == getType())
-      return inner.getInput();
+    if (Value same = reshapeIdentity(getInput(), getType()))
+      return same;
     auto input = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getInput());
     if (!input || !getType().hasStaticShape())
       return {};
@@ -676,13 +683,9 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
 
 OpFoldResult ExpandOp::fold(FoldAdaptor a) {
   return memoizedFold(*this, a.getOperands(), [&]() -> OpFoldResult {
-    if (getType().hasStaticShape() && getInput().getType() == getType())
-      return getInput();
-    // Expanding a reshape of x back to x's own type broadcasts nothing (the element counts are
-    // equal), so it is the reshape's round trip: x itself.
-    if (auto inner = getInput().getDefiningOp<ReshapeOp>();
-        inner && getType().hasStaticShape() && inner.getInput().getType() == getType())
-      return inner.getInput();
+    // Expanding to the input's own type (or a reshape of x back to x's type) broadcasts nothing.
+    if (Value same = reshapeIdentity(getInput(), getType()))
+      return same;
     auto input = llvm::dyn_cast_or_null<DenseElementsAttr>(a.getInput());
     if (!input || !getType().hasStaticShape())
       return {};

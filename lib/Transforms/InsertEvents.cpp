@@ -110,7 +110,7 @@ struct InsertEventsPass : public impl::InsertEventsPassBase<InsertEventsPass> {
       auto kind = op.getAttrOfType<StreamKindAttr>(kStreamAttr);
       if (!kind)
         continue;
-      std::optional<unsigned> stream = static_cast<unsigned>(kind.getValue());
+      unsigned stream = static_cast<unsigned>(kind.getValue());
       struct Range {
         AccessMap *space;
         uint64_t begin, end;
@@ -167,10 +167,10 @@ struct InsertEventsPass : public impl::InsertEventsPassBase<InsertEventsPass> {
         });
 
       int self = kernels.size();
-      Clock &clock = streamClock[*stream];
+      Clock &clock = streamClock[stream];
       SmallVector<int64_t> waits;
       for (unsigned t = 0; t < kStreams; ++t) {
-        if (t == *stream || needed[t] == kNone)
+        if (t == stream || needed[t] == kNone)
           continue;
         Kernel &other = kernels[needed[t]];
         if (clock[t] >= other.position)
@@ -188,12 +188,12 @@ struct InsertEventsPass : public impl::InsertEventsPassBase<InsertEventsPass> {
       else
         op.removeAttr(kWaitAttr);
       op.removeAttr(kRecordAttr);
-      int position = nextPosition[*stream]++;
-      clock[*stream] = position;
-      kernels.push_back({&op, *stream, position, clock, std::nullopt});
+      int position = nextPosition[stream]++;
+      clock[stream] = position;
+      kernels.push_back({&op, stream, position, clock, std::nullopt});
 
       for (Range &r : reads)
-        r.space->forEach(r.begin, r.end, [&](Segment &s) { s.readers[*stream] = self; });
+        r.space->forEach(r.begin, r.end, [&](Segment &s) { s.readers[stream] = self; });
       for (Range &r : writes)
         r.space->forEach(r.begin, r.end, [&](Segment &s) {
           s.writer = self;

@@ -126,6 +126,11 @@ struct Generator::Totals {
     double prefillSeconds = 0, decodeSeconds = 0;
   };
   std::vector<Batch> perBatch;
+  // The running totals of what Batch holds, for a batch's figures as their growth over it.
+  Batch sums() const {
+    return {prefillTokens, decodeTokens, decodeRuns, decodeBytesHostToDevice, prefillSeconds,
+            decodeSeconds};
+  }
   // For progress: when generate() started and the last report.
   Clock::time_point start, lastProgress;
   uint64_t sequencesDone = 0, sequences = 0;
@@ -252,7 +257,7 @@ void Generator::runBatch(const std::vector<Prompt> &prompts, size_t first, uint6
   int64_t batch = g.batch(), maxPrompt = g.max_prompt_len();
   int64_t real = std::min<int64_t>(batch, static_cast<int64_t>(prompts.size() - first));
   Totals &t = *totals_;
-  const Totals before = t;
+  const Totals::Batch before = t.sums();
   std::string where = "batch " + std::to_string(batchNumber) + " (prompts " +
                       std::to_string(first) + " to " + std::to_string(first + real - 1) + ")";
 
@@ -314,14 +319,13 @@ void Generator::runBatch(const std::vector<Prompt> &prompts, size_t first, uint6
                          secondsSince(t.start)});
     }
   }
-  Totals::Batch figures;
-  figures.prefillTokens = t.prefillTokens - before.prefillTokens;
-  figures.prefillSeconds = t.prefillSeconds - before.prefillSeconds;
-  figures.decodeTokens = t.decodeTokens - before.decodeTokens;
-  figures.decodeSeconds = t.decodeSeconds - before.decodeSeconds;
-  figures.decodeRuns = t.decodeRuns - before.decodeRuns;
-  figures.decodeBytesHostToDevice = t.decodeBytesHostToDevice - before.decodeBytesHostToDevice;
-  t.perBatch.push_back(figures);
+  const Totals::Batch after = t.sums();
+  t.perBatch.push_back({after.prefillTokens - before.prefillTokens,
+                        after.decodeTokens - before.decodeTokens,
+                        after.decodeRuns - before.decodeRuns,
+                        after.decodeBytesHostToDevice - before.decodeBytesHostToDevice,
+                        after.prefillSeconds - before.prefillSeconds,
+                        after.decodeSeconds - before.decodeSeconds});
 }
 
 nlohmann::json Generator::report() const {

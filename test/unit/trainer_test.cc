@@ -522,6 +522,15 @@ protected:
     writeTokens(tokensPath, poisoned);
     return TokenData::open(tokensPath, TokenDType::U16);
   }
+  // The weights the run reads (both parameters' buffers) are `good`'s masters, bit for bit.
+  static void expectBuffersHold(Trainer &trainer, const TrainingCheckpoint &good) {
+    for (int i = 0; i < 2; ++i) {
+      const TensorRef &ref = trainer.executor().parameterBuffer(i);
+      EXPECT_EQ(std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(),
+                            ref.bytes),
+                0);
+    }
+  }
   // Two good steps, then the poisoned third stops before its update: the state after step 2.
   TrainingCheckpoint stopsAtThePoisonedStep(Trainer &trainer) {
     trainer.step();
@@ -597,11 +606,7 @@ TEST_F(OverlappedTrainerTest, NanLossStopsBeforeAnyGroupIsUpdated) {
             "step 3: the loss is NaN; training stopped before this step's update");
   EXPECT_FALSE(trainer.partlyApplied());
   expectSameState(trainer.checkpoint(), good);
-  for (int i = 0; i < 2; ++i) {
-    const TensorRef &ref = trainer.executor().parameterBuffer(i);
-    EXPECT_EQ(
-        std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(), ref.bytes), 0);
-  }
+  expectBuffersHold(trainer, good);
 }
 
 TEST_F(OverlappedTrainerTest, NonFiniteGradientOfTheFirstGroupStopsBeforeTheUpdate) {
@@ -625,11 +630,7 @@ TEST_F(OverlappedTrainerTest, NonFiniteGradientInAGroupStopsBeforeAnyOfItsParame
   EXPECT_FALSE(trainer.partlyApplied());
   expectSameState(trainer.checkpoint(), good);
   // The weights the run reads were not written either.
-  for (int i = 0; i < 2; ++i) {
-    const TensorRef &ref = trainer.executor().parameterBuffer(i);
-    EXPECT_EQ(
-        std::memcmp(ref.data, good.parameters[static_cast<size_t>(i)].master.data(), ref.bytes), 0);
-  }
+  expectBuffersHold(trainer, good);
 }
 
 // The same, with the optimizer after the run (no OPTIMIZER_STEP): nothing was updated.
