@@ -216,7 +216,8 @@ def main() -> int:
                         str(args.calibrate_seconds)], check=True, env=env, stdout=subprocess.DEVNULL)
         calibrations.append(json.loads(path.read_text()))
     profile = dict(calibrations[0])
-    for key in ("link_gbps", "bf16_tflops", "f32_tflops", "host_optimizer_gparams"):
+    for key in ("link_gbps", "bf16_tflops", "f32_tflops", "host_optimizer_gparams",
+                "kernel_overhead_us"):
         if key in profile:
             profile[key] = statistics.median(c[key] for c in calibrations)
     profile["source"] += f"; each rate the median of {len(calibrations)} calibrations"

@@ -2,7 +2,7 @@
 # The GPU suite's performance part (issue 22), one device-tool call (about 5 minutes): PyTorch's
 # roofline at the probe's shapes (torch_roofline.py), then the 7B-shaped probes of
 # make_probes.sh on the CUDA backend with --random-weights, --report and --trace, then the table
-# (perf_summary.py). From the repository root, carrying build-bundle (the runtime bundle and
+# (perf_summary.py), with the machine profile `sl-run --calibrate` measures. From the repository root, carrying build-bundle (the runtime bundle and
 # build-bundle/probes):
 #
 #   bash bench/gpu/run-gpu-perf.sh build-bundle/speedloader-runtime.tar.gz build-bundle/probes
@@ -43,6 +43,11 @@ timeout -k 10 "$(allow 150 25)" "$b/bin/sl-run" "$probes/train.slsched" --backen
 timeout -k 10 "$(allow 80 3)" "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
   --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
   --trace "$work/infer-trace.json" || status=1
+# The planner's machine profile of this GPU (link, f32/bf16 GEMM, host AdamW, cost per kernel),
+# printed into perf.log: sl-opt's `target=` reads it once saved as a .json file.
+echo "=== sl-run --calibrate --backend cuda ==="
+timeout -k 10 "$(allow 40 60)" "$b/bin/sl-run" --calibrate "$work/profile.json" --backend cuda \
+  --calibrate-seconds 0.3 || status=1
 # The train probe's variants (make_probes.sh), one line each: the same tokens per step in another
 # schedule mode or sub-batch count.
 for variant in "$probes"/train-*.slsched; do

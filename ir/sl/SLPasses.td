@@ -416,7 +416,12 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
       checked at the number of sub-batches the step will have, at 16 when `host-memory` is to
       choose it;
     - number of sub-batches: `num-sub-batches`, or `batch / sub-batch-size`, else the most that
-      fit `host-memory` (the pool and AdamW's fp32 state), else 1.
+      fit `host-memory` (the pool and AdamW's fp32 state), else 1;
+    - then, where `live-blocks` was not given (any K up to the number of blocks), and where the
+      sub-batch size was chosen for a given `batch` on a machine whose cost per kernel is
+      modelled (`kernel_overhead_us`; any divisor of `batch` up to the one above), the
+      configuration with the shortest predicted step that fits both budgets, if it is predicted
+      at least 5% faster.
 
     A module whose shapes are bound has its sub-batch size fixed by them. Inside `--sl-train`,
     sl-plan runs before the shapes are bound: it compiles two copies of the module to stages,

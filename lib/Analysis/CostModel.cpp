@@ -4,7 +4,8 @@
 // of the sub-batch size. Predicting: the SpeedLoader and canonical schedules phase by phase (the
 // schedule sl-schedule-subbatches emits): link traffic and time; device arena and host pool from
 // the step itself, scheduled and laid out (StepMemoryFn, sl/Analysis/StepMemory.h). Choosing: the
-// largest sub-batch that fits the device, then as many sub-batches as fit the host.
+// largest sub-batch that fits the device, then as many sub-batches as fit the host; then, among
+// the configurations left free, a predicted faster one that fits.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -114,11 +115,18 @@ double flopsOf(Operation *op) {
   return elements;
 }
 
-/// What measuring one function body yields: the live bytes after each op and the FLOPs, each
-/// split into the part that grows with the sub-batch and the fixed part (see Classifier).
+/// Ops that launch no kernel: their results are parameters, constants or views of an operand.
+bool isMetadataOnly(Operation *op) {
+  return llvm::isa<ParamOp, ConstantOp, ReshapeOp, ShapeOp>(op);
+}
+
+/// What measuring one function body yields: the live bytes after each op, the FLOPs, each split
+/// into the part that grows with the sub-batch and the fixed part (see Classifier), and the
+/// kernels it launches.
 struct FunctionProfile {
   SmallVector<Linear> live;
   Linear flops;
+  int64_t kernels = 0;
 };
 
 /// Splits a bound function's values into per-sequence and fixed ones. With `scaleBy` = 0 nothing
@@ -177,6 +185,8 @@ FunctionProfile profileFunction(func::FuncOp func, const Classifier &classifier)
       for (Value result : op->getResults())
         dependsOnInputs.insert(result);
     profile.flops += classifier.split(flopsOf(op), dependent);
+    if (!isMetadataOnly(op))
+      ++profile.kernels;
 
     for (Value operand : op->getOperands())
       if (Value root = owner.lookup(operand))
@@ -276,12 +286,14 @@ FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier,
              << layer.getCallee() << " has no backward function; run sl-autodiff first";
     FunctionProfile forwardProfile = profileFunction(stageFunc, classifier);
     stage.forwardFlops = forwardProfile.flops;
+    stage.forwardKernels = forwardProfile.kernels;
     m.forwardLive.push_back(std::move(forwardProfile.live));
     // A forward-only step has no backward: its FLOPs and workspace are zero.
     FunctionProfile backwardProfile;
     if (!forwardOnly)
       backwardProfile = profileFunction(backwardFunc, classifier);
     stage.backwardFlops = backwardProfile.flops;
+    stage.backwardKernels = backwardProfile.kernels;
     m.backwardLive.push_back(std::move(backwardProfile.live));
     costs.stages.push_back(std::move(stage));
   }
@@ -448,6 +460,8 @@ struct Group {
   double forwardFlops = 0;
   double backwardFlops = 0;
   double recomputeFlops = 0; // forward of all but the last stage: the inputs backward needs
+  // The kernels of the same, for one sub-batch.
+  int64_t forwardKernels = 0, backwardKernels = 0, recomputeKernels = 0;
 };
 
 SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t b,
@@ -471,8 +485,12 @@ SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t
       group.parameterBytes += double(stage.parameterBytes);
       group.forwardFlops += stage.forwardFlops.at(b);
       group.backwardFlops += stage.backwardFlops.at(b);
-      if (s != group.stages.back())
+      group.forwardKernels += stage.forwardKernels;
+      group.backwardKernels += stage.backwardKernels;
+      if (s != group.stages.back()) {
         group.recomputeFlops += stage.forwardFlops.at(b);
+        group.recomputeKernels += stage.forwardKernels;
+      }
     }
     for (const BoundaryValue &value : costs.boundary) {
       bool producedHere = value.producer >= 0 && groupOfStage[value.producer] == int(g);
@@ -504,6 +522,8 @@ SmallVector<Group> groupsOf(const ModelCosts &costs, int64_t liveBlocks, int64_t
 struct Phase {
   /// The phase's own activations and activation gradients, each direction.
   double hostToDevice = 0, deviceToHost = 0, flops = 0;
+  /// Kernels launched, over all the phase's sub-batches.
+  int64_t kernels = 0;
   /// Its group's parameters fetched, and its parameter gradients offloaded (none in a forward
   /// phase): issued in the neighbouring phases, not in this one (see predict).
   double parameterFetch = 0, gradientOffload = 0;
@@ -511,8 +531,8 @@ struct Phase {
 
 } // namespace
 
-Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine,
-                   const StepMemoryFn &memory, MemoryQuery query) {
+Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
+                       const Machine &machine) {
   const int64_t b = config.subBatchSize;
   const double n = double(config.numSubBatches);
   SmallVector<int> groupOfStage;
@@ -567,6 +587,10 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
                    : kind == 'E' ? group.forwardFlops + group.backwardFlops
                                  : group.backwardFlops + group.recomputeFlops;
     phase.flops = n * flops;
+    int64_t kernels = kind == 'F'   ? group.forwardKernels
+                      : kind == 'E' ? group.forwardKernels + group.backwardKernels
+                                    : group.backwardKernels + group.recomputeKernels;
+    phase.kernels = config.numSubBatches * kernels;
     phases.push_back(std::move(phase));
   }
 
@@ -577,7 +601,11 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   for (auto [index, phase] : llvm::enumerate(phases)) {
     p.hostToDeviceBytes += phase.hostToDevice + phase.parameterFetch;
     p.deviceToHostBytes += phase.deviceToHost + phase.gradientOffload;
-    p.computeSeconds += phase.flops / machine.flopsPerSecond;
+    double compute =
+        phase.flops / machine.flopsPerSecond + double(phase.kernels) * machine.kernelSeconds;
+    p.computeSeconds += compute;
+    p.kernels += phase.kernels;
+    p.kernelSeconds += double(phase.kernels) * machine.kernelSeconds;
     // Within a phase, compute and both directions of the link overlap; phases follow each
     // other. A phase cannot compute before its parameters are on the device, so their fetch
     // runs in the phase before (each pass issues the next one's fetch at its start), and its
@@ -594,8 +622,15 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
       toHost += phases[index - 1].gradientOffload;
     if (index + 1 == phases.size())
       toHost += phase.gradientOffload * (1 - 1 / fetches);
-    double seconds = std::max({phase.flops / machine.flopsPerSecond,
-                               toDevice / machine.linkBytesPerSecond,
+    // One sub-batch goes through prefetch, compute and offload in turn, and the next one can
+    // enter a stage only when it is free: N sub-batches take the three stages of one, then N - 1
+    // times the slowest stage. With one sub-batch nothing overlaps: a boundary value is
+    // offloaded, and prefetched back by the next phase, on the critical path.
+    double perSubBatch[] = {phase.hostToDevice / n / machine.linkBytesPerSecond, compute / n,
+                            phase.deviceToHost / n / machine.linkBytesPerSecond};
+    double pipeline = perSubBatch[0] + perSubBatch[1] + perSubBatch[2] +
+                      (n - 1) * *std::max_element(std::begin(perSubBatch), std::end(perSubBatch));
+    double seconds = std::max({pipeline, compute, toDevice / machine.linkBytesPerSecond,
                                toHost / machine.linkBytesPerSecond});
     if (order[index].first != 'B') // the forward phases and the epilogue's all come first
       beforeBackward += seconds;
@@ -616,9 +651,18 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
         double(costs.parameterBytesFp32) / 4 / machine.hostOptimizerParamsPerSecond;
     p.stepSeconds = std::max(p.stepSeconds, beforeBackward + p.optimizerSeconds);
   }
+  // AdamW's fp32 master weights and two moments, kept on the host outside the pool, sharded
+  // over the ranks by ZeRO-3.
+  p.optimizerStateBytes = costs.forwardOnly ? 0.0
+                                             : 3 * double(costs.parameterBytesFp32) /
+                                                   double(std::max<int64_t>(1, config.world));
+  return p;
+}
 
-  // Memory: the step laid out as sl-allocate lays it out. The host also keeps AdamW's fp32
-  // master weights and two moments, outside the pool, sharded over the ranks by ZeRO-3.
+Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Machine &machine,
+                   const StepMemoryFn &memory, MemoryQuery query) {
+  Prediction p = predictTime(costs, config, machine);
+  // Memory: the step laid out as sl-allocate lays it out.
   StepMemory step = memory(config, query);
   p.deviceBytes = step.deviceArenaBytes;
   p.devicePeak = step.devicePeak;
@@ -626,9 +670,6 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
   p.hostPoolBytes = step.hostPoolBytes;
   p.hostPeak = step.hostPeak;
   p.hostTerms = step.hostTerms;
-  p.optimizerStateBytes = costs.forwardOnly ? 0.0
-                                             : 3 * double(costs.parameterBytesFp32) /
-                                                   double(std::max<int64_t>(1, config.world));
   p.hostBytes = p.hostPoolBytes + p.optimizerStateBytes;
   return p;
 }
@@ -704,8 +745,11 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
   }
 
   bool unschedulable = false;
-  auto predictAt = [&](int64_t size, int64_t count, bool device) {
+  auto predictAt = [&](int64_t size, int64_t count, bool device,
+                       int64_t liveBlocks = 0) {
     PlanConfig c = config;
+    if (liveBlocks)
+      c.liveBlocks = liveBlocks;
     c.subBatchSize = size;
     c.numSubBatches = count;
     MemoryQuery query;
@@ -746,12 +790,14 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
                        << " of host memory, more than the budget of "
                        << bytesWithCount(*request.hostBudget);
   };
-  auto deviceFits = [&](int64_t size) {
+  auto deviceFits = [&](int64_t size, int64_t liveBlocks = 0) {
     return !request.deviceBudget ||
-           predictAt(size, deviceCount(size), true).deviceBytes <= *request.deviceBudget;
+           predictAt(size, deviceCount(size), true, liveBlocks).deviceBytes <=
+               *request.deviceBudget;
   };
-  auto hostFits = [&](int64_t size, int64_t count) {
-    return !request.hostBudget || predictAt(size, count, false).hostBytes <= *request.hostBudget;
+  auto hostFits = [&](int64_t size, int64_t count, int64_t liveBlocks = 0) {
+    return !request.hostBudget ||
+           predictAt(size, count, false, liveBlocks).hostBytes <= *request.hostBudget;
   };
 
   bool chooseSubBatch = !b;
@@ -797,6 +843,68 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
     return failure();
   config.subBatchSize = b;
   config.numSubBatches = n;
+
+  // Time: where live-blocks, or the sub-batch size of a given batch, was left to the planner, a
+  // configuration predicted faster than the memory-first one by kTimeChoiceMinGain, if it fits.
+  // Without batch=, the sub-batch size and count are what the budgets allow: a smaller
+  // sub-batch would do less work per step, not the same work faster. A smaller sub-batch
+  // overlaps more of its transfers but launches more, smaller kernels: without the machine's
+  // cost per kernel the model cannot weigh the two, and keeps the largest.
+  bool chooseLiveBlocks = !request.liveBlocks && blocks > 1;
+  bool chooseSize =
+      chooseSubBatch && request.batch && !request.numSubBatches && machine.kernelSeconds > 0;
+  if (!chooseLiveBlocks && !chooseSize)
+    return config;
+  struct Candidate {
+    int64_t size, count, liveBlocks;
+    double seconds;
+  };
+  auto secondsOf = [&](int64_t size, int64_t count, int64_t liveBlocks) {
+    PlanConfig c = config;
+    c.subBatchSize = size;
+    c.numSubBatches = count;
+    c.liveBlocks = liveBlocks;
+    return predictTime(costs, c, machine).stepSeconds;
+  };
+  double memoryFirst = secondsOf(b, n, config.liveBlocks);
+  SmallVector<Candidate> faster;
+  for (int64_t size = chooseSize ? 1 : b; size <= b; ++size) {
+    if (chooseSize && request.batch % size)
+      continue;
+    int64_t count = chooseSize ? request.batch / size : n;
+    for (int64_t k = chooseLiveBlocks ? 1 : config.liveBlocks;
+         k <= (chooseLiveBlocks ? blocks : config.liveBlocks); ++k) {
+      double seconds = secondsOf(size, count, k);
+      if (seconds < memoryFirst * (1 - kTimeChoiceMinGain))
+        faster.push_back({size, count, k, seconds});
+    }
+  }
+  // Fastest first; between equals the larger sub-batch and the fewer live blocks (less memory).
+  llvm::stable_sort(faster, [](const Candidate &x, const Candidate &y) {
+    if (x.seconds != y.seconds)
+      return x.seconds < y.seconds;
+    if (x.size != y.size)
+      return x.size > y.size;
+    return x.liveBlocks < y.liveBlocks;
+  });
+  if (faster.size() > size_t(kTimeChoiceMaxLayouts))
+    faster.resize(kTimeChoiceMaxLayouts);
+  for (const Candidate &candidate : faster) {
+    // deviceCount() reads `n`, the count of the memory-first choice; a candidate's own is
+    // batch / size here.
+    bool fits = (!request.deviceBudget ||
+                 predictAt(candidate.size, candidate.count, true, candidate.liveBlocks)
+                         .deviceBytes <= *request.deviceBudget) &&
+                hostFits(candidate.size, candidate.count, candidate.liveBlocks);
+    if (unschedulable)
+      return failure();
+    if (fits) {
+      config.subBatchSize = candidate.size;
+      config.numSubBatches = candidate.count;
+      config.liveBlocks = candidate.liveBlocks;
+      break;
+    }
+  }
   return config;
 }
 

@@ -83,6 +83,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     machine.flopsPerSecond = (tflops > 0 ? double(tflops) : deviceTflops) * 1e12;
     machine.hostOptimizerParamsPerSecond =
         (optimizerGParams > 0 ? double(optimizerGParams) : profile->hostOptimizerGParams) * 1e9;
+    machine.kernelSeconds = profile->kernelOverheadUs * 1e-6;
     return machine;
   }
 
@@ -442,6 +443,8 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     if (machine.hostOptimizerParamsPerSecond > 0)
       os << llvm::format(", host AdamW %g G parameters/s",
                          machine.hostOptimizerParamsPerSecond / 1e9);
+    if (machine.kernelSeconds > 0)
+      os << llvm::format(", %g us per kernel", machine.kernelSeconds * 1e6);
     os << "\n";
     os << "stages at sub-batch size " << b
        << " (bytes; workspace: peak live bytes inside the function):\n";
@@ -486,8 +489,12 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                           sl::stringifyScheduleMode(mode), bytes(moved.hostToDeviceBytes),
                           bytes(moved.deviceToHostBytes));
     }
-    os << llvm::formatv("step time:                  {0:e4} s predicted ({1:e4} s of compute)\n",
+    os << llvm::formatv("step time:                  {0:e4} s predicted ({1:e4} s of compute",
                         prediction.stepSeconds, prediction.computeSeconds);
+    if (machine.kernelSeconds > 0)
+      os << llvm::formatv(", {0:e4} s of it the fixed cost of {1} kernels",
+                          prediction.kernelSeconds, prediction.kernels);
+    os << ")\n";
     if (machine.hostOptimizerParamsPerSecond > 0 && !costs.forwardOnly)
       os << llvm::formatv("host optimizer:             {0:e4} s (AdamW over every parameter, "
                           "from the backward's start)\n",

@@ -21,21 +21,26 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Seconds per run of `once`: one untimed warm-up run, then runs until `minSeconds` have passed
-// (at least 3), `sync` before reading the clock each time.
+// (at least 3), `sync` before reading the clock each time. The mean over the runs, or with
+// `fastest` the fastest run (for a fixed cost, which other work on the machine only adds to).
 double secondsPerRun(const std::function<void()> &once, const std::function<void()> &sync,
-                     double minSeconds) {
+                     double minSeconds, bool fastest = false) {
   once();
   sync();
   int runs = 0;
-  Clock::time_point start = Clock::now();
-  double elapsed = 0;
+  Clock::time_point start = Clock::now(), last = start;
+  double elapsed = 0, best = 0;
   do {
     once();
     ++runs;
     sync();
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    Clock::time_point now = Clock::now();
+    double run = std::chrono::duration<double>(now - last).count();
+    best = runs == 1 ? run : std::min(best, run);
+    last = now;
+    elapsed = std::chrono::duration<double>(now - start).count();
   } while (runs < 3 || elapsed < minSeconds);
-  return elapsed / runs;
+  return fastest ? best : elapsed / runs;
 }
 
 TensorRef tensorAt(std::byte *base, uint64_t offset, sl::schedule::MemorySpace space,
@@ -118,6 +123,38 @@ MachineCalibration calibrate(Backend &backend, const CalibrationOptions &options
   c.f32Tflops = gemmTflops(c.gemmSizeF32, sl::schedule::F32);
   c.bf16Tflops = gemmTflops(c.gemmSizeBf16, sl::schedule::BF16);
 
+  // The fixed cost of a kernel: kKernelLaunches products of kSmallGemm^3 per run, one
+  // synchronisation after them, less their FLOPs at the large product's rate. It is the launch
+  // (on a device) and what a small kernel loses to its size (on the CPU: threads woken for a
+  // little work, caches, blocking), which a step of small sub-batches pays on every kernel.
+  {
+    constexpr int64_t kSmallGemm = 64;
+    constexpr int kKernelLaunches = 8;
+    constexpr uint64_t kSmallBytes = kSmallGemm * kSmallGemm * 4;
+    std::vector<TensorRef> small;
+    for (int i = 0; i < 3; ++i)
+      small.push_back(tensorAt(arena, i * kSmallBytes, sl::schedule::DEVICE, sl::schedule::F32,
+                               {kSmallGemm, kSmallGemm}));
+    fillHost(pool, sl::schedule::F32, 2 * kSmallGemm * kSmallGemm);
+    TensorRef source = tensorAt(pool, 0, sl::schedule::HOST, sl::schedule::F32,
+                                {2 * kSmallGemm, kSmallGemm});
+    TensorRef target = tensorAt(arena, 0, sl::schedule::DEVICE, sl::schedule::F32,
+                                {2 * kSmallGemm, kSmallGemm});
+    backend.copy(source, target);
+    sync();
+    sl::schedule::Kernel kernel;
+    kernel.set_op(sl::schedule::MATMUL);
+    kernel.set_name("calibrate.kernel");
+    double seconds = secondsPerRun(
+        [&] {
+          for (int i = 0; i < kKernelLaunches; ++i)
+            backend.execute(kernel, {&small[0], &small[1]}, {&small[2]});
+        },
+        sync, options.minSeconds, /*fastest=*/true);
+    double flopSeconds = 2.0 * kSmallGemm * kSmallGemm * kSmallGemm / (c.f32Tflops * 1e12);
+    c.kernelOverheadUs = std::max(0.0, seconds / kKernelLaunches - flopSeconds) * 1e6;
+  }
+
   // Host -> device: the host pool is what the schedules copy from (pinned on CUDA).
   c.copyBytes = c.copyBytes / 4 * 4;
   Shape wordsShape{static_cast<int64_t>(c.copyBytes / 4)};
@@ -164,13 +201,15 @@ std::string machineProfileJson(const MachineCalibration &c, const std::string &n
   source << "sl-run --calibrate on the " << c.backend << " backend, "
          << std::thread::hardware_concurrency() << " host threads: " << c.gemmSizeF32
          << "^3 f32 and " << c.gemmSizeBf16 << "^3 bf16 MATMUL, " << c.copyBytes
-         << "-byte host->device copy, AdamW over " << c.optimizerParameters << " parameters";
+         << "-byte host->device copy, AdamW over " << c.optimizerParameters
+         << " parameters, 64^3 f32 MATMUL launches";
   std::ostringstream json;
   json << "{\n  \"name\": " << quoted(name) << ",\n  \"source\": " << quoted(source.str()) << ",\n"
        << "  \"link_gbps\": " << number(c.linkGBps) << ",\n"
        << "  \"bf16_tflops\": " << number(c.bf16Tflops) << ",\n"
        << "  \"f32_tflops\": " << number(c.f32Tflops) << ",\n"
-       << "  \"host_optimizer_gparams\": " << number(c.hostOptimizerGParams) << "\n}\n";
+       << "  \"host_optimizer_gparams\": " << number(c.hostOptimizerGParams) << ",\n"
+       << "  \"kernel_overhead_us\": " << number(c.kernelOverheadUs) << "\n}\n";
   return json.str();
 }
 

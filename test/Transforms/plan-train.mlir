@@ -3,22 +3,31 @@
 // size.
 //
 // RUN: sl-opt %s --sl-train="batch=4 seq=3" | FileCheck %s --check-prefix=BATCH
-// RUN: sl-opt %s --sl-train="batch=8 seq=3 num-sub-batches=4 mode=canonical" | FileCheck %s --check-prefix=SPLIT
+// RUN: sl-opt %s --sl-train="live-blocks=1 batch=8 seq=3 num-sub-batches=4 mode=canonical" | FileCheck %s --check-prefix=SPLIT
 // RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=3 num-sub-batches=5 live-blocks=2" | FileCheck %s --check-prefix=FIXED
-// RUN: sl-opt %s --sl-train="seq=3 device-memory=4KiB" | FileCheck %s --check-prefix=DEV4
-// RUN: sl-opt %s --sl-train="seq=3 device-memory=8KiB" | FileCheck %s --check-prefix=DEV8
-// RUN: sl-opt %s --sl-train="seq=3 device-memory=16KiB" | FileCheck %s --check-prefix=DEV16
-// RUN: sl-opt %s --sl-train="seq=3 device-memory=64KiB" | FileCheck %s --check-prefix=DEV64
-// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=3" | FileCheck %s --check-prefix=SUB3
-// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=7" | FileCheck %s --check-prefix=SUB7
-// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=16KiB" | FileCheck %s --check-prefix=HOST16
-// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=32KiB" | FileCheck %s --check-prefix=HOST32
-// RUN: sl-opt %s --sl-train="seq=3 sub-batch-size=2 host-memory=64KiB" | FileCheck %s --check-prefix=HOST64
-// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=7KiB" | FileCheck %s --check-prefix=DIVISOR
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 device-memory=4KiB" | FileCheck %s --check-prefix=DEV4
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 device-memory=8KiB" | FileCheck %s --check-prefix=DEV8
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 device-memory=16KiB" | FileCheck %s --check-prefix=DEV16
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 device-memory=64KiB" | FileCheck %s --check-prefix=DEV64
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 sub-batch-size=3" | FileCheck %s --check-prefix=SUB3
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 sub-batch-size=7" | FileCheck %s --check-prefix=SUB7
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 sub-batch-size=2 host-memory=16KiB" | FileCheck %s --check-prefix=HOST16
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 sub-batch-size=2 host-memory=32KiB" | FileCheck %s --check-prefix=HOST32
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 sub-batch-size=2 host-memory=64KiB" | FileCheck %s --check-prefix=HOST64
+// RUN: sl-opt %s --sl-train="live-blocks=1 seq=3 batch=12 device-memory=7KiB" | FileCheck %s --check-prefix=DIVISOR
 // RUN: sl-opt %s --sl-train="seq=3" -verify-diagnostics -o /dev/null
+// RUN: echo '{"link_gbps": 25, "bf16_tflops": 0.2, "f32_tflops": 0.2, "kernel_overhead_us": 0.000001}' > %t-cheap.json
+// RUN: echo '{"link_gbps": 25, "bf16_tflops": 0.2, "f32_tflops": 0.2, "kernel_overhead_us": 1}' > %t-dear.json
+// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=7KiB target=%t-cheap.json" | FileCheck %s --check-prefix=CHEAP
+// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=7KiB target=%t-dear.json" | FileCheck %s --check-prefix=DEAR
+// RUN: sl-opt %s --sl-train="seq=3 batch=12 device-memory=7KiB" | FileCheck %s --check-prefix=UNMODELLED
 
-// `batch=B seq=S` alone: one sub-batch of B, bound at B, as before planning existed.
-// BATCH: sl.plan = {{{.*}}live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 1 : i64, {{.*}}sub_batch_size = 4 : i64}
+// `batch=B seq=S` alone: one sub-batch of B, bound at B, as before planning existed. Live blocks
+// are left to the planner: at this size the step is all link (parameters and boundaries), and
+// the two blocks as one group save the boundary between them both ways, predicted 3.77e-7 s
+// against 4.10e-7 s with one live block, so it takes 2. Every other RUN line but FIXED gives
+// live-blocks=1, whose memory the comments below work out.
+// BATCH: sl.plan = {{{.*}}live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 1 : i64, {{.*}}sub_batch_size = 4 : i64}
 // BATCH: func.func @train_step(%{{.+}}: tensor<4x3xi64> {{.*}}, %{{.+}}: tensor<4x3xi64>
 
 // batch = sub-batch size x sub-batches; the stages (and so the kernels) are shaped for one
@@ -61,6 +70,16 @@
 // With a batch, the sub-batch is the largest divisor of it that fits, at the number of
 // sub-batches it makes: 12 (one sub-batch) needs 9984 bytes, 6 (two) 7936, 4 (three) 6400.
 // DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6400 : i64, {{.*}}sub_batch_size = 4 : i64
+
+// A smaller sub-batch of a given batch is taken when it is predicted faster, on a machine whose
+// cost per kernel is modelled. With a cheap kernel (1e-6 us), 12 sub-batches of 1 overlap their
+// transfers and compute best: 6.12e-7 s, against 7.21e-7 s for 3 of 4 (the largest that fits
+// 7 KiB), 240 kernels against 60. With a dear one (1 us), the fewest kernels win: 3 of 4 and one
+// live block (54 kernels; two live blocks recompute block 0 in the backward, 60). Where the
+// cost per kernel is not modelled (the cpu profile) the sub-batch stays the largest that fits.
+// CHEAP: live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 12 : i64, {{.*}}sub_batch_size = 1 : i64
+// DEAR: live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, {{.*}}sub_batch_size = 4 : i64
+// UNMODELLED: live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 3 : i64, {{.*}}sub_batch_size = 4 : i64
 
 // expected-error @+1 {{sl-plan: nothing sets the sub-batch size: give batch=, sub-batch-size= or a device-memory= budget to choose it from}}
 module {

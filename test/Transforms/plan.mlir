@@ -1,20 +1,20 @@
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001" | FileCheck %s
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 mode=canonical link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=CANONICAL
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 link-gbps=0.000001 tflops=0.000000001" | FileCheck %s
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 mode=canonical link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=CANONICAL
 // RUN: sl-opt %s --sl-plan="num-sub-batches=3 live-blocks=2 report" -o /dev/null | FileCheck %s --check-prefix=LIVE2
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h200 precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H200
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h200 link-gbps=0.000001 tflops=0.000000001 optimizer-gparams=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=SLOWHOST
-// RUN: echo '{"name": "calibrated-cpu", "source": "a test", "link_gbps": 2, "bf16_tflops": 3, "f32_tflops": 0.5, "host_optimizer_gparams": 0.25}' > %t.json
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=%t.json report" -o /dev/null | FileCheck %s --check-prefix=PROFILE
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=h100-sxm precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H100
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=h200 precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H200
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=h200 link-gbps=0.000001 tflops=0.000000001 optimizer-gparams=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=SLOWHOST
+// RUN: echo '{"name": "calibrated-cpu", "source": "a test", "link_gbps": 2, "bf16_tflops": 3, "f32_tflops": 0.5, "host_optimizer_gparams": 0.25, "kernel_overhead_us": 2}' > %t.json
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=%t.json report" -o /dev/null | FileCheck %s --check-prefix=PROFILE
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=h100-sxm precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H100
 // RUN: sl-run --calibrate %t-measured.json --calibrate-seconds 0.01 | FileCheck %s --check-prefix=MEASURED
-// RUN: sl-opt %s --sl-plan="num-sub-batches=3 target=%t-measured.json report" -o /dev/null | FileCheck %s --check-prefix=CALIBRATED
-// RUN: sl-opt %s --sl-plan="batch=6" | FileCheck %s --check-prefix=BATCH
-// RUN: sl-opt %s --sl-plan="host-memory=9599" | FileCheck %s --check-prefix=HOST3
-// RUN: sl-opt %s --sl-plan="host-memory=9023" | FileCheck %s --check-prefix=HOST2
-// RUN: sl-opt %s --sl-plan="num-sub-batches=20" | FileCheck %s --check-prefix=BOUND
-// RUN: sl-opt %s --sl-plan="num-sub-batches=20" --sl-schedule-subbatches --cse --sl-allocate | FileCheck %s --check-prefix=ALLOCATED
-// RUN: sl-opt %s --sl-plan="device-memory=2816B host-memory=1GiB num-sub-batches=1" | FileCheck %s --check-prefix=EXACT
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=%t-measured.json report" -o /dev/null | FileCheck %s --check-prefix=CALIBRATED
+// RUN: sl-opt %s --sl-plan="live-blocks=1 batch=6" | FileCheck %s --check-prefix=BATCH
+// RUN: sl-opt %s --sl-plan="live-blocks=1 host-memory=9599" | FileCheck %s --check-prefix=HOST3
+// RUN: sl-opt %s --sl-plan="live-blocks=1 host-memory=9023" | FileCheck %s --check-prefix=HOST2
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=20" | FileCheck %s --check-prefix=BOUND
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=20" --sl-schedule-subbatches --cse --sl-allocate | FileCheck %s --check-prefix=ALLOCATED
+// RUN: sl-opt %s --sl-plan="live-blocks=1 device-memory=2816B host-memory=1GiB num-sub-batches=1" | FileCheck %s --check-prefix=EXACT
 
 // A model bound at sub-batch size 2 (3 tokens, width 8, vocabulary 16) whose every figure is
 // worked out by hand below. Link and compute rates of 1000 bytes/s and 1000 FLOP/s make seconds
@@ -94,13 +94,17 @@
 // REPORT-NEXT: speedloader host->device 7.42 KiB (7600 bytes), device->host 4.88 KiB (4992 bytes)
 // REPORT-NEXT: canonical host->device 12.42 KiB (12720 bytes), device->host 7.88 KiB (8064 bytes)
 //
-// Step: the larger of compute and each link direction per phase, where a phase's link carries
+// Step: per phase the largest of compute, each link direction, where a phase's link carries
 // its sub-batches' boundaries, the next phase's parameters and the previous phase's parameter
-// gradients (link and compute are both 1000 per second here): forward prologue max(3*48,
-// 3*48+256, 3*192) = 576, blocks 2448 and 2448 (compute), epilogue 18723, backward blocks 4752
-// and 4752, prologue max(384, 3*(48+192), 256) = 720; 34419, plus the first fetch and the last
-// offload (512 each); compute 3 x (48 + 2 x 816 + 1537 + 4704 + 2 x 1584 + 128) = 33651.
-// REPORT-NEXT: step time: 3.5443e+01 s predicted (3.3651e+01 s of compute)
+// gradients, and the pipeline of its sub-batches: one sub-batch's prefetch p, compute c and
+// offload o, then N - 1 = 2 times the largest of them (link and compute are both 1000 per
+// second here). Forward prologue: p, c, o = 48, 48, 192: 288 + 2 x 192 = 672 (the link: 576
+// back, 3*48+256 in); blocks 192, 816, 192: 1200 + 2 x 816 = 2832 each (compute: 2448);
+// epilogue 240, 6241, 192: 19155 (compute 18723); backward blocks 384, 1584, 192: 5328 each
+// (compute 4752); prologue 240, 128, 0: 848 (the link in: 720). 36995, plus the first fetch
+// and the last offload (512 each); compute 3 x (48 + 2 x 816 + 1537 + 4704 + 2 x 1584 + 128)
+// = 33651.
+// REPORT-NEXT: step time: 3.8019e+01 s predicted (3.3651e+01 s of compute)
 
 // CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 5120 : i64, predicted_host_bytes = 9024 : i64, predicted_host_pool_bytes = 4416 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
 
@@ -221,13 +225,18 @@ module {
 // H200: host optimizer: 1.3241e-07 s
 // A profile file (what sl-run --calibrate writes) names the plan's machine and gives its rates.
 // PROFILE: machine calibrated-cpu (a test)
-// PROFILE: link 2 GB/s per direction, 0.5 TFLOP/s, host AdamW 0.25 G parameters/s
+// PROFILE: link 2 GB/s per direction, 0.5 TFLOP/s, host AdamW 0.25 G parameters/s, 2 us per kernel
+// Its cost per kernel: each sub-batch launches 24 kernels (every op but parameters, constants,
+// reshapes and shapes): prologue 1, blocks 2 + 2, epilogue 2 + 6 (forward and backward), blocks'
+// backward 5 + 5, prologue's 1; 3 sub-batches, 72 kernels, 144 us, most of this small step.
+// PROFILE: step time: {{.*}} s predicted ({{.*}} s of compute, 1.4400e-04 s of it the fixed cost of 72 kernels)
 // sl-run --calibrate measures this machine and writes such a file; sl-opt plans with its rates.
 // MEASURED: "name": "calibrated-cpu",
 // MEASURED: "link_gbps": {{[0-9.e+-]+}},
 // MEASURED: "bf16_tflops": {{[0-9.e+-]+}},
 // MEASURED: "f32_tflops": {{[0-9.e+-]+}},
-// MEASURED: "host_optimizer_gparams": {{[0-9.e+-]+}}
+// MEASURED: "host_optimizer_gparams": {{[0-9.e+-]+}},
+// MEASURED: "kernel_overhead_us": {{[0-9.e+-]+}}
 // MEASURED: sl-run: wrote the machine profile
 // CALIBRATED: machine calibrated-cpu (sl-run --calibrate on the cpu backend, {{[0-9]+}} host threads: 512^3 f32 and 512^3 bf16 MATMUL
 // CALIBRATED: link {{[0-9.e+-]+}} GB/s per direction, {{[0-9.e+-]+}} TFLOP/s, host AdamW {{[0-9.e+-]+}} G parameters/s

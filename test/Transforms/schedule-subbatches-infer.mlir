@@ -2,9 +2,9 @@
 // RUN: sl-opt %s --sl-schedule-subbatches="forward-only" -cse | FileCheck %s --check-prefix=ONE
 // RUN: sl-opt %s --sl-schedule-subbatches="forward-only num-sub-batches=2 mode=canonical" -cse | grep -E "fetch_params|sl.concat" | FileCheck %s --check-prefix=CANON
 // RUN: sl-opt %s --sl-schedule-subbatches="forward-only num-sub-batches=2" -cse --sl-assign-streams | FileCheck %s --check-prefix=STREAMS
-// RUN: sl-opt %s --sl-plan="forward-only num-sub-batches=2 report" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: sl-opt %s --sl-plan="forward-only device-memory=1536 batch=4" | FileCheck %s --check-prefix=FITS
-// RUN: sl-opt %s --sl-plan="forward-only device-memory=1535 batch=4" -verify-diagnostics -o /dev/null
+// RUN: sl-opt %s --sl-plan="live-blocks=1 forward-only num-sub-batches=2 report" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: sl-opt %s --sl-plan="live-blocks=1 forward-only device-memory=1536 batch=4" | FileCheck %s --check-prefix=FITS
+// RUN: sl-opt %s --sl-plan="live-blocks=1 forward-only device-memory=1535 batch=4" -verify-diagnostics -o /dev/null
 
 // An inference step (sl-schedule-subbatches forward-only) of a prologue, two blocks and an
 // epilogue that returns logits: no backward functions, no loss. SpeedLoader, N=2: each group's

@@ -72,6 +72,10 @@ struct StageCosts {
   Linear forwardFlops;
   /// The backward function's FLOPs, which include recomputing the stage forward.
   Linear backwardFlops;
+  /// The kernels the stage function and its backward function launch for one sub-batch: every
+  /// op but the metadata-only ones (parameters, constants, reshapes, shapes).
+  int64_t forwardKernels = 0;
+  int64_t backwardKernels = 0;
   /// Peak live bytes inside the stage function and inside its backward function for one
   /// sub-batch, not counting their arguments (boundary values and parameters, counted apart).
   Envelope forwardWorkspace;
@@ -131,6 +135,10 @@ struct Machine {
   double flopsPerSecond = 0.2e12;
   /// The host's AdamW, parameters per second (0: not modelled).
   double hostOptimizerParamsPerSecond = 0;
+  /// What every kernel costs beyond its FLOPs at `flopsPerSecond`: its launch and the part of a
+  /// small kernel that runs below the rate (0: not modelled). It is what makes N sub-batches of
+  /// b / N slower than one of b for the same FLOPs.
+  double kernelSeconds = 0;
 };
 
 /// One named part of a memory prediction.
@@ -202,12 +210,18 @@ struct Prediction {
   double hostToDeviceBytes = 0;
   double deviceToHostBytes = 0;
   double computeSeconds = 0;
+  /// The part of computeSeconds that is the kernels' fixed cost (Machine::kernelSeconds).
+  double kernelSeconds = 0;
+  int64_t kernels = 0;
   /// The host's AdamW over every parameter (0 when the machine does not model it).
   double optimizerSeconds = 0;
   double stepSeconds = 0;
   /// One sub-batch's boundary activation between blocks: the A of the traffic formulas.
   double boundaryActivationBytes = 0;
 };
+
+/// Traffic and time from the cost model, no memory.
+Prediction predictTime(const ModelCosts &costs, const PlanConfig &config, const Machine &machine);
 
 /// Traffic and time from the cost model; device and host memory from `memory` (what `query`
 /// asks for; the rest is 0).
@@ -226,11 +240,23 @@ struct PlanRequest {
   std::optional<double> hostBudget;
 };
 
-/// Chooses a configuration: live-blocks as given, else 1; the sub-batch size as given (or
-/// batch / num-sub-batches), else the largest that fits the device budget (a divisor of
-/// `batch` when batch is given); then the number of sub-batches as given (or batch /
-/// sub-batch-size), else the most that fit the host budget (1 without one). A configuration
-/// that does not fit is an error through `emitError` that gives the bytes needed and available.
+/// Chooses a configuration. First the memory-first one: live-blocks as given, else 1; the
+/// sub-batch size as given (or batch / num-sub-batches), else the largest that fits the device
+/// budget (a divisor of `batch` when batch is given); then the number of sub-batches as given
+/// (or batch / sub-batch-size), else the most that fit the host budget (1 without one). Then,
+/// where live-blocks or (with batch= given, on a machine whose cost per kernel is modelled) the
+/// sub-batch size was left to it, the fastest predicted configuration (predictTime) among those that fit, if it is predicted at least
+/// kTimeChoiceMinGain faster than the memory-first one; the sub-batch count stays batch / b, or
+/// the host budget's. A configuration that does not fit is an error through `emitError` that
+/// gives the bytes needed and available.
+/// How much faster (a fraction of the step) the model must predict a configuration to choose it
+/// over the memory-first one: its predictions are off by 10-35% (bench/results/planner-regret.md),
+/// mostly alike for configurations of one model, so smaller predicted gains are not taken.
+inline constexpr double kTimeChoiceMinGain = 0.05;
+/// How many configurations predicted faster than the memory-first one are laid out to see if
+/// they fit, fastest first: each layout schedules a step on the probes.
+inline constexpr int kTimeChoiceMaxLayouts = 6;
+
 mlir::FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request,
                                    const Machine &machine, const StepMemoryFn &memory,
                                    llvm::function_ref<mlir::InFlightDiagnostic()> emitError);

@@ -26,6 +26,8 @@ struct MachineProfile {
   double bf16Tflops, f32Tflops;
   /// The host's AdamW, in 10^9 parameters per second (0: not modelled).
   double hostOptimizerGParams;
+  /// Microseconds every kernel costs beyond its FLOPs (0: not modelled).
+  double kernelOverheadUs;
   /// Where the figures come from.
   std::string source;
 };
@@ -37,8 +39,8 @@ std::optional<MachineProfile> lookupMachineProfile(llvm::StringRef name);
 std::string machineProfileNames();
 
 /// The profile in JSON file `path`: an object with "link_gbps", "bf16_tflops" and "f32_tflops"
-/// (positive), and optionally "host_optimizer_gparams" (0 or more; 0: not modelled), "name" and
-/// "source" (strings); any other key is an error. On failure, nullopt and `error` says why.
+/// (positive), and optionally "host_optimizer_gparams" and "kernel_overhead_us" (0 or more; 0:
+/// not modelled), "name" and "source" (strings); any other key is an error. On failure, nullopt and `error` says why.
 std::optional<MachineProfile> loadMachineProfile(llvm::StringRef path, std::string &error);
 
 } // namespace sl

@@ -4,8 +4,9 @@
 //
 // Measured: matrix products (MATMUL kernels through the backend, f32 and bf16, square, in the
 // device arena), host->device copies (host pool to device arena, through the backend's copy: a
-// pinned-memory transfer on CUDA, memcpy on the CPU backend), and the host AdamW (slrt::AdamW
-// over one parameter, as sl-run's trainer steps it). Each is timed over repeated runs after a
+// pinned-memory transfer on CUDA, memcpy on the CPU backend), the host AdamW (slrt::AdamW
+// over one parameter, as sl-run's trainer steps it), and the fixed cost of a kernel (products of
+// 64 x 64 matrices launched many times, less their FLOPs at the large product's rate). Each is timed over repeated runs after a
 // warm-up run, until a minimum time has passed; the rate is the mean over the timed runs.
 #pragma once
 
@@ -35,6 +36,7 @@ struct MachineCalibration {
   double f32Tflops = 0;            // 10^12 floating-point operations per second
   double bf16Tflops = 0;
   double hostOptimizerGParams = 0; // 10^9 parameters per second
+  double kernelOverheadUs = 0;     // microseconds per kernel launched
   // What was measured, for the profile's "source".
   int64_t gemmSizeF32 = 0, gemmSizeBf16 = 0;
   uint64_t copyBytes = 0, optimizerParameters = 0;
@@ -45,7 +47,7 @@ struct MachineCalibration {
 MachineCalibration calibrate(Backend &backend, const CalibrationOptions &options);
 
 // The profile as JSON: {"name", "source", "link_gbps", "bf16_tflops", "f32_tflops",
-// "host_optimizer_gparams", "measured": {...}}, the format sl-opt's target=FILE.json reads.
+// "host_optimizer_gparams", "kernel_overhead_us"}, the format sl-opt's target=FILE.json reads.
 std::string machineProfileJson(const MachineCalibration &calibration, const std::string &name);
 
 } // namespace slrt
