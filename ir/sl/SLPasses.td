@@ -271,6 +271,39 @@ def FoldHeadTransposesPass : Pass<"sl-fold-head-transposes", "mlir::func::FuncOp
   let dependentDialects = ["::sl::SLDialect"];
 }
 
+def ExplicitForwardPass : Pass<"sl-explicit-forward", "mlir::ModuleOp"> {
+  let summary = "a bound @forward as one explicit inference step, every parameter resident";
+  let description = [{
+    Writes `@infer_step` from a `@forward` whose shapes are bound, and erases `@forward`: every
+    parameter fetched to the device once (one `sl.fetch_params`, group "model", of the parameters
+    something computes with), every input prefetched, the body unchanged, every output offloaded
+    to the host pool (a constant output is returned from the host as it is), constants read by
+    device kernels prefetched (`sl.prefetch`). The step's `sl.plan` is one sub-batch of the
+    whole batch (`sub_batch_size`, `num_sub_batches = 1`, `parameter_bytes`).
+
+    It is the step of `--sl-infer` without a memory budget: `sl-assign-streams`, `sl-allocate`
+    (device buffers reused as values die) and `sl-insert-events` lower it like any explicit
+    step. Unlike `sl-schedule-subbatches forward-only` it needs no stages, so any model has one;
+    a `@forward` that calls stage functions (`sl.layer`) is refused.
+
+    Example:
+
+    ```mlir
+    func.func @infer_step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"})
+        attributes {sl.plan = {num_sub_batches = 1 : i64, parameter_bytes = 64 : i64,
+                               sub_batch_size = 2 : i64}} {
+      %w = sl.param "w" : tensor<4x4xf32>
+      %wd = sl.fetch_params %w {group = "model"} : tensor<4x4xf32>
+      %xd = sl.prefetch %x : tensor<2x4xf32>
+      %yd = sl.matmul %xd, %wd : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+      %y = sl.offload %yd : tensor<2x4xf32>
+      return %y : tensor<2x4xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::sl::SLDialect", "mlir::func::FuncDialect"];
+}
+
 def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
   let summary = "the training step as SpeedLoader (or canonical) sub-batch loops with explicit transfers";
   let description = [{

@@ -104,6 +104,16 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   addStepLowering(pm);
 }
 
+void buildInferStepPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
+  buildInferPipeline(pm, options);
+  if (options.planned())
+    return;
+  // Without a budget: every parameter resident, one sub-batch, buffers reused by liveness.
+  pm.addPass(createExplicitForwardPass());
+  pm.addPass(mlir::createCSEPass());
+  addStepLowering(pm);
+}
+
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
                         llvm::StringRef precision) {
   InferPipelineOptions infer;
@@ -226,9 +236,11 @@ void registerPipelines() {
       "sl-schedule-subbatches writes @infer_step, each group's weights fetched from host "
       "memory once for all sub-batches (mode=speedloader) or once per sub-batch "
       "(mode=canonical), boundary activations offloaded between groups and the outputs "
-      "joined on the host. With "
+      "joined on the host. Without them, sl-explicit-forward writes @infer_step with every "
+      "parameter fetched to the device once and every input prefetched, whose device "
+      "buffers sl-allocate reuses as values die. With "
       "`-o FILE.slsched` sl-opt then writes the inference schedule.",
-      buildInferPipeline);
+      buildInferStepPipeline);
 }
 
 } // namespace sl

@@ -11,6 +11,29 @@ using namespace mlir;
 
 namespace sl {
 
+void removeUnusedFetches(Block &body, OpBuilder &builder) {
+  OpBuilder::InsertionGuard guard(builder);
+  for (auto fetch : llvm::make_early_inc_range(body.getOps<FetchParamsOp>())) {
+    SmallVector<Value> used;
+    SmallVector<OpResult> live;
+    for (auto [param, result] : llvm::zip(fetch.getParams(), fetch.getResults()))
+      if (!result.use_empty()) {
+        used.push_back(param);
+        live.push_back(result);
+      }
+    if (used.size() == fetch.getNumResults())
+      continue;
+    if (!used.empty()) {
+      builder.setInsertionPoint(fetch);
+      auto pruned = builder.create<FetchParamsOp>(fetch.getLoc(), ValueRange(used).getTypes(),
+                                                  used, fetch.getGroup());
+      for (auto [from, to] : llvm::zip(live, pruned.getResults()))
+        from.replaceAllUsesWith(to);
+    }
+    fetch.erase();
+  }
+}
+
 SmallVector<Value> inlineStage(OpBuilder &builder, func::FuncOp callee, ValueRange operands,
                                llvm::function_ref<Value(ConstantOp)> constantFor) {
   IRMapping mapping;

@@ -807,25 +807,7 @@ void StepBuilder::removeDeadCode() {
   // computes with, nothing more.
   Block &body = step.getBody().front();
   eraseUnusedOps(body);
-  for (auto fetch : llvm::make_early_inc_range(body.getOps<FetchParamsOp>())) {
-    SmallVector<Value> used;
-    SmallVector<OpResult> live;
-    for (auto [param, result] : llvm::zip(fetch.getParams(), fetch.getResults()))
-      if (!result.use_empty()) {
-        used.push_back(param);
-        live.push_back(result);
-      }
-    if (used.size() != fetch.getNumResults() && !used.empty()) {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPoint(fetch);
-      auto pruned = builder.create<FetchParamsOp>(fetch.getLoc(), ValueRange(used).getTypes(),
-                                                  used, fetch.getGroup());
-      for (auto [from, to] : llvm::zip(live, pruned.getResults()))
-        from.replaceAllUsesWith(to);
-    }
-    if (used.size() != fetch.getNumResults())
-      fetch.erase();
-  }
+  removeUnusedFetches(body, builder);
 }
 
 void StepBuilder::prefetchConstants() {

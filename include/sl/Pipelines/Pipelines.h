@@ -221,10 +221,14 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
                         llvm::StringRef precision);
 
-/// `--sl-infer`: an imported model to a static, simplified forward program ready to be written
-/// as an inference schedule; with a budget or any other planning option, to a planned explicit
-/// step of sub-batches (@infer_step) whose weights stay in host memory.
+/// An imported model to a static, simplified @forward (what training's and generation's copies
+/// are compiled with); with a budget or any other planning option, to a planned explicit step of
+/// sub-batches (@infer_step) whose weights stay in host memory.
 void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options);
+
+/// `--sl-infer`: buildInferPipeline, and without planning options the @forward as one explicit
+/// step (sl-explicit-forward: every parameter resident) with its streams, events and memory.
+void buildInferStepPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options);
 
 void registerPipelines();
 

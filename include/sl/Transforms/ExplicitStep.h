@@ -29,6 +29,10 @@ mlir::RankedTensorType batched(mlir::Type type, int64_t n);
 /// copies of values nobody reads.
 void eraseUnusedOps(mlir::Block &body);
 
+/// Narrows every sl.fetch_params of a step to the parameters whose device copies are read, and
+/// erases one whose copies nobody reads: a group fetches what it computes with, nothing more.
+void removeUnusedFetches(mlir::Block &body, mlir::OpBuilder &builder);
+
 /// Makes every device kernel of a step that reads a host constant read a device copy of it
 /// instead: one sl.prefetch per constant, at the start of the step (after its constants) or of
 /// the sl.program it is in, shared by every reader there. Shape-like operands stay constants.

@@ -1,0 +1,137 @@
+//===- ExplicitForward.cpp - sl-explicit-forward: a bound @forward as one explicit step --------===//
+//
+// Writes @infer_step from a @forward whose shapes are bound: the parameters fetched to the device
+// once (one sl.fetch_params), every input prefetched, the body as it is, every output offloaded
+// to the host pool. It is the step of inference without a memory budget: everything resident,
+// one sub-batch, and what sl-assign-streams, sl-allocate (buffers reused by liveness) and
+// sl-insert-events make of it; a budget goes through sl-plan and sl-schedule-subbatches instead.
+// Unlike those it needs no stages, so any model, with or without transformer blocks, has one.
+//
+//===--------------------------------------------------------------------------------------------===//
+
+#include "sl/Dialect/MemorySpaces.h"
+#include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
+#include "sl/Transforms/ExplicitStep.h"
+#include "sl/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace sl {
+#define GEN_PASS_DEF_EXPLICITFORWARDPASS
+#include "sl/SLPasses.h.inc"
+} // namespace sl
+
+using namespace mlir;
+using namespace sl;
+
+namespace {
+
+struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitForwardPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.isExternal()) {
+      module.emitError("sl-explicit-forward: no @forward function");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol(kInferStepName)) {
+      module.emitError("sl-explicit-forward: the module already has a @") << kInferStepName;
+      return signalPassFailure();
+    }
+    if (!forward.getBody().hasOneBlock()) {
+      forward.emitError("sl-explicit-forward: @forward must have one block");
+      return signalPassFailure();
+    }
+    Block &body = forward.getBody().front();
+    for (Type type : forward.getFunctionType().getInputs()) {
+      auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+      if (!tensor || !tensor.hasStaticShape()) {
+        forward.emitError("sl-explicit-forward: input of type ")
+            << type << " has no static shape; bind the shapes first (sl-bind-shapes)";
+        return signalPassFailure();
+      }
+    }
+    // Calls and layers would need their callees inlined: this is for a model in one function.
+    for (Operation &op : body.without_terminator())
+      if (llvm::isa<LayerOp, func::CallOp>(op)) {
+        op.emitError("sl-explicit-forward: @forward calls stage functions; schedule stages with "
+                     "sl-schedule-subbatches");
+        return signalPassFailure();
+      }
+
+    OpBuilder builder(forward);
+    builder.setInsertionPointAfter(forward);
+    auto step = builder.create<func::FuncOp>(forward.getLoc(), kInferStepName,
+                                             forward.getFunctionType());
+    step.setAllArgAttrs(forward.getAllArgAttrs());
+    step.setAllResultAttrs(forward.getAllResultAttrs());
+    Block *entry = step.addEntryBlock();
+    builder.setInsertionPointToStart(entry);
+    Location loc = forward.getLoc();
+    auto named = [&](const llvm::Twine &name) {
+      return NameLoc::get(builder.getStringAttr(name), loc);
+    };
+
+    // Host values first: the constants (sl::prefetchConstants puts their device copies after
+    // them, at the start), the parameters, then one fetch of all of them and the inputs' copies.
+    IRMapping mapping;
+    for (auto constant : body.getOps<ConstantOp>())
+      builder.clone(*constant, mapping);
+    SmallVector<Value> hostParams;
+    uint64_t parameterBytes = 0;
+    for (auto param : body.getOps<ParamOp>()) {
+      Value host = builder.clone(*param)->getResult(0);
+      hostParams.push_back(host);
+      parameterBytes += storageBytes(param.getType());
+    }
+    if (!hostParams.empty()) {
+      auto fetch = builder.create<FetchParamsOp>(
+          named("fetch the parameters"), ValueRange(hostParams).getTypes(), hostParams, "model");
+      for (auto [param, device] : llvm::zip(body.getOps<ParamOp>(), fetch.getResults()))
+        mapping.map(param.getResult(), device);
+    }
+    for (auto [forwardArg, stepArg] : llvm::zip(body.getArguments(), entry->getArguments()))
+      mapping.map(forwardArg, builder.create<PrefetchOp>(named("prefetch input"), stepArg));
+
+    for (Operation &op : body.without_terminator())
+      if (!llvm::isa<ParamOp, ConstantOp>(op))
+        builder.clone(op, mapping);
+
+    // Outputs go back to the host pool; one already there (a constant) is returned as it is.
+    SmallVector<Value> returned;
+    for (Value v : body.getTerminator()->getOperands()) {
+      Value mapped = mapping.lookupOrDefault(v);
+      if (memorySpaceOf(mapped) == MemorySpace::Device)
+        mapped = builder.create<OffloadOp>(named("offload output"), mapped);
+      returned.push_back(mapped);
+    }
+    builder.create<func::ReturnOp>(loc, returned);
+
+    Block &stepBody = step.getBody().front();
+    // Dead code and the copies of what nobody reads (a parameter nothing computes with is not
+    // fetched), then the parameters only those read.
+    eraseUnusedOps(stepBody);
+    removeUnusedFetches(stepBody, builder);
+    eraseUnusedOps(stepBody);
+    prefetchConstants(stepBody, builder, named("prefetch constant"));
+
+    // The step's plan: one sub-batch of the whole batch, every parameter resident.
+    int64_t batch = 0;
+    if (step.getNumArguments() > 0) {
+      auto first = llvm::cast<RankedTensorType>(step.getArgument(0).getType());
+      batch = first.getRank() > 0 ? first.getDimSize(0) : 1;
+    }
+    step->setAttr(kPlanAttr,
+                  builder.getDictionaryAttr(
+                      {builder.getNamedAttr(plan::kSubBatchSize, builder.getI64IntegerAttr(batch)),
+                       builder.getNamedAttr(plan::kNumSubBatches, builder.getI64IntegerAttr(1)),
+                       builder.getNamedAttr(plan::kParameterBytes,
+                                            builder.getI64IntegerAttr(int64_t(parameterBytes)))}));
+    forward.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,79 @@
+// RUN: rm -rf %t && split-file %s %t
+// RUN: sl-opt %t/model.mlir --sl-explicit-forward | FileCheck %s
+// RUN: sl-opt %t/model.mlir --sl-explicit-forward --sl-assign-streams --sl-allocate --sl-insert-events | FileCheck %s --check-prefix=LOWERED
+// RUN: sl-opt %t/dynamic.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/stages.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/twice.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
+
+// A bound @forward becomes @infer_step: constants first (a device kernel reads a device copy),
+// one fetch of the parameters something computes with ("unused" is not fetched), the input
+// prefetched, the body, the device output offloaded; the constant output is returned from the
+// host as it is. @forward is gone. The plan: one sub-batch of the batch (dimension 0 of the first
+// input), every parameter's bytes (4x4 + 4 floats).
+// CHECK-NOT: func.func @forward
+// CHECK-LABEL: func.func @infer_step(
+// CHECK-SAME: %[[X:.+]]: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"}, tensor<4xf32> {sl.name = "c"})
+// CHECK-SAME: attributes {sl.plan = {num_sub_batches = 1 : i64, parameter_bytes = 80 : i64, sub_batch_size = 2 : i64}}
+// CHECK-NEXT: %[[B:.+]] = sl.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK-NEXT: %[[BD:.+]] = sl.prefetch %[[B]] : tensor<4xf32>
+// CHECK-NEXT: %[[W:.+]] = sl.param "w" : tensor<4x4xf32>
+// CHECK-NEXT: %[[WD:.+]] = sl.fetch_params %[[W]] {group = "model"} : tensor<4x4xf32>
+// CHECK-NEXT: %[[XD:.+]] = sl.prefetch %[[X]] : tensor<2x4xf32>
+// CHECK-NEXT: %[[M:.+]] = sl.matmul %[[XD]], %[[WD]]
+// CHECK-NEXT: %[[Y:.+]] = sl.add %[[M]], %[[BD]]
+// CHECK-NEXT: %[[YH:.+]] = sl.offload %[[Y]] : tensor<2x4xf32>
+// CHECK-NEXT: return %[[YH]], %[[B]] : tensor<2x4xf32>, tensor<4xf32>
+// CHECK-NOT: sl.param "unused"
+
+// Lowered like any explicit step, in 256-byte units of the arena: the constant's copy at 0, the
+// weight at 256, the input at 512, the product at 768; the sum takes the weight's range, free
+// once the product has read it.
+// LOWERED: sl.prefetch {{.*}}sl.offsets = array<i64: 0>, sl.stream = #sl.stream<h2d>
+// LOWERED: sl.fetch_params {{.*}}sl.offsets = array<i64: 256>, sl.stream = #sl.stream<h2d>
+// LOWERED: sl.prefetch {{.*}}sl.offsets = array<i64: 512>, sl.record = 0 : i64, sl.stream = #sl.stream<h2d>
+// LOWERED: sl.matmul {{.*}}sl.offsets = array<i64: 768>, sl.stream = #sl.stream<compute>, sl.wait = array<i64: 0>
+// LOWERED: sl.add {{.*}}sl.offsets = array<i64: 256>, sl.record = 1 : i64, sl.stream = #sl.stream<compute>
+// LOWERED: sl.offload {{.*}}sl.stream = #sl.stream<d2h>, sl.wait = array<i64: 1>
+
+//--- model.mlir
+module {
+  func.func @forward(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"}, tensor<4xf32> {sl.name = "c"}) {
+    %w = sl.param "w" : tensor<4x4xf32>
+    %unused = sl.param "unused" : tensor<4xf32>
+    %b = sl.constant dense<1.0> : tensor<4xf32>
+    %m = sl.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    %y = sl.add %m, %b : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+    return %y, %b : tensor<2x4xf32>, tensor<4xf32>
+  }
+}
+
+//--- dynamic.mlir
+module {
+  // expected-error @+1 {{sl-explicit-forward: input of type 'tensor<?x4xf32>' has no static shape; bind the shapes first (sl-bind-shapes)}}
+  func.func @forward(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+    return %x : tensor<?x4xf32>
+  }
+}
+
+//--- stages.mlir
+module {
+  func.func private @block(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error @+1 {{sl-explicit-forward: @forward calls stage functions; schedule stages with sl-schedule-subbatches}}
+    %h = sl.layer @block(%x) params() {index = 0 : i64, stage = "block"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %h : tensor<2x4xf32>
+  }
+}
+
+//--- twice.mlir
+// expected-error @+1 {{sl-explicit-forward: the module already has a @infer_step}}
+module {
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+  func.func @infer_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+}
