@@ -19,7 +19,6 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
-#include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/StepAttributes.h"
 #include "sl/Transforms/ExplicitStep.h"
@@ -418,18 +417,23 @@ void Sharder::placeZeros() {
     }
     return ops;
   };
-  for (ConstantOp constant : zeroConstants) {
+  for (auto [index, constant] : llvm::enumerate(zeroConstants)) {
     Operation *first = firstUser(constant.getResult());
     if (auto it = existingFirstUser.find(constant);
         it != existingFirstUser.end() && !isBefore(first, it->second))
       continue; // the step asked for it before this pass did
     SmallVector<Operation *> others = constantRun();
     llvm::erase(others, constant.getOperation());
-    auto later = llvm::find_if(others, [&](Operation *other) {
+    // Above the first constant asked for before this one: of the zeros, those asked for earlier
+    // (one concatenation may read several); of the rest, those read earlier.
+    auto earlier = llvm::find_if(others, [&](Operation *other) {
+      auto zero = llvm::find(zeroConstants, llvm::cast<ConstantOp>(other));
+      if (zero != zeroConstants.end())
+        return size_t(zero - zeroConstants.begin()) < index;
       return isBefore(firstUser(other->getResult(0)), first);
     });
-    if (later != others.end())
-      constant->moveBefore(*later);
+    if (earlier != others.end())
+      constant->moveBefore(*earlier);
     else if (!others.empty())
       constant->moveAfter(others.back());
   }
@@ -455,6 +459,7 @@ void Sharder::placeZeros() {
       if (other != copy)
         copies.push_back(other);
     }
+    // After the copies read as early (a concatenation reads its zeros in the order asked for).
     auto later = llvm::find_if(copies, [&](Operation *other) {
       return isBefore(first, firstUser(other->getResult(0)));
     });
