@@ -323,8 +323,8 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
            "The step's batch the user asked for, checked to be N x the sub-batch size "
            "(0: unchecked)">,
     Option<"world", "world", "int64_t", /*default=*/"0",
-           "Ranks the parameters, gradients and optimizer state are sharded over, W (0: from "
-           "sl.plan, else 1)">,
+           "Ranks the step is written for, W (0: from sl.plan, else 1); sl-shard-parameters "
+           "then shards parameters, gradients and optimizer state over them">,
     Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
            "Write the inference step @infer_step instead: every group's forward pass over the "
            "sub-batches (stages need no backward functions), @forward's outputs offloaded per "

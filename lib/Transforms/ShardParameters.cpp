@@ -51,6 +51,7 @@ struct Shard {
   int64_t flatElements = 0;
   Value host;              // the step's sl.param_shard
   unsigned passesLeft = 0; // groups that read it whose backward pass is still to come
+  bool stepped = false;
   Value grad;              // the rank's host gradient of the shard so far
 };
 
@@ -107,7 +108,7 @@ private:
   LogicalResult formShards();
   void createShards();
   void gather(FetchParamsOp fetch);
-  void reduceScatter(const GradientRun &run);
+  LogicalResult reduceScatter(const GradientRun &run);
   void emitOptimizerSteps(ArrayRef<unsigned> finished);
   // A host constant of `count` f32 zeros, shared with an equal one the step has.
   Value zeros(int64_t count);
@@ -224,7 +225,6 @@ LogicalResult Sharder::collect() {
 }
 
 LogicalResult Sharder::formShards() {
-  DenseMap<Value, unsigned> readers;
   for (FetchParamsOp fetch : fetches) {
     Group *group = llvm::find_if(groups, [&](const Group &g) { return g.name == fetch.getGroup(); });
     if (group == groups.end()) {
@@ -341,7 +341,7 @@ Value Sharder::zeros(int64_t count) {
   return constant;
 }
 
-void Sharder::reduceScatter(const GradientRun &run) {
+LogicalResult Sharder::reduceScatter(const GradientRun &run) {
   builder.setInsertionPoint(run.anchor);
   llvm::SetVector<unsigned> read;
   for (auto &[p, acc] : run.accumulated)
@@ -385,11 +385,16 @@ void Sharder::reduceScatter(const GradientRun &run) {
                                   named("accumulate gradient shard of " + shard.name),
                                   shard.grad, host)
                             : host;
+    if (speedLoader && shard.passesLeft == 0)
+      return run.anchor->emitError("sl-shard-parameters: more backward passes offload gradients "
+                                   "of the shard of '")
+             << shard.name << "' than groups read it (is sl.plan's mode the step's?)";
     if (speedLoader && --shard.passesLeft == 0)
       finished.push_back(s);
   }
   if (!finished.empty())
     emitOptimizerSteps(finished);
+  return success();
 }
 
 void Sharder::emitOptimizerSteps(ArrayRef<unsigned> finished) {
@@ -398,6 +403,7 @@ void Sharder::emitOptimizerSteps(ArrayRef<unsigned> finished) {
   for (unsigned s : finished) {
     grads.push_back(shards[s].grad);
     hosts.push_back(shards[s].host);
+    shards[s].stepped = true;
     names += (names.empty() ? "shards of " : ", ") + shards[s].name;
   }
   builder.create<OptimizerStepOp>(named("optimizer step: " + names), loss, grads, hosts);
@@ -479,7 +485,8 @@ LogicalResult Sharder::run() {
   for (FetchParamsOp fetch : fetches)
     gather(fetch);
   for (const GradientRun &run : runs)
-    reduceScatter(run);
+    if (failed(reduceScatter(run)))
+      return failure();
   if (!speedLoader) {
     // Canonical: every shard's gradient is final only after the last sub-batch.
     builder.setInsertionPoint(ret);
@@ -495,6 +502,11 @@ LogicalResult Sharder::run() {
         emitOptimizerSteps(finished);
     }
   }
+  for (const Shard &shard : shards)
+    if (!shard.stepped)
+      return step.emitError("sl-shard-parameters: the shard of '")
+             << shard.name << "' is never stepped: fewer backward passes offload its gradients "
+             << "than groups read it (is sl.plan's mode the step's?)";
   // The rank's gradient of each shard instead of every parameter's gradient.
   SmallVector<Value> returned{loss};
   SmallVector<Attribute> resultAttrs{step.getResultAttrDict(0)};

@@ -83,3 +83,36 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"})
   %c = sl.constant dense<1.0> : tensor<f32>
   return %c : tensor<f32>
 }
+
+// -----
+
+// A speedloader step does one backward pass per group: a second one means the plan's mode is not
+// the step's.
+func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<4xf32> {sl.name = "grad:w"})
+    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+  %w = sl.param "w" : tensor<4xf32>
+  %d0 = sl.fetch_params %w {group = "epilogue"} : tensor<4xf32>
+  %l = sl.reduce_sum %d0 : (tensor<4xf32>) -> tensor<f32>
+  %loss = sl.offload %l : tensor<f32>
+  %g0 = sl.offload %d0 : tensor<4xf32>
+  %d1 = sl.fetch_params %w {group = "epilogue"} : tensor<4xf32>
+  // expected-error @+1 {{sl-shard-parameters: more backward passes offload gradients of the shard of 'epilogue' than groups read it (is sl.plan's mode the step's?)}}
+  %g1 = sl.offload %d1 : tensor<4xf32>
+  %g = sl.accumulate %g0, %g1 : tensor<4xf32>
+  return %loss, %g : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// Two groups read `e`; only one backward pass offloads its gradient.
+// expected-error @+1 {{sl-shard-parameters: the shard of 'prologue' is never stepped: fewer backward passes offload its gradients than groups read it (is sl.plan's mode the step's?)}}
+func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<4xf32> {sl.name = "grad:e"})
+    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+  %e = sl.param "e" : tensor<4xf32>
+  %d0 = sl.fetch_params %e {group = "prologue"} : tensor<4xf32>
+  %d1 = sl.fetch_params %e {group = "epilogue"} : tensor<4xf32>
+  %l = sl.reduce_sum %d1 : (tensor<4xf32>) -> tensor<f32>
+  %loss = sl.offload %l : tensor<f32>
+  %g = sl.offload %d1 : tensor<4xf32>
+  return %loss, %g : tensor<f32>, tensor<4xf32>
+}
