@@ -331,21 +331,12 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     come from the module's `sl.plan` (written by `sl-plan`), else N = 1, K = 1, speedloader,
     world 1. The step carries `sl.plan` with the values used.
 
-    With `world` = W > 1 ranks (data parallel, ZeRO-3), each rank runs the step on its own batch
-    and every group's parameters are sharded: the group (the first one that reads a parameter
-    owns it) is flattened into one vector of which each rank holds 1/W in the host pool
-    (`sl.param_shard`); the step returns `loss` and `grad_shard:<group>` per group instead of
-    `grad:<param>`. Where the one-rank step fetches a group, the sharded one prefetches the rank's
-    shard and all-gathers it on the collective stream (`sl.all_gather`; the parameters are
-    `sl.view`s of the gathered vector), once per pass; where it offloads a group's gradients, the
-    sharded one concatenates them into the group's layout, reduce-scatters them (`sl.reduce_scatter`,
-    once per step) and offloads the rank's shard, whose optimizer step follows. Canonical mode
-    gathers and reduce-scatters per sub-batch, as ZeRO-3 does. Each rank's `loss` is the mean over
-    its own tokens; the backward is seeded with 1/(N W), so that the reduce-scatter's sum is the
-    gradient of the mean over the W ranks' tokens (all ranks have the same number of tokens).
-    A parameter computed in bf16 whose model file stores f32 (`stored_as f32`) is sharded as f32:
-    the step's `sl.param` is f32 (the shard holds the optimizer's master), and after the
-    all-gather its f32 view is cast to bf16 (`sl.cast`) for the stages.
+    With `world` = W > 1 ranks (data parallel, ZeRO-3) the step is written for
+    `sl-shard-parameters`, which shards it: each pass's parameters are fetched by one
+    `sl.fetch_params` holding all its group's parameters (no shares: a shard arrives as one copy
+    and one all-gather), and the backward is seeded with 1/(N W), so that the sum the
+    reduce-scatter takes over ranks is the gradient of the mean over the W ranks' tokens (all
+    ranks have the same number of tokens). `sl.plan` carries `world`.
 
     With `forward-only` the pass writes an inference step instead, `@infer_step(inputs...) ->
     (outputs...)`, from stages that need no backward functions: each group's forward pass in
@@ -365,13 +356,43 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
            "The step's batch the user asked for, checked to be N x the sub-batch size "
            "(0: unchecked)">,
     Option<"world", "world", "int64_t", /*default=*/"0",
-           "Ranks the parameters, gradients and optimizer state are sharded over, W (0: from "
-           "sl.plan, else 1)">,
+           "Ranks the step is written for, W (0: from sl.plan, else 1); sl-shard-parameters "
+           "then shards parameters, gradients and optimizer state over them">,
     Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
            "Write the inference step @infer_step instead: every group's forward pass over the "
            "sub-batches (stages need no backward functions), @forward's outputs offloaded per "
            "sub-batch and joined on the host; one rank">,
   ];
+  let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
+}
+
+def ShardParametersPass : Pass<"sl-shard-parameters", "mlir::ModuleOp"> {
+  let summary = "ZeRO-3: parameters, gradients and optimizer state of the training step sharded over ranks";
+  let description = [{
+    Rewrites the `@train_step` that `sl-schedule-subbatches` writes for `world` = W > 1 ranks
+    (`sl.plan`'s `world`; with one rank the pass changes nothing) into the data-parallel,
+    ZeRO-3 step, keeping its order of issue. Each rank runs the step on its own batch.
+
+    - The first group to fetch a parameter owns it (a tied weight belongs to the first group that
+      reads it). A group's parameters are flattened into one f32 vector (the layout
+      `sl.param_shard` describes: each parameter padded to a multiple of 4 elements, the whole
+      to a multiple of 4 W), of which each rank holds 1/W in the host pool.
+    - Each `sl.fetch_params` becomes, per shard its parameters are in, a prefetch of the rank's
+      shard and an all-gather on the collective stream (`sl.all_gather`); the parameters are
+      `sl.view`s of the gathered vector. What the pass does not read is not gathered.
+    - The offloads that end a backward pass (each parameter's device gradient, summed over the
+      sub-batches) become, per shard, a concatenation into the shard's layout (zeros for a tied
+      weight's other user and for the padding), a reduce-scatter (`sl.reduce_scatter`) and an
+      offload of the rank's part, summed on the host over the passes that read the shard.
+    - Optimizer steps run on shards: with `mode=speedloader` as soon as the last group that
+      reads a shard has done its backward pass, with `mode=canonical` after the last sub-batch.
+      The step returns `loss` and `grad_shard:<group>` per shard instead of `grad:<param>`.
+
+    A parameter computed in bf16 whose model file stores f32 (`stored_as f32`) is sharded as f32:
+    the step's `sl.param` becomes f32 (the shard holds the optimizer's master), and after the
+    all-gather its f32 view is cast to bf16 (`sl.cast`) for the stages. A parameter with no f32
+    values behind it is an error.
+  }];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
 

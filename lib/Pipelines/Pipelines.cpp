@@ -149,6 +149,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   buildStagePipeline(pm, /*batch=*/0, seq, fuse, precision);
   // N, K and the mode come from sl.plan, which holds the given values or the chosen ones.
   pm.addPass(createScheduleSubBatchesPass());
+  pm.addPass(createShardParametersPass());
   // CSE merges each stage's recomputation in backward with its own backward function's.
   pm.addPass(mlir::createCSEPass());
   addStepLowering(pm);

@@ -175,6 +175,8 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
       options.world = world;
       options.forwardOnly = forwardOnly;
       pm.addPass(sl::createScheduleSubBatchesPass(options));
+      if (world > 1)
+        pm.addPass(sl::createShardParametersPass());
       pm.addPass(mlir::createCSEPass());
       llvm::StringRef stepName = forwardOnly ? sl::kInferStepName : sl::kTrainStepName;
       auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>(stepName)

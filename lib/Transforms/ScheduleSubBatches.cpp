@@ -18,9 +18,12 @@
 // order (no loss, no backward, no optimizer), the model's outputs offloaded per sub-batch and
 // joined on the host.
 //
-// With world > 1 the same order holds with sharded parameters: a fetch becomes a prefetch of the
-// rank's shard and an all-gather on the collective stream, the offload of a group's gradients a
-// concatenation, a reduce-scatter and an offload of the rank's shard of them.
+// With world > 1 the step is still unsharded; sl-shard-parameters rewrites it in place, keeping
+// this order: a fetch becomes a prefetch of the rank's shard and an all-gather on the collective
+// stream, the offload of a group's gradients a concatenation, a reduce-scatter and an offload of
+// the rank's shard of them. For that rewrite a pass's parameters are fetched by one
+// sl.fetch_params holding all its group's parameters (a shard arrives as one copy and one
+// all-gather, and is gathered whole), and each rank seeds its backward with 1/(N W).
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -70,19 +73,6 @@ struct Group {
   llvm::SetVector<Value> outputs;
 };
 
-/// With world > 1: the parameters one group owns (those it is the first to read), flattened and
-/// sharded over the ranks (sl.param_shard).
-struct Shard {
-  std::string name;
-  // @forward parameters, in the order of the flattened vector, and where each starts in it.
-  SmallVector<Value> params;
-  DenseMap<Value, int64_t> offset;
-  int64_t flatElements = 0;
-  Value host;              // the step's sl.param_shard
-  unsigned passesLeft = 0; // backward passes still to come of groups that read it
-  Value grad;              // the rank's host gradient of the shard so far
-};
-
 /// One pass of one group over sub-batches: a forward pass, or a backward pass (the last group's
 /// backward pass is also its forward: it computes the loss).
 struct GroupPass {
@@ -90,20 +80,6 @@ struct GroupPass {
   bool backward;
   SmallVector<int64_t> subBatches;
 };
-
-/// Whether a parameter's shard can hold its f32 master weights: an f32 parameter, or one computed
-/// in another type whose model file stores f32 (precision=bf16 of an f32 model). A sharded step
-/// keeps such a parameter as f32 in its shard and casts it after the all-gather.
-bool hasF32Master(Value param) {
-  if (llvm::cast<RankedTensorType>(param.getType()).getElementType().isF32())
-    return true;
-  std::optional<Type> stored = param.getDefiningOp<ParamOp>().getStoredAs();
-  return stored && stored->isF32();
-}
-
-RankedTensorType asF32(Type type) {
-  return llvm::cast<RankedTensorType>(type).clone(Float32Type::get(type.getContext()));
-}
 
 bool isFloat(Value v) {
   return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
@@ -130,19 +106,11 @@ public:
 private:
   LogicalResult collectStages();
   void formGroups();
-  LogicalResult formShards();
-  void createShards();
   func::FuncOp createStep();
   SmallVector<GroupPass> passOrder() const;
 
-  // Fetches `params` (of @forward) of group `group` to the device, mapping them in `into`; with
-  // world > 1 by gathering the shards they are in.
+  // Fetches `params` (of @forward) of group `group` to the device, mapping them in `into`.
   void fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into);
-  void gatherParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into);
-  // With world > 1: the gradients a backward pass of `group` accumulated, reduce-scattered per
-  // shard and offloaded; the optimizer steps of the shards whose gradients are then final.
-  void reduceScatterGradients(const Group &group, const llvm::MapVector<Value, Value> &accumulated);
-  void emitShardOptimizerSteps(ArrayRef<unsigned> finished);
   // Splits the parameters of `passes[index]`'s group into `shares` fetches of about equal bytes,
   // issued one by one by issueNextShare while the current pass prefetches its sub-batches.
   void planNextFetch(ArrayRef<GroupPass> passes, size_t index, size_t shares);
@@ -207,9 +175,6 @@ private:
   Value lossAccumulator, lossHost;
   // Hoisted constants, one per (type, value).
   DenseMap<std::pair<Type, Attribute>, Value> constants;
-  // With world > 1: the shards, and which one holds each @forward parameter.
-  SmallVector<Shard> shards;
-  DenseMap<Value, unsigned> shardOf;
 };
 
 LogicalResult StepBuilder::collectStages() {
@@ -306,55 +271,6 @@ void StepBuilder::formGroups() {
   for (Group &group : groups)
     for (Value param : group.params)
       ++groupsLeft[param];
-}
-
-LogicalResult StepBuilder::formShards() {
-  for (const Group &group : groups) {
-    std::optional<unsigned> own;
-    for (Value param : group.params) {
-      if (shardOf.count(param))
-        continue;
-      if (!hasF32Master(param))
-        return param.getDefiningOp()->emitError("sl-schedule-subbatches: parameter '")
-               << param.getDefiningOp<ParamOp>().getName() << "' is " << param.getType()
-               << " with no f32 values behind it (its model file stores it so, or it is inline "
-                  "in the module); sharding (world > 1) keeps f32 master weights in the "
-                  "shards, read from an f32 model file (export the model in f32: precision=bf16 "
-                  "then computes in bf16)";
-      if (!own) {
-        own = shards.size();
-        shards.emplace_back();
-        shards.back().name = group.name;
-      }
-      shardOf[param] = *own;
-      shards[*own].params.push_back(param);
-    }
-  }
-  for (Shard &shard : shards) {
-    ShardLayout layout = shardLayout(ValueRange(shard.params).getTypes(), world);
-    for (auto [param, offset] : llvm::zip(shard.params, layout.offsets))
-      shard.offset[param] = offset;
-    shard.flatElements = layout.flatElements;
-  }
-  for (const Group &group : groups) {
-    llvm::SetVector<unsigned> read;
-    for (Value param : group.params)
-      read.insert(shardOf.lookup(param));
-    for (unsigned s : read)
-      ++shards[s].passesLeft;
-  }
-  return success();
-}
-
-void StepBuilder::createShards() {
-  for (Shard &shard : shards) {
-    SmallVector<Value> params;
-    for (Value p : shard.params)
-      params.push_back(stepParams.lookup(p));
-    auto type = RankedTensorType::get({shard.flatElements / world}, builder.getF32Type());
-    shard.host = builder.create<ParamShardOp>(named("shard of " + shard.name), type, params,
-                                              shard.name, uint64_t(world));
-  }
 }
 
 func::FuncOp StepBuilder::createStep() {
@@ -469,8 +385,6 @@ SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange o
 void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
   if (params.empty())
     return;
-  if (world > 1)
-    return gatherParams(params, group, into);
   SmallVector<Value> hostParams;
   for (Value p : params)
     hostParams.push_back(stepParams.lookup(p));
@@ -478,100 +392,6 @@ void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRM
                                              ValueRange(hostParams).getTypes(), hostParams, group);
   for (auto [p, d] : llvm::zip(params, fetch.getResults()))
     into.map(p, d);
-}
-
-void StepBuilder::gatherParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
-  llvm::SetVector<unsigned> read;
-  for (Value p : params)
-    read.insert(shardOf.lookup(p));
-  for (unsigned s : read) {
-    const Shard &shard = shards[s];
-    std::string of = shard.name + (shard.name == group ? "" : (" for " + group).str());
-    Value onDevice = builder.create<PrefetchOp>(named("prefetch shard of " + of), shard.host);
-    auto type = RankedTensorType::get({shard.flatElements}, builder.getF32Type());
-    Value whole = builder
-                      .create<AllGatherOp>(named("all-gather " + of), TypeRange{type},
-                                           ValueRange{onDevice}, uint64_t(world))
-                      .getResult(0);
-    for (Value p : params) {
-      if (shardOf.lookup(p) != s)
-        continue;
-      // The shard holds f32 masters; a parameter computed in bf16 is cast on the device.
-      Value view = builder.create<ViewOp>(loc, asF32(p.getType()), whole,
-                                          uint64_t(shard.offset.lookup(p)));
-      if (view.getType() != p.getType())
-        view = builder.create<CastOp>(loc, p.getType(), view,
-                                      TypeAttr::get(llvm::cast<RankedTensorType>(p.getType())
-                                                        .getElementType()));
-      into.map(p, view);
-    }
-  }
-}
-
-void StepBuilder::reduceScatterGradients(const Group &group,
-                                         const llvm::MapVector<Value, Value> &accumulated) {
-  llvm::SetVector<unsigned> read;
-  for (auto &[p, acc] : accumulated)
-    read.insert(shardOf.lookup(p));
-  Type f32 = builder.getF32Type();
-  SmallVector<unsigned> finished;
-  for (unsigned s : read) {
-    Shard &shard = shards[s];
-    std::string of = shard.name + (shard.name == group.name ? "" : " from " + group.name);
-    // The shard's layout, with this pass's gradients and zeros for parameters it did not read
-    // (a tied weight's other user) and for the padding.
-    SmallVector<Value> pieces;
-    int64_t at = 0;
-    auto zeros = [&](int64_t count) {
-      pieces.push_back(splat(RankedTensorType::get({count}, f32), 0.0));
-    };
-    for (Value p : shard.params) {
-      int64_t offset = shard.offset.lookup(p);
-      int64_t count = llvm::cast<RankedTensorType>(p.getType()).getNumElements();
-      if (offset > at)
-        zeros(offset - at);
-      if (Value g = accumulated.lookup(p))
-        pieces.push_back(builder.create<ViewOp>(loc, RankedTensorType::get({count}, f32), g, 0));
-      else
-        zeros(count);
-      at = offset + count;
-    }
-    if (shard.flatElements > at)
-      zeros(shard.flatElements - at);
-    auto flatType = RankedTensorType::get({shard.flatElements}, f32);
-    Value flat = pieces.size() == 1 ? pieces.front()
-                                    : builder.create<ConcatOp>(named("gradients of " + of),
-                                                               flatType, pieces, uint64_t(0))
-                                          .getResult();
-    auto shardType = RankedTensorType::get({shard.flatElements / world}, f32);
-    Value scattered = builder
-                          .create<ReduceScatterOp>(named("reduce-scatter gradients of " + of),
-                                                   TypeRange{shardType}, ValueRange{flat},
-                                                   uint64_t(world))
-                          .getResult(0);
-    Value host = builder.create<OffloadOp>(named(group.name + ": offload gradient shard of " +
-                                                 shard.name),
-                                           scattered);
-    shard.grad = shard.grad ? builder.create<AccumulateOp>(
-                                  named("accumulate gradient shard of " + shard.name),
-                                  shard.grad, host)
-                            : host;
-    if (mode == Mode::SpeedLoader && --shard.passesLeft == 0)
-      finished.push_back(s);
-  }
-  if (!finished.empty())
-    emitShardOptimizerSteps(finished);
-}
-
-void StepBuilder::emitShardOptimizerSteps(ArrayRef<unsigned> finished) {
-  SmallVector<Value> grads, hosts;
-  std::string names;
-  for (unsigned s : finished) {
-    grads.push_back(shards[s].grad);
-    hosts.push_back(shards[s].host);
-    names += (names.empty() ? "shards of " : ", ") + shards[s].name;
-  }
-  builder.create<OptimizerStepOp>(named("optimizer step: " + names), lossHost, grads, hosts);
 }
 
 void StepBuilder::planNextFetch(ArrayRef<GroupPass> passes, size_t index, size_t shares) {
@@ -750,8 +570,6 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
   // The loss is final once the last group's last pass is done.
   if (computesLoss && pass.subBatches.back() == n - 1)
     lossHost = builder.create<OffloadOp>(named("offload loss"), lossAccumulator);
-  if (world > 1)
-    return reduceScatterGradients(group, accumulated);
   // The group's gradients leave the device once per pass.
   SmallVector<Value> finished;
   for (auto &[p, acc] : accumulated) {
@@ -807,6 +625,10 @@ void StepBuilder::removeDeadCode() {
   // computes with, nothing more.
   Block &body = step.getBody().front();
   eraseUnusedOps(body);
+  // Sharded, a pass gathers its shards whole: sl-shard-parameters reads which parameters a group
+  // owns from the fetches and prunes what the pass does not read itself.
+  if (world > 1)
+    return;
   removeUnusedFetches(body, builder);
 }
 
@@ -844,21 +666,10 @@ LogicalResult StepBuilder::build() {
     return failure();
   loc = forward.getLoc();
   formGroups();
-  if (world > 1 && failed(formShards()))
-    return failure();
   step = createStep();
 
-  for (auto param : forward.getBody().front().getOps<ParamOp>()) {
-    Operation *copy = builder.clone(*param);
-    // Sharded, a parameter lives in its shard as f32 (its master): the file's f32 bytes.
-    if (world > 1 && param.getStoredAs() && param.getStoredAs()->isF32()) {
-      copy->getResult(0).setType(asF32(param.getType()));
-      copy->removeAttr(param.getStoredAsAttrName());
-    }
-    stepParams.map(param.getResult(), copy->getResult(0));
-  }
-  if (world > 1)
-    createShards();
+  for (auto param : forward.getBody().front().getOps<ParamOp>())
+    stepParams.map(param.getResult(), builder.clone(*param)->getResult(0));
   hostValue.resize(n);
   hostGrads.resize(n);
   device.resize(n);
@@ -876,7 +687,7 @@ LogicalResult StepBuilder::build() {
               fetched.front());
   for (auto [index, pass] : llvm::enumerate(passes)) {
     // While this pass runs, the next one's parameters arrive: one share per sub-batch.
-    // With world > 1 a group's shard is one copy and one all-gather: no shares.
+    // With world > 1 they arrive as shards, each one copy and one all-gather: no shares.
     planNextFetch(passes, index + 1, world > 1 ? 1 : pass.subBatches.size());
     if (pass.backward)
       emitBackwardPass(pass, fetched[index]);
@@ -892,19 +703,7 @@ LogicalResult StepBuilder::build() {
     step->setAttr(kPlanAttr, planAttribute());
     return success();
   }
-  if (mode == Mode::Canonical && world > 1) {
-    for (unsigned g = groups.size(); g-- > 0;) {
-      llvm::SetVector<unsigned> read;
-      for (Value p : groups[g].params)
-        read.insert(shardOf.lookup(p));
-      SmallVector<unsigned> finished;
-      for (unsigned s : read)
-        if (--shards[s].passesLeft == 0)
-          finished.push_back(s);
-      if (!finished.empty())
-        emitShardOptimizerSteps(finished);
-    }
-  } else if (mode == Mode::Canonical) {
+  if (mode == Mode::Canonical) {
     // Every group's gradients are final only after the last sub-batch.
     for (unsigned g = groups.size(); g-- > 0;) {
       SmallVector<Value> finished;
@@ -917,25 +716,7 @@ LogicalResult StepBuilder::build() {
   }
 
   SmallVector<Value> returned{lossHost};
-  if (world > 1) {
-    // The rank's gradient of each shard instead of every parameter's gradient.
-    SmallVector<Attribute> resultAttrs{step.getResultAttrDict(0)};
-    for (Shard &shard : shards) {
-      returned.push_back(shard.grad);
-      resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-          "sl.name", builder.getStringAttr("grad_shard:" + shard.name))));
-    }
-    step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(),
-                                                 ValueRange(returned).getTypes()));
-    step.setAllResultAttrs(resultAttrs);
-  }
   for (auto param : forward.getBody().front().getOps<ParamOp>()) {
-    if (world > 1) {
-      if (!shardOf.count(param.getResult()))
-        return param.emitError("sl-schedule-subbatches: parameter '")
-               << param.getName() << "' is read by no stage";
-      continue;
-    }
     Value g = hostParamGrad.lookup(param.getResult());
     if (!g)
       return param.emitError("sl-schedule-subbatches: parameter '")

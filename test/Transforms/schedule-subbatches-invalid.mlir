@@ -1,4 +1,5 @@
-// Two ranks: every error but the last comes before sharding, the same for one rank or several.
+// Two ranks: the errors are the same for one rank or several (sharding, sl-shard-parameters,
+// checks the parameters: shard-parameters-invalid.mlir).
 // RUN: sl-opt %s -split-input-file --sl-schedule-subbatches="world=2" -verify-diagnostics
 // Option errors, on the valid module of schedule-subbatches.mlir:
 // RUN: not sl-opt %S/schedule-subbatches.mlir --sl-autodiff --sl-schedule-subbatches="mode=zero3" 2>&1 | FileCheck %s --check-prefix=MODE
@@ -44,21 +45,3 @@ func.func @forward(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}) {
   return %s : tensor<f32>
 }
 
-// -----
-
-// Sharding flattens a group's parameters into f32 (AdamW's master weights).
-func.func private @epilogue(%x: tensor<2xf32>, %w: tensor<2xf64> {sl.param}) -> tensor<f32> {
-  %c = sl.constant dense<1.0> : tensor<f32>
-  return %c : tensor<f32>
-}
-func.func private @epilogue_backward(%x: tensor<2xf32>, %w: tensor<2xf64>, %d: tensor<f32>) -> (tensor<2xf32>, tensor<2xf64>) {
-  %dx = sl.constant dense<0.0> : tensor<2xf32>
-  %dw = sl.constant dense<0.0> : tensor<2xf64>
-  return %dx, %dw : tensor<2xf32>, tensor<2xf64>
-}
-func.func @forward(%x: tensor<2xf32> {sl.name = "x"}) -> (tensor<f32> {sl.name = "loss"}) {
-  // expected-error @+1 {{sl-schedule-subbatches: parameter 'w' is 'tensor<2xf64>' with no f32 values behind it}}
-  %w = sl.param "w" : tensor<2xf64>
-  %l = sl.layer @epilogue(%x) params(%w) {index = 0 : i64, stage = "epilogue"} : (tensor<2xf32>, tensor<2xf64>) -> tensor<f32>
-  return %l : tensor<f32>
-}

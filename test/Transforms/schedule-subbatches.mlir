@@ -2,9 +2,6 @@
 // RUN: sl-opt %s --sl-autodiff --sl-schedule-subbatches="num-sub-batches=2 mode=canonical" -cse | grep -E "fetch_params|optimizer_step" | FileCheck %s --check-prefix=CANON
 // RUN: sl-opt %s --sl-autodiff --sl-schedule-subbatches -cse | FileCheck %s --check-prefix=ONE
 // RUN: sl-opt %s --sl-autodiff --sl-schedule-subbatches="num-sub-batches=2 live-blocks=2 world=2" -cse | FileCheck %s --check-prefix=WORLD
-// RUN: sl-opt %s --sl-autodiff --sl-schedule-subbatches="num-sub-batches=1 live-blocks=2 world=3" -cse | FileCheck %s --check-prefix=PAD
-// RUN: sl-opt %s --sl-autodiff --sl-schedule-subbatches="num-sub-batches=2 live-blocks=2 world=2" -cse | grep -c -E "sl.all_gather|sl.reduce_scatter" | FileCheck %s --check-prefix=COLL-SL
-// RUN: sl-opt %s --sl-autodiff --sl-schedule-subbatches="num-sub-batches=2 live-blocks=2 world=2 mode=canonical" -cse | grep -c -E "sl.all_gather|sl.reduce_scatter" | FileCheck %s --check-prefix=COLL-CANON
 
 // A prologue, three blocks and an epilogue that shares the embedding with the prologue (tied).
 // SpeedLoader, N=3, K=2: groups prologue | layers 0-1 | layers 2 | epilogue. Every group's
@@ -159,61 +156,27 @@ func.func @forward(%ids: tensor<2x3xi64> {sl.name = "input_ids"}, %labels: tenso
   return %loss : tensor<f32>
 }
 
-// Two ranks (world=2), N=2, K=2. Each group owns the parameters it is the first to read (the
-// epilogue owns none: the tied embedding is the prologue's) and is flattened into one shard, of
-// which each rank holds half. The step returns the rank's gradient of each shard.
+// Two ranks (world=2), N=2, K=2: the step sl-shard-parameters shards (shard-parameters.mlir). It
+// is the one-rank step but for two things: a pass's parameters arrive in one sl.fetch_params
+// holding all its group's parameters (a shard is one copy and one all-gather: no shares; and the
+// prologue's backward fetches the embedding it does not read: the shard pass prunes), and the
+// backward is seeded with 1/(N W) = 0.25 (the loss is the mean of the rank's N sub-batches').
 // WORLD-LABEL: func.func @train_step
-// WORLD-SAME: -> (tensor<f32> {sl.name = "loss"}, tensor<16xf32> {sl.name = "grad_shard:prologue"}, tensor<16xf32> {sl.name = "grad_shard:layers 0-1"}, tensor<8xf32> {sl.name = "grad_shard:layers 2"})
+// WORLD-SAME: -> (tensor<f32> {sl.name = "loss"}, tensor<8x4xf32> {sl.name = "grad:embed"}, tensor<4x4xf32> {sl.name = "grad:layers.0.w"}, tensor<4x4xf32> {sl.name = "grad:layers.1.w"}, tensor<4x4xf32> {sl.name = "grad:layers.2.w"})
 // WORLD-SAME: world = 2 : i64
-// The backward is seeded with 1/(N W) = 0.25; the rank's loss is the mean of its N sub-batches'.
 // WORLD-DAG: sl.constant dense<2.500000e-01> : tensor<f32>
 // WORLD-DAG: sl.constant dense<5.000000e-01> : tensor<f32>
-// WORLD: %[[SP:.+]] = sl.param_shard %{{.+}} {group = "prologue", world = 2 : i64} : tensor<8x4xf32> -> tensor<16xf32>
-// WORLD-NEXT: %[[S01:.+]] = sl.param_shard %{{.+}}, %{{.+}} {group = "layers 0-1", world = 2 : i64} : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<16xf32>
-// WORLD-NEXT: %[[S2:.+]] = sl.param_shard %{{.+}} {group = "layers 2", world = 2 : i64} : tensor<4x4xf32> -> tensor<8xf32>
-// Forward: a group's fetch is its shard's prefetch and an all-gather; the parameters are views.
-// WORLD: %[[DP:.+]] = sl.prefetch %[[SP]] : tensor<16xf32>
-// WORLD-NEXT: %[[GP:.+]] = sl.all_gather %[[DP]] {world = 2 : i64} : tensor<16xf32> -> tensor<32xf32>
-// WORLD-NEXT: sl.view %[[GP]] {offset = 0 : i64} : tensor<32xf32> -> tensor<8x4xf32>
-// WORLD: %[[D01:.+]] = sl.prefetch %[[S01]] : tensor<16xf32>
-// WORLD-NEXT: %[[G01:.+]] = sl.all_gather %[[D01]] {world = 2 : i64} : tensor<16xf32> -> tensor<32xf32>
-// WORLD-NEXT: sl.view %[[G01]] {offset = 0 : i64} : tensor<32xf32> -> tensor<4x4xf32>
-// WORLD-NEXT: sl.view %[[G01]] {offset = 16 : i64} : tensor<32xf32> -> tensor<4x4xf32>
-// WORLD: sl.all_gather %{{.+}} {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
-// The epilogue gathers the prologue's shard for the tied embedding.
-// WORLD: sl.prefetch %[[SP]] : tensor<16xf32>
-// WORLD-NEXT: sl.all_gather
-// Backward: the epilogue's gradient of the embedding is the prologue shard's layout; it is
-// reduce-scattered and the rank's half offloaded (accumulated with the prologue's own below).
-// WORLD: %[[RE:.+]] = sl.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<32xf32> -> tensor<16xf32>
-// WORLD-NEXT: %[[HE:.+]] = sl.offload %[[RE]] : tensor<16xf32>
-// A group's gradients are concatenated in its shard's layout, reduce-scattered once, and its
-// shard stepped.
-// WORLD: %[[R2:.+]] = sl.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
-// WORLD-NEXT: %[[H2:.+]] = sl.offload %[[R2]] : tensor<8xf32>
-// WORLD-NEXT: sl.optimizer_step %[[LOSS:.+]] grads(%[[H2]]) params(%[[S2]]) : tensor<f32>, (tensor<8xf32>), (tensor<8xf32>)
-// WORLD: %[[C01:.+]] = sl.concat %{{.+}}, %{{.+}} {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
-// WORLD-NEXT: %[[R01:.+]] = sl.reduce_scatter %[[C01]] {world = 2 : i64} : tensor<32xf32> -> tensor<16xf32>
-// WORLD-NEXT: %[[H01:.+]] = sl.offload %[[R01]] : tensor<16xf32>
-// WORLD-NEXT: sl.optimizer_step %[[LOSS]] grads(%[[H01]]) params(%[[S01]])
-// The prologue's backward reads no embedding (a gather's gradient needs none): no all-gather.
 // WORLD-NOT: sl.all_gather
-// WORLD: %[[RP:.+]] = sl.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<32xf32> -> tensor<16xf32>
-// WORLD-NEXT: %[[HP:.+]] = sl.offload %[[RP]] : tensor<16xf32>
-// WORLD-NEXT: %[[GSP:.+]] = sl.accumulate %[[HE]], %[[HP]] : tensor<16xf32>
-// WORLD-NEXT: sl.optimizer_step %[[LOSS]] grads(%[[GSP]]) params(%[[SP]])
-// WORLD-NEXT: return %[[LOSS]], %[[GSP]], %[[H01]], %[[H2]]
-
-// Three ranks: each shard is padded with zeros to a multiple of 4 x 3 elements, so the gradients
-// are concatenated with zeros before the reduce-scatter.
-// PAD-DAG: %[[Z4:.+]] = sl.constant dense<0.000000e+00> : tensor<4xf32>
-// PAD-DAG: sl.param_shard %{{.+}} {group = "prologue", world = 3 : i64} : tensor<8x4xf32> -> tensor<12xf32>
-// PAD-DAG: sl.param_shard %{{.+}} {group = "layers 2", world = 3 : i64} : tensor<4x4xf32> -> tensor<8xf32>
-// PAD: %[[C:.+]] = sl.concat %{{.+}}, %{{.+}}, %{{.+}} {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>, tensor<4xf32>) -> tensor<36xf32>
-// PAD-NEXT: sl.reduce_scatter %[[C]] {world = 3 : i64} : tensor<36xf32> -> tensor<12xf32>
-
-// Collectives per step: SpeedLoader gathers each group once per pass (6: four forward, the
-// epilogue's gather of the embedding, two backward) and reduce-scatters each group's gradients
-// once (4); canonical does both per sub-batch.
-// COLL-SL: {{^}}10{{$}}
-// COLL-CANON: {{^}}20{{$}}
+// WORLD: %[[E:.+]] = sl.param "embed"
+// WORLD-NEXT: %[[W0:.+]] = sl.param "layers.0.w"
+// WORLD-NEXT: %[[W1:.+]] = sl.param "layers.1.w"
+// WORLD-NEXT: %[[W2:.+]] = sl.param "layers.2.w"
+// WORLD: sl.fetch_params %[[E]] {group = "prologue"}
+// WORLD: sl.fetch_params %[[W0]], %[[W1]] {group = "layers 0-1"}
+// WORLD: sl.fetch_params %[[W2]] {group = "layers 2"}
+// WORLD: sl.fetch_params %[[E]] {group = "epilogue"}
+// WORLD: sl.fetch_params %[[W2]] {group = "layers 2"}
+// WORLD: sl.fetch_params %[[W0]], %[[W1]] {group = "layers 0-1"}
+// WORLD: %[[PE:.+]] = sl.fetch_params %[[E]] {group = "prologue"}
+// WORLD-NOT: %[[PE]]{{[^0-9]}}
+// WORLD: return

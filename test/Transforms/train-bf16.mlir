@@ -39,7 +39,7 @@
 // F32: func.func @train_step({{.*}}) -> (tensor<f32> {sl.name = "loss"}, tensor<16x8xf32> {sl.name = "grad:embed"}
 // F32-NOT: sl.cast
 
-// WORLD: error: sl-schedule-subbatches: parameter 'embed' is 'tensor<16x8xbf16>' with no f32 values behind it (its model file stores it so, or it is inline in the module); sharding (world > 1) keeps f32 master weights in the shards, read from an f32 model file (export the model in f32: precision=bf16 then computes in bf16)
+// WORLD: error: sl-shard-parameters: parameter 'embed' is 'tensor<16x8xbf16>' with no f32 values behind it (its model file stores it so, or it is inline in the module); sharding (world > 1) keeps f32 master weights in the shards, read from an f32 model file (export the model in f32: precision=bf16 then computes in bf16)
 
 // PRECISION: error: sl-convert-precision: precision must be f32 or bf16, got 'fp8'
 
