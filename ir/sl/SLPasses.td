@@ -277,7 +277,7 @@ def ExplicitForwardPass : Pass<"sl-explicit-forward", "mlir::ModuleOp"> {
     Writes `@infer_step` from a `@forward` whose shapes are bound, and erases `@forward`: every
     parameter fetched to the device once (one `sl.fetch_params`, group "model", of the parameters
     something computes with), every input prefetched, the body unchanged, every output offloaded
-    to the host pool (a constant output is returned from the host as it is), constants read by
+    to a host-pool slot of its own (a constant output is prefetched first), constants read by
     device kernels prefetched (`sl.prefetch`). The step's `sl.plan` is one sub-batch of the
     whole batch (`sub_batch_size`, `num_sub_batches = 1`, `parameter_bytes`).
 

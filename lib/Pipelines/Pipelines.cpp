@@ -106,7 +106,7 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
 
 void buildInferStepPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options) {
   buildInferPipeline(pm, options);
-  if (options.planned())
+  if (options.planned() || !options.step)
     return;
   // Without a budget: every parameter resident, one sub-batch, buffers reused by liveness.
   pm.addPass(createExplicitForwardPass());

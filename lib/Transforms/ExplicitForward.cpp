@@ -100,13 +100,14 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
       if (!llvm::isa<ParamOp, ConstantOp>(op))
         builder.clone(op, mapping);
 
-    // Outputs go back to the host pool; one already there (a constant) is returned as it is.
+    // Outputs go back to the host pool, each into a slot of its own: a constant output too goes
+    // to the device and back (a constant's host value is no output buffer).
     SmallVector<Value> returned;
     for (Value v : body.getTerminator()->getOperands()) {
       Value mapped = mapping.lookupOrDefault(v);
-      if (memorySpaceOf(mapped) == MemorySpace::Device)
-        mapped = builder.create<OffloadOp>(named("offload output"), mapped);
-      returned.push_back(mapped);
+      if (memorySpaceOf(mapped) == MemorySpace::Host)
+        mapped = builder.create<PrefetchOp>(named("prefetch constant output"), mapped);
+      returned.push_back(builder.create<OffloadOp>(named("offload output"), mapped));
     }
     builder.create<func::ReturnOp>(loc, returned);
 
@@ -118,18 +119,17 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
     eraseUnusedOps(stepBody);
     prefetchConstants(stepBody, builder, named("prefetch constant"));
 
-    // The step's plan: one sub-batch of the whole batch, every parameter resident.
-    int64_t batch = 0;
+    // The step's plan: one sub-batch of the whole batch (dimension 0 of the first input, where
+    // there is one, and it is not empty), every parameter resident.
+    NamedAttrList planned;
+    planned.set(plan::kNumSubBatches, builder.getI64IntegerAttr(1));
+    planned.set(plan::kParameterBytes, builder.getI64IntegerAttr(int64_t(parameterBytes)));
     if (step.getNumArguments() > 0) {
       auto first = llvm::cast<RankedTensorType>(step.getArgument(0).getType());
-      batch = first.getRank() > 0 ? first.getDimSize(0) : 1;
+      if (first.getRank() > 0 && first.getDimSize(0) > 0)
+        planned.set(plan::kSubBatchSize, builder.getI64IntegerAttr(first.getDimSize(0)));
     }
-    step->setAttr(kPlanAttr,
-                  builder.getDictionaryAttr(
-                      {builder.getNamedAttr(plan::kSubBatchSize, builder.getI64IntegerAttr(batch)),
-                       builder.getNamedAttr(plan::kNumSubBatches, builder.getI64IntegerAttr(1)),
-                       builder.getNamedAttr(plan::kParameterBytes,
-                                            builder.getI64IntegerAttr(int64_t(parameterBytes)))}));
+    step->setAttr(kPlanAttr, planned.getDictionary(builder.getContext()));
     forward.erase();
   }
 };

@@ -486,7 +486,7 @@ def test_token_file_of_the_wrong_dtype(tiny, tmp_path):
     (np.zeros((SEQ, BATCH), np.int64), "input 'input_ids' is i64 [3, 2], but the schedule "
                                        "expects i64 [2, 3]"),
     (np.array([[1, 2, 3], [4, 5, 9]], np.int64),
-     "input 'input_ids' holds 9 at [1, 2]: kernel 2 '/embed/Gather' (GATHER), which indexes axis "
+     "input 'input_ids' holds 9 at [1, 2]: kernel 5 '/embed/Gather' (GATHER), which indexes axis "
      "0 of [8, 4] with it, takes -8..7"),
 ], ids=["dtype", "shape", "id-outside-vocabulary"])
 def test_bad_npy_input(tiny, tmp_path, array, message):

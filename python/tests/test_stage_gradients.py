@@ -66,7 +66,7 @@ def test_stage_gradients_match_autograd(sl_tools, tmp_path, arch, config):
     onnx_path = tmp_path / "model.onnx"
     res = export_model(arch, config, onnx_path, seed=0, constant_folding=False, batch=BATCH,
                        seq=SEQ)
-    passes = ["--sl-append-loss", f"--sl-infer=batch={BATCH} seq={SEQ}",
+    passes = ["--sl-append-loss", f"--sl-infer=batch={BATCH} seq={SEQ} step=false",
               "--sl-partition-layers", "--sl-autodiff", "-canonicalize", "-cse"]
     proc = sl_tools._run([sl_tools.sl_opt, onnx_path, *passes])
     check_ok(proc)

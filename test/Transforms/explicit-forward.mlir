@@ -7,8 +7,8 @@
 
 // A bound @forward becomes @infer_step: constants first (a device kernel reads a device copy),
 // one fetch of the parameters something computes with ("unused" is not fetched), the input
-// prefetched, the body, the device output offloaded; the constant output is returned from the
-// host as it is. @forward is gone. The plan: one sub-batch of the batch (dimension 0 of the first
+// prefetched, the body, the outputs offloaded; the constant output goes to the device and back
+// into a host slot of its own (a constant's host value is no output buffer). @forward is gone. The plan: one sub-batch of the batch (dimension 0 of the first
 // input), every parameter's bytes (4x4 + 4 floats).
 // CHECK-NOT: func.func @forward
 // CHECK-LABEL: func.func @infer_step(
@@ -22,7 +22,9 @@
 // CHECK-NEXT: %[[M:.+]] = sl.matmul %[[XD]], %[[WD]]
 // CHECK-NEXT: %[[Y:.+]] = sl.add %[[M]], %[[BD]]
 // CHECK-NEXT: %[[YH:.+]] = sl.offload %[[Y]] : tensor<2x4xf32>
-// CHECK-NEXT: return %[[YH]], %[[B]] : tensor<2x4xf32>, tensor<4xf32>
+// CHECK-NEXT: %[[BD2:.+]] = sl.prefetch %[[B]] : tensor<4xf32>
+// CHECK-NEXT: %[[BH:.+]] = sl.offload %[[BD2]] : tensor<4xf32>
+// CHECK-NEXT: return %[[YH]], %[[BH]] : tensor<2x4xf32>, tensor<4xf32>
 // CHECK-NOT: sl.param "unused"
 
 // Lowered like any explicit step, in 256-byte units of the arena: the constant's copy at 0, the

@@ -32,6 +32,11 @@ struct InferPipelineOptions : public mlir::PassPipelineOptions<InferPipelineOpti
                      "and KV caches in bf16, computed in f32 by the kernels; the f32 weights of "
                      "the model file are rounded at load)"),
       llvm::cl::init("f32")};
+  Option<bool> step{*this, "step",
+                    llvm::cl::desc("Write the explicit @infer_step with its streams, events and "
+                                   "memory (false: stop at the bound, simplified @forward, for "
+                                   "other passes to take on; unplanned runs only)"),
+                    llvm::cl::init(true)};
   // Planning: any of these makes the inference an explicit step of sub-batches (sl-plan
   // forward-only, sl-schedule-subbatches forward-only), whose weights stay in host memory.
   Option<std::string> deviceMemory{
