@@ -210,8 +210,6 @@ private:
   struct StreamRun;
   struct Threads;
 
-  void loadParameters();
-  void writeConstants();
   void prepareKernels();
   void startThreads();
   void workerMain(size_t worker);
