@@ -123,9 +123,6 @@ struct Executor::Threads {
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::vector<std::thread> threads;
-  // When each copy direction (0: host to device, 1: device to host) is free again (--link-gbps).
-  std::mutex linkMutex;
-  Clock::time_point linkFreeAt[2];
 };
 
 Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options)
@@ -135,10 +132,6 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
   if (schedule_.parameterFiles.size() != static_cast<size_t>(s.parameters_size()))
     throw makeError(schedule_.path,
                     ": parameter files are not resolved (load it with loadSchedule)");
-  if (!(options_.linkGbps >= 0) || std::isinf(options_.linkGbps))
-    throw makeError(
-        "the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
-        options_.linkGbps);
   world_ = std::max<uint32_t>(1, s.world());
   int ranks = options_.comm ? options_.comm->size() : 1;
   if (world_ > 1 && static_cast<uint32_t>(ranks) != world_)
@@ -387,7 +380,6 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
     t.tracing = tracing;
     t.timing = timeKernels_;
     t.program = program;
-    t.linkFreeAt[0] = t.linkFreeAt[1] = Clock::time_point();
     ++t.generation;
     t.wake.notify_all();
     t.progress.wait(lock, [&] { return t.running == 0; });
@@ -606,7 +598,7 @@ void Executor::runKernel(int index, StreamRun &run) {
     if (kernel.op() == sl::schedule::COPY) {
       const TensorRef &src = *plan.operands[0];
       const TensorRef &dst = *plan.results[0];
-      pacedCopy(src, dst);
+      backend_.copy(src, dst);
       uint64_t &counter = src.space == dst.space              ? run.stats.bytesWithinSpace
                           : dst.space == sl::schedule::DEVICE ? run.stats.bytesHostToDevice
                                                               : run.stats.bytesDeviceToHost;
@@ -640,29 +632,6 @@ void Executor::runCollective(int index, StreamRun &run) {
                                  what);
     run.stats.bytesCollective += in.bytes;
   }
-}
-
-void Executor::pacedCopy(const TensorRef &src, const TensorRef &dst) {
-  if (options_.linkGbps == 0 || src.space == dst.space) {
-    backend_.copy(src, dst);
-    return;
-  }
-  // Reserve the direction's link for bytes / bandwidth, after whatever copy of the same direction
-  // (another stream's) holds it, then copy and wait out the reservation.
-  Threads &t = *threads_;
-  auto duration = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(static_cast<double>(src.bytes) / (options_.linkGbps * 1e9)));
-  Clock::time_point begin, end;
-  {
-    std::lock_guard<std::mutex> lock(t.linkMutex);
-    Clock::time_point &freeAt = t.linkFreeAt[dst.space == sl::schedule::DEVICE ? 0 : 1];
-    begin = std::max(Clock::now(), freeAt);
-    end = begin + duration;
-    freeAt = end;
-  }
-  std::this_thread::sleep_until(begin);
-  backend_.copy(src, dst);
-  std::this_thread::sleep_until(end);
 }
 
 bool Executor::waitForEvent(size_t worker, uint32_t slot, bool &blocked) {

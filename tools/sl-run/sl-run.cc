@@ -26,6 +26,7 @@
 #include "slrt/memory_check.h"
 #include "slrt/npy.h"
 #include "slrt/onnx_export.h"
+#include "slrt/paced_backend.h"
 #include "slrt/random_weights.h"
 #include "slrt/rank_agreement.h"
 #include "slrt/report.h"
@@ -145,7 +146,6 @@ struct Options {
 
 slrt::ExecutorOptions executorOptions(const Options &options) {
   slrt::ExecutorOptions executor;
-  executor.linkGbps = options.linkGbps;
   executor.trace = !options.tracePath.empty();
   // The report's op seconds and the trace's kernel spans are where the kernels ran: on the CUDA
   // backend, timed on the GPU.
@@ -645,8 +645,8 @@ slrt::BackendOptions backendOptions(const Options &options) {
 }
 
 int run(const Options &options) {
-  std::unique_ptr<slrt::Backend> backend =
-      slrt::createBackend(options.backendName, backendOptions(options));
+  std::unique_ptr<slrt::Backend> backend = slrt::withLinkPacing(
+      slrt::createBackend(options.backendName, backendOptions(options)), options.linkGbps);
   // With --random-weights the model's files are never opened: they need not exist.
   slrt::LoadedSchedule loaded =
       slrt::loadSchedule(options.schedulePath, !options.randomWeightsSeed,
