@@ -74,13 +74,15 @@ uint64_t loadParameters(const LoadedSchedule &loaded, const std::vector<TensorRe
   uint64_t bytesRead = 0;
   if (randomWeightsSeed) {
     if (world > 1)
-      throw makeError(loaded.path, ": random weights are for schedules of one rank; this one "
-                                      "is for ", world);
+      throw makeError(loaded.path,
+                      ": random weights are for schedules of one rank; this one "
+                      "is for ",
+                      world);
     std::vector<RandomFill> fills;
     for (const sl::schedule::Parameter &p : s.parameters()) {
       const TensorRef &ref = buffers[p.buffer()];
-      fills.push_back({p.name(), ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(ref.dtype)),
-                       ref.dtype});
+      fills.push_back(
+          {p.name(), ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(ref.dtype)), ref.dtype});
     }
     fillRandomWeights(fills, *randomWeightsSeed);
     return 0;
@@ -114,8 +116,8 @@ uint64_t loadParameters(const LoadedSchedule &loaded, const std::vector<TensorRe
       if (std::optional<NonFinite> bad = findNonFinite(
               ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(p.dtype())), p.dtype(), true))
         throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ", bad->index,
-                        " of its ", dtypeName(p.dtype()), " ", formatShape(ref.shape),
-                        " (read", converted ? " as " + dtypeName(p.file_dtype()) : std::string(),
+                        " of its ", dtypeName(p.dtype()), " ", formatShape(ref.shape), " (read",
+                        converted ? " as " + dtypeName(p.file_dtype()) : std::string(),
                         " from offset ", p.file_offset(), "): the model file is corrupt");
       continue;
     }
@@ -133,9 +135,9 @@ uint64_t loadParameters(const LoadedSchedule &loaded, const std::vector<TensorRe
     bytesRead += (end - begin) * elementSize;
     if (std::optional<NonFinite> bad = findNonFinite(into, end - begin, p.dtype(), true))
       throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ",
-                      begin - p.shard_offset() + bad->index, " of its ", dtypeName(p.dtype()),
-                      " [", p.bytes() / elementSize, " elements] (read from offset ",
-                      p.file_offset(), "): the model file is corrupt");
+                      begin - p.shard_offset() + bad->index, " of its ", dtypeName(p.dtype()), " [",
+                      p.bytes() / elementSize, " elements] (read from offset ", p.file_offset(),
+                      "): the model file is corrupt");
   }
   return bytesRead;
 }

@@ -20,9 +20,9 @@ struct Memory {
   explicit Memory(const sl::schedule::Schedule &schedule)
       : device(schedule.device_arena_bytes()), host(schedule.host_pool_bytes()) {
     for (const sl::schedule::Buffer &b : schedule.buffers())
-      buffers.push_back(TensorRef{
-          (b.space() == sl::schedule::DEVICE ? device.data() : host.data()) + b.offset(),
-          b.space(), b.dtype(), toShape(b.shape()), b.bytes()});
+      buffers.push_back(
+          TensorRef{(b.space() == sl::schedule::DEVICE ? device.data() : host.data()) + b.offset(),
+                    b.space(), b.dtype(), toShape(b.shape()), b.bytes()});
   }
   std::vector<float> floats(uint32_t id) const {
     const TensorRef &ref = buffers[id];

@@ -110,7 +110,9 @@ TEST(AssignFilesTest, NamesOrOneBareFile) {
             "--input q=a.npy: unknown input 'q' (the schedule's inputs: x)");
   EXPECT_EQ(errorOf([&] { tooling::assignFiles({"x="}, s.inputs(), "input"); }),
             "--input x=: no file given");
-  EXPECT_EQ(errorOf([&] { tooling::assignFiles({"a.npy", "x=b.npy"}, s.inputs(), "input"); }),
+  EXPECT_EQ(errorOf([&] {
+              tooling::assignFiles({"a.npy", "x=b.npy"}, s.inputs(), "input");
+            }),
             "input 'x' is given twice");
   s.add_inputs()->set_name("y");
   EXPECT_EQ(errorOf([&] { tooling::assignFiles({"a.npy"}, s.inputs(), "input"); }),

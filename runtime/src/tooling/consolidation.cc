@@ -23,8 +23,8 @@ int runConsolidation(const RunOptions &options, const LoadedSchedule &loaded) {
   std::vector<ParameterSpec> specs;
   for (const sl::schedule::Parameter &p : loaded.schedule.parameters())
     specs.push_back({p.name(), toShape(p.shape())});
-  TrainingCheckpoint whole = consolidateShardedCheckpoint(
-      options.consolidatePath, modelFingerprint(loaded.schedule), specs);
+  TrainingCheckpoint whole = consolidateShardedCheckpoint(options.consolidatePath,
+                                                          modelFingerprint(loaded.schedule), specs);
   if (!options.exportOnnxPath.empty()) {
     std::vector<const float *> masters;
     for (const ParameterState &state : whole.parameters)
@@ -43,9 +43,9 @@ int runConsolidation(const RunOptions &options, const LoadedSchedule &loaded) {
   }
   std::printf("consolidated %s (step %llu, %d parameters)%s%s%s%s\n",
               options.consolidatePath.c_str(), static_cast<unsigned long long>(whole.step),
-              static_cast<int>(whole.parameters.size()),
-              options.savePath.empty() ? "" : " into ", options.savePath.c_str(),
-              options.exportOnnxPath.empty() ? "" : " and ", options.exportOnnxPath.c_str());
+              static_cast<int>(whole.parameters.size()), options.savePath.empty() ? "" : " into ",
+              options.savePath.c_str(), options.exportOnnxPath.empty() ? "" : " and ",
+              options.exportOnnxPath.c_str());
   return 0;
 }
 

@@ -60,8 +60,7 @@ int runGeneration(const RunOptions &options, Backend &backend, const LoadedSched
   else
     writeFileAtomically(options.outputArgs[0], lines);
   if (!options.reportPath.empty()) {
-    nlohmann::json report =
-        makeReport(loaded, backend.name(), generator.executor().stats(), {});
+    nlohmann::json report = makeReport(loaded, backend.name(), generator.executor().stats(), {});
     report["generation"] = generator.report();
     describeRun(report, options);
     writeReport(options.reportPath, report);

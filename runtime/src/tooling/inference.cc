@@ -132,9 +132,8 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
     for (const sl::schedule::Binding &b : schedule.inputs())
       if (b.name() == name)
         inputBytes = schedule.buffers(static_cast<int>(b.buffer())).bytes();
-    HostTensor tensor =
-        readNpy(file, saturatingMulAdd<uint64_t>(inputBytes, 2, uint64_t{1} << 20),
-                      "twice the input's bytes, and 1 MiB for the header");
+    HostTensor tensor = readNpy(file, saturatingMulAdd<uint64_t>(inputBytes, 2, uint64_t{1} << 20),
+                                "twice the input's bytes, and 1 MiB for the header");
     try {
       tensor = bfloat16Input(schedule, name, std::move(tensor));
       checkInput(schedule, name, tensor);
@@ -159,9 +158,8 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
     auto file = outputFiles.find(out.name);
     if (file != outputFiles.end())
       // NumPy has no bf16: a bf16 output is written as float32, widened exactly.
-      writeNpy(file->second, out.tensor.dtype == sl::schedule::BF16
-                                       ? widenedToF32(out.tensor)
-                                       : out.tensor);
+      writeNpy(file->second,
+               out.tensor.dtype == sl::schedule::BF16 ? widenedToF32(out.tensor) : out.tensor);
     else if (outputFiles.empty())
       printOutput(out);
   }

@@ -24,8 +24,7 @@ void checkRunOptions(const RunOptions &o) {
   }
   if (!o.consolidatePath.empty() && (!o.inferFlagsGiven.empty() || !o.generateFlagsGiven.empty()))
     throw makeError("--consolidate takes only --save and --export-onnx, not ",
-                    flagList(o.inferFlagsGiven.empty() ? o.generateFlagsGiven
-                                                       : o.inferFlagsGiven));
+                    flagList(o.inferFlagsGiven.empty() ? o.generateFlagsGiven : o.inferFlagsGiven));
   if (!o.consolidatePath.empty())
     for (const std::string &flag : o.trainFlagsGiven)
       if (flag != "--save" && flag != "--export-onnx")

@@ -17,8 +17,7 @@ namespace slrt::tooling {
 namespace {
 
 // World > 1: every parameter's trained weights, gathered from the ranks' parts of the shards.
-std::vector<std::vector<float>> gatherWeights(const Trainer &trainer,
-                                              Communicator &comm) {
+std::vector<std::vector<float>> gatherWeights(const Trainer &trainer, Communicator &comm) {
   ShardedLayout layout = trainer.shardedLayout();
   std::vector<std::vector<float>> shards;
   for (size_t i = 0; i < layout.shards.size(); ++i) {
@@ -42,8 +41,7 @@ std::vector<std::vector<float>> gatherWeights(const Trainer &trainer,
 // nodes; outputs by the path given, since rank 0 writes the index, the report and the ONNX model
 // for every rank and each rank writes its part beside the index. --trace is left out: each rank
 // writes its own file, and no collective depends on it.
-std::vector<AgreementField> agreementFields(const RunOptions &o,
-                                                  const LoadedSchedule &loaded) {
+std::vector<AgreementField> agreementFields(const RunOptions &o, const LoadedSchedule &loaded) {
   auto path = [](const std::string &flag, const std::string &value) {
     AgreementField field = textField(flag, value);
     if (value.empty())
@@ -85,7 +83,8 @@ int runTraining(const RunOptions &options, Backend &backend, const LoadedSchedul
   // they train is noise from a non-model initialisation, so nothing of it may be kept.
   if (options.randomWeightsSeed &&
       (!options.savePath.empty() || !options.exportOnnxPath.empty() || !options.resumePath.empty()))
-    throw makeError("--random-weights: ", loaded.path, " trains from random weights only to "
+    throw makeError("--random-weights: ", loaded.path,
+                    " trains from random weights only to "
                     "measure its speed, so --save, --export-onnx and --resume are refused with it; "
                     "export the model with the weights to start from");
   refuseFlags(options.generateFlagsGiven, "generate", loaded);
@@ -106,8 +105,7 @@ int runTraining(const RunOptions &options, Backend &backend, const LoadedSchedul
     throw makeError(loaded.path, ": ", e.what());
   }
   options.adamw.validate();
-  TokenData data =
-      TokenData::open(options.dataPath, parseTokenDType(options.dataDType));
+  TokenData data = TokenData::open(options.dataPath, parseTokenDType(options.dataDType));
   checkOutputPaths({{"--save", options.savePath},
                     {"--export-onnx", options.exportOnnxPath},
                     {"--report", options.reportPath},
@@ -188,8 +186,8 @@ int runTraining(const RunOptions &options, Backend &backend, const LoadedSchedul
   nlohmann::json ranks = nlohmann::json::array();
   if (!options.reportPath.empty()) {
     const RunStats &stats = trainer.executor().stats();
-    uint64_t mine[4] = {trainer.optimizerStateBytes(), stats.hostPoolBytes,
-                        stats.deviceArenaBytes, stats.bytesCollective};
+    uint64_t mine[4] = {trainer.optimizerStateBytes(), stats.hostPoolBytes, stats.deviceArenaBytes,
+                        stats.bytesCollective};
     std::vector<uint64_t> all(4 * static_cast<size_t>(options.comm ? options.comm->size() : 1));
     if (options.comm)
       options.comm->allGatherBytes(mine, all.data(), sizeof mine, "--report: every rank's figures");
@@ -203,8 +201,7 @@ int runTraining(const RunOptions &options, Backend &backend, const LoadedSchedul
                        {"bytes_collective_last_step", all[4 * r + 3]}});
   }
   if (!options.reportPath.empty() && printing) {
-    nlohmann::json report =
-        makeReport(loaded, backend.name(), trainer.executor().stats(), {});
+    nlohmann::json report = makeReport(loaded, backend.name(), trainer.executor().stats(), {});
     for (const sl::schedule::Binding &b : loaded.schedule.outputs()) {
       const sl::schedule::Buffer &buffer = loaded.schedule.buffers(static_cast<int>(b.buffer()));
       report["outputs"].push_back({{"name", b.name()},
