@@ -2,26 +2,21 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <fcntl.h>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 #include <unordered_map>
 
 #include "kernel_verifier.h"
 #include "gather_indices.h"
 #include "slrt/atomic_file.h"
-#include "slrt/bfloat16.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
-#include "slrt/random_weights.h"
+#include "slrt/parameter_loader.h"
 
 namespace slrt {
 namespace {
@@ -32,54 +27,6 @@ constexpr int64_t kNotWaiting = -1;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// An open file descriptor, closed on scope exit.
-class File {
-public:
-  explicit File(const std::string &path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0)
-      throw makeError(path, ": cannot open (", std::strerror(errno), ")");
-  }
-  ~File() { ::close(fd_); }
-  File(const File &) = delete;
-  File &operator=(const File &) = delete;
-  int fd() const { return fd_; }
-
-private:
-  int fd_;
-};
-
-// Reads exactly `bytes` bytes at `offset`, retrying short reads; the file may have changed since
-// loadSchedule checked its size, so running out of bytes is an Error, not a silent zero fill.
-void preadAll(int fd, std::byte *dst, uint64_t bytes, uint64_t offset, const std::string &path) {
-  while (bytes > 0) {
-    ssize_t n = ::pread(fd, dst, bytes, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      throw makeError(path, ": read failed (", std::strerror(errno), ")");
-    if (n == 0)
-      throw makeError(path, ": file ended early (it changed after the schedule was loaded)");
-    dst += n;
-    bytes -= static_cast<uint64_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-}
-
-// Reads `count` f32 values at `offset` and rounds them into the bf16 elements at `to`, a chunk at
-// a time, so that a large parameter never needs its whole f32 copy in memory.
-void readF32AsBfloat16(int fd, uint16_t *to, uint64_t count, uint64_t offset,
-                       const std::string &path) {
-  constexpr uint64_t kChunk = uint64_t{1} << 20; // elements: 4 MiB of f32
-  std::vector<float> chunk(static_cast<size_t>(std::min(count, kChunk)));
-  for (uint64_t done = 0; done < count;) {
-    uint64_t n = std::min(count - done, kChunk);
-    preadAll(fd, reinterpret_cast<std::byte *>(chunk.data()), n * sizeof(float),
-             offset + done * sizeof(float), path);
-    roundToBfloat16(chunk.data(), to + done, n);
-    done += n;
-  }
 }
 
 // "the schedule's inputs: x, y" or, for a schedule with programs, "the inputs of program
@@ -176,9 +123,6 @@ struct Executor::Threads {
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::vector<std::thread> threads;
-  // When each copy direction (0: host to device, 1: device to host) is free again (--link-gbps).
-  std::mutex linkMutex;
-  Clock::time_point linkFreeAt[2];
 };
 
 Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options)
@@ -188,10 +132,6 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
   if (schedule_.parameterFiles.size() != static_cast<size_t>(s.parameters_size()))
     throw makeError(schedule_.path,
                     ": parameter files are not resolved (load it with loadSchedule)");
-  if (!(options_.linkGbps >= 0) || std::isinf(options_.linkGbps))
-    throw makeError(
-        "the link bandwidth must be a finite number of GB/s >= 0 (0: unthrottled), got ",
-        options_.linkGbps);
   world_ = std::max<uint32_t>(1, s.world());
   int ranks = options_.comm ? options_.comm->size() : 1;
   if (world_ > 1 && static_cast<uint32_t>(ranks) != world_)
@@ -215,8 +155,8 @@ Executor::Executor(const LoadedSchedule &schedule, Backend &backend, const Execu
     refs_.push_back(
         TensorRef{base + b.offset(), b.space(), b.dtype(), toShape(b.shape()), b.bytes()});
   }
-  loadParameters();
-  writeConstants();
+  stats_.parameterBytesRead = loadParameters(schedule_, refs_, rank(), options_.randomWeightsSeed);
+  writeConstants(s, refs_);
   prepareKernels();
   backend_.createEvents(eventSlots_);
   // Whatever timing needs the backend creates now, for the largest program, not in a run's time.
@@ -322,91 +262,6 @@ void Executor::startThreads() {
       thread.join();
     throw makeError("cannot start a host thread for each of the schedule's ", streamRuns_.size(),
                     " streams (", e.what(), ")");
-  }
-}
-
-void Executor::loadParameters() {
-  const sl::schedule::Schedule &s = schedule_.schedule;
-  if (options_.randomWeightsSeed) {
-    if (world_ > 1)
-      throw makeError(schedule_.path, ": random weights are for schedules of one rank; this one "
-                                      "is for ", world_);
-    std::vector<RandomFill> fills;
-    for (const sl::schedule::Parameter &p : s.parameters()) {
-      const TensorRef &ref = refs_[p.buffer()];
-      fills.push_back({p.name(), ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(ref.dtype)),
-                       ref.dtype});
-    }
-    fillRandomWeights(fills, *options_.randomWeightsSeed);
-    return;
-  }
-  // Parameters usually share one file; open each file once.
-  std::map<std::string, std::unique_ptr<File>> files;
-  for (const sl::schedule::Shard &shard : s.shards()) {
-    const TensorRef &ref = refs_[shard.buffer()];
-    std::memset(ref.data, 0, ref.bytes); // the padding between and after the parameters
-  }
-  uint64_t rank = static_cast<uint64_t>(this->rank());
-  for (int i = 0; i < s.parameters_size(); ++i) {
-    const sl::schedule::Parameter &p = s.parameters(i);
-    const std::string &path = schedule_.parameterFiles[static_cast<size_t>(i)];
-    std::unique_ptr<File> &file = files[path];
-    if (!file)
-      file = std::make_unique<File>(path);
-    if (world_ == 1) {
-      const TensorRef &ref = refs_[p.buffer()];
-      bool converted = p.file_dtype() != sl::schedule::DTYPE_UNSPECIFIED &&
-                       p.file_dtype() != p.dtype(); // f32 in the file, bf16 here (verified)
-      if (converted)
-        readF32AsBfloat16(file->fd(), reinterpret_cast<uint16_t *>(ref.data),
-                          ref.bytes / sizeof(uint16_t), p.file_offset(), path);
-      else
-        preadAll(file->fd(), ref.data, p.bytes(), p.file_offset(), path);
-      stats_.parameterBytesRead += p.bytes();
-      // No model has a NaN weight on purpose, and one would only show up steps later as a NaN
-      // loss or output; infinities may be meant (a mask), so the trainer alone refuses those.
-      // Rounding to bf16 keeps a NaN a NaN, so the converted buffer tells as well as the file.
-      if (std::optional<NonFinite> bad = findNonFinite(
-              ref.data, ref.bytes / std::max<uint64_t>(1, dtypeSize(p.dtype())), p.dtype(), true))
-        throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ", bad->index,
-                        " of its ", dtypeName(p.dtype()), " ", formatShape(ref.shape),
-                        " (read", converted ? " as " + dtypeName(p.file_dtype()) : std::string(),
-                        " from offset ", p.file_offset(), "): the model file is corrupt");
-      continue;
-    }
-    // The elements of the parameter that fall into this rank's part of its shard.
-    const sl::schedule::Shard &shard = s.shards(static_cast<int>(p.shard()));
-    uint64_t elementSize = dtypeSize(p.dtype());
-    uint64_t part = shard.elements() / world_;
-    uint64_t begin = std::max(rank * part, p.shard_offset());
-    uint64_t end = std::min((rank + 1) * part, p.shard_offset() + p.bytes() / elementSize);
-    if (begin >= end)
-      continue;
-    std::byte *into = refs_[shard.buffer()].data + (begin - rank * part) * elementSize;
-    preadAll(file->fd(), into, (end - begin) * elementSize,
-             p.file_offset() + (begin - p.shard_offset()) * elementSize, path);
-    stats_.parameterBytesRead += (end - begin) * elementSize;
-    if (std::optional<NonFinite> bad = findNonFinite(into, end - begin, p.dtype(), true))
-      throw makeError(path, ": parameter '", p.name(), "' holds NaN at element ",
-                      begin - p.shard_offset() + bad->index, " of its ", dtypeName(p.dtype()),
-                      " [", p.bytes() / elementSize, " elements] (read from offset ",
-                      p.file_offset(), "): the model file is corrupt");
-  }
-}
-
-void Executor::writeConstants() {
-  for (const sl::schedule::Constant &c : schedule_.schedule.constants()) {
-    const TensorRef &ref = refs_[c.buffer()];
-    // The verifier allows exactly two sizes: the whole buffer, or one element to repeat.
-    if (c.data().size() == ref.bytes) {
-      std::memcpy(ref.data, c.data().data(), ref.bytes);
-      continue;
-    }
-    // A splat: one element, then the filled prefix doubled until the buffer is full.
-    uint64_t filled = std::min<uint64_t>(c.data().size(), ref.bytes);
-    std::memcpy(ref.data, c.data().data(), filled);
-    for (; filled < ref.bytes; filled *= 2)
-      std::memcpy(ref.data + filled, ref.data, std::min(filled, ref.bytes - filled));
   }
 }
 
@@ -525,7 +380,6 @@ void Executor::execute(const std::map<std::string, HostTensor> &inputs, uint32_t
     t.tracing = tracing;
     t.timing = timeKernels_;
     t.program = program;
-    t.linkFreeAt[0] = t.linkFreeAt[1] = Clock::time_point();
     ++t.generation;
     t.wake.notify_all();
     t.progress.wait(lock, [&] { return t.running == 0; });
@@ -744,7 +598,7 @@ void Executor::runKernel(int index, StreamRun &run) {
     if (kernel.op() == sl::schedule::COPY) {
       const TensorRef &src = *plan.operands[0];
       const TensorRef &dst = *plan.results[0];
-      pacedCopy(src, dst);
+      backend_.copy(src, dst);
       uint64_t &counter = src.space == dst.space              ? run.stats.bytesWithinSpace
                           : dst.space == sl::schedule::DEVICE ? run.stats.bytesHostToDevice
                                                               : run.stats.bytesDeviceToHost;
@@ -778,29 +632,6 @@ void Executor::runCollective(int index, StreamRun &run) {
                                  what);
     run.stats.bytesCollective += in.bytes;
   }
-}
-
-void Executor::pacedCopy(const TensorRef &src, const TensorRef &dst) {
-  if (options_.linkGbps == 0 || src.space == dst.space) {
-    backend_.copy(src, dst);
-    return;
-  }
-  // Reserve the direction's link for bytes / bandwidth, after whatever copy of the same direction
-  // (another stream's) holds it, then copy and wait out the reservation.
-  Threads &t = *threads_;
-  auto duration = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(static_cast<double>(src.bytes) / (options_.linkGbps * 1e9)));
-  Clock::time_point begin, end;
-  {
-    std::lock_guard<std::mutex> lock(t.linkMutex);
-    Clock::time_point &freeAt = t.linkFreeAt[dst.space == sl::schedule::DEVICE ? 0 : 1];
-    begin = std::max(Clock::now(), freeAt);
-    end = begin + duration;
-    freeAt = end;
-  }
-  std::this_thread::sleep_until(begin);
-  backend_.copy(src, dst);
-  std::this_thread::sleep_until(end);
 }
 
 bool Executor::waitForEvent(size_t worker, uint32_t slot, bool &blocked) {

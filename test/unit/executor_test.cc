@@ -1,6 +1,6 @@
 // The executor end to end on hand-built schedules (the tiny MLP of version 1 ops, a tiny attention
 // block of version 2 ops, constants, a multi-stream schedule with arena reuse and host
-// accumulation), against the same computations as naive loops; stats, traces, link pacing, the
+// accumulation), against the same computations as naive loops; stats, traces, the
 // OPTIMIZER_STEP hook.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -478,47 +478,6 @@ TEST_F(StreamedExecutorTest, TraceStopsAtItsSpanLimitBetweenRuns) {
     kernels += span.kind == TraceSpan::Kind::kKernel;
   }
   EXPECT_EQ(kernels, 6u);
-}
-
-TEST(ExecutorLinkTest, CopiesArePacedToTheLinkBandwidth) {
-  using namespace sl::schedule;
-  // 1 MiB each way at 1 GB/s: each copy takes at least 1.048576 ms, however fast memcpy is. (A
-  // lower bound: sleeping guarantees it, whatever the machine.)
-  ScheduleBuilder b;
-  constexpr int64_t kFloats = 1 << 18;
-  uint32_t x = b.buffer("x", HOST, F32, {kFloats});
-  uint32_t y = b.buffer("y", HOST, F32, {kFloats});
-  uint32_t a = b.buffer("a", DEVICE, F32, {kFloats});
-  b.input("x", x);
-  b.output("y", y);
-  b.schedule.set_num_events(1);
-  b.kernel(COPY, "in", {x}, a).add_record_events(0);
-  b.kernel(COPY, "out", {a}, y).add_wait_events(0);
-  TempDir dir;
-  writeSchedule(b.schedule, dir.file("copy.slsched"));
-  LoadedSchedule loaded = loadSchedule(dir.file("copy.slsched"));
-  std::unique_ptr<Backend> backend = createCpuBackend();
-  ExecutorOptions options;
-  options.linkGbps = 1;
-  Executor executor(loaded, *backend, options);
-  std::mt19937 rng(1);
-  HostTensor in = f32Tensor({kFloats}, randomFloats(rng, kFloats));
-  std::vector<NamedTensor> out = executor.run({{"x", in}});
-  EXPECT_EQ(out[0].tensor.data, in.data);
-  const RunStats &stats = executor.stats();
-  EXPECT_GE(stats.perStream[1].busySeconds, 1.048576e-3);
-  EXPECT_GE(stats.perStream[2].busySeconds, 1.048576e-3);
-  // The device-to-host copy waited for the host-to-device one, so the run took both.
-  EXPECT_GE(stats.wallSeconds, 2 * 1.048576e-3);
-
-  options.linkGbps = -1;
-  try {
-    Executor bad(loaded, *backend, options);
-    FAIL() << "expected an Error";
-  } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("the link bandwidth must be a finite number of GB/s >= 0 (0: "
-                                    "unthrottled), got -1"));
-  }
 }
 
 TEST(ExecutorHookTest, OptimizerStepsCallTheHookOnTheHostStream) {

@@ -35,8 +35,8 @@ struct StreamStats {
   uint32_t id = 0;
   sl::schedule::StreamKind kind = sl::schedule::STREAM_KIND_UNSPECIFIED;
   uint64_t kernels = 0;
-  // Time its kernels ran, each counted as in OpStats (a copy's includes its link pacing), and time
-  // its host thread was blocked waiting for events.
+  // Time its kernels ran, each counted as in OpStats (a copy's includes the wait of a
+  // PacedBackend's link pacing), and time its host thread was blocked waiting for events.
   double busySeconds = 0;
   double waitSeconds = 0;
 };
@@ -79,11 +79,6 @@ struct RunStats {
 };
 
 struct ExecutorOptions {
-  // Emulates a host<->device link of this many GB/s (1e9 bytes) per direction on a backend whose
-  // copies are memcpys: after each host-to-device or device-to-host copy the copying thread sleeps
-  // until the copy has taken bytes / linkGbps seconds, and copies of one direction take turns, so
-  // each direction moves at most linkGbps. 0: copies run at memory speed.
-  double linkGbps = 0;
   // Record a TraceSpan per kernel, per wait that blocked and per run. Runs are traced whole, from
   // the first, as long as fewer than traceSpanLimit spans are held when one starts.
   bool trace = false;
@@ -143,9 +138,8 @@ public:
   // world > 1: the part of it in this rank's part of its shard, into the shard's buffer, zeros
   // elsewhere) and writes every constant into its own (a one-element constant is repeated over
   // the whole buffer). Error when the job's ranks do not match the schedule's world.
-  // `schedule` and `backend` must outlive the executor. Throws Error for a negative or NaN
-  // options.linkGbps, and for a float parameter holding a NaN (naming the parameter, the element
-  // and the file).
+  // `schedule` and `backend` must outlive the executor. Throws Error for a float parameter
+  // holding a NaN (naming the parameter, the element and the file).
   Executor(const LoadedSchedule &schedule, Backend &backend, const ExecutorOptions &options = {});
   ~Executor();
   Executor(const Executor &) = delete;
@@ -210,8 +204,6 @@ private:
   struct StreamRun;
   struct Threads;
 
-  void loadParameters();
-  void writeConstants();
   void prepareKernels();
   void startThreads();
   void workerMain(size_t worker);
@@ -219,7 +211,6 @@ private:
   void runStream(StreamRun &run, bool tracing, bool timing, uint32_t program);
   void runKernel(int index, StreamRun &run);
   void runCollective(int index, StreamRun &run);
-  void pacedCopy(const TensorRef &src, const TensorRef &dst);
   bool waitForEvent(size_t worker, uint32_t slot, bool &blocked);
   void failIfStuck();
   void recordEvent(uint32_t slot);

@@ -86,7 +86,7 @@ struct TrainerOptions {
   // Error. A schedule without CROSS_ENTROPY and no vocabulary given: not checked here; an
   // out-of-range id is then refused by the kernel that reads it, whose error names the kernel.
   int64_t vocabSize = 0;
-  // How the executor runs each step (link pacing, tracing) and, for a schedule of world > 1, the
+  // How the executor runs each step (tracing, kernel timing) and, for a schedule of world > 1, the
   // job's ranks (executor.comm), which the trainer's own collectives use too.
   ExecutorOptions executor;
 };

@@ -1,0 +1,176 @@
+#include "slrt/tooling/inference.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "slrt/bfloat16.h"
+#include "slrt/checked.h"
+#include "slrt/error.h"
+#include "slrt/executor.h"
+#include "slrt/npy.h"
+#include "slrt/report.h"
+
+namespace slrt::tooling {
+namespace {
+
+void printOutput(const NamedTensor &out) {
+  const HostTensor &t = out.tensor;
+  std::cout << out.name << ": " << dtypeName(t.dtype) << " " << formatShape(t.shape);
+  constexpr uint64_t kShown = 8;
+  uint64_t n = std::min(t.numel(), kShown);
+  std::cout << " =";
+  for (uint64_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+    case sl::schedule::F32:
+      std::cout << ' ' << t.as<float>()[i];
+      break;
+    case sl::schedule::F64:
+      std::cout << ' ' << t.as<double>()[i];
+      break;
+    case sl::schedule::BF16:
+      std::cout << ' ' << bfloat16ToFloat(t.as<uint16_t>()[i]);
+      break;
+    case sl::schedule::I64:
+      std::cout << ' ' << t.as<int64_t>()[i];
+      break;
+    case sl::schedule::I32:
+      std::cout << ' ' << t.as<int32_t>()[i];
+      break;
+    case sl::schedule::BOOL:
+      std::cout << (t.as<uint8_t>()[i] != 0 ? " true" : " false");
+      break;
+    default:
+      std::cout << " (values of " << dtypeName(t.dtype) << " are not printed)\n";
+      return;
+    }
+  }
+  std::cout << (t.numel() > n ? " ...\n" : "\n");
+}
+
+// NumPy has no bf16: an input the schedule takes as bf16 is given as a float32 .npy and rounded
+// to nearest even, as torch's tensor.to(torch.bfloat16) does. Other inputs are returned as they
+// are (checkInput checks them).
+HostTensor bfloat16Input(const sl::schedule::Schedule &schedule, const std::string &name,
+                         HostTensor tensor) {
+  for (const sl::schedule::Binding &b : schedule.inputs()) {
+    if (b.name() != name ||
+        schedule.buffers(static_cast<int>(b.buffer())).dtype() != sl::schedule::BF16)
+      continue;
+    if (tensor.dtype != sl::schedule::F32)
+      throw makeError("input '", name, "' is ", dtypeName(tensor.dtype),
+                      ", but the schedule takes it as bf16: give it as float32 (rounded to bf16 "
+                      "on reading; NumPy has no bf16)");
+    return roundedToBfloat16(tensor);
+  }
+  return tensor;
+}
+
+} // namespace
+
+std::map<std::string, std::string>
+assignFiles(const std::vector<std::string> &args,
+            const google::protobuf::RepeatedPtrField<sl::schedule::Binding> &bindings,
+            const std::string &kind) {
+  std::string names;
+  for (const sl::schedule::Binding &b : bindings)
+    names += (names.empty() ? "" : ", ") + b.name();
+  if (names.empty())
+    names = "none";
+  std::map<std::string, std::string> files;
+  for (const std::string &arg : args) {
+    std::string name, file;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      file = arg.substr(eq + 1);
+      bool known = false;
+      for (const sl::schedule::Binding &b : bindings)
+        known = known || b.name() == name;
+      if (!known)
+        throw makeError("--", kind, " ", arg, ": unknown ", kind, " '", name, "' (the schedule's ",
+                        kind, "s: ", names, ")");
+    } else if (bindings.size() == 1) {
+      name = bindings[0].name();
+      file = arg;
+    } else {
+      throw makeError("--", kind, " ", arg, ": the schedule has ", bindings.size(), " ", kind,
+                      "s (", names, "), so name it: --", kind, " NAME=FILE");
+    }
+    if (file.empty())
+      throw makeError("--", kind, " ", arg, ": no file given");
+    if (!files.emplace(name, file).second)
+      throw makeError(kind, " '", name, "' is given twice");
+  }
+  return files;
+}
+
+int runInference(const RunOptions &options, Backend &backend, const LoadedSchedule &loaded) {
+  const sl::schedule::Schedule &schedule = loaded.schedule;
+  refuseFlags(options.trainFlagsGiven, "train", loaded);
+  refuseFlags(options.generateFlagsGiven, "generate", loaded);
+  if (schedule.programs_size() > 1)
+    throw makeError(loaded.path, " has ", schedule.programs_size(),
+                    " programs; sl-run runs a schedule of several programs only when it is a "
+                    "generate schedule, and this one is of kind '",
+                    schedule.kind(), "'");
+
+  // Everything the user gave is checked before parameters are loaded or anything runs.
+  std::map<std::string, std::string> inputFiles =
+      assignFiles(options.inputArgs, schedule.inputs(), "input");
+  std::map<std::string, std::string> outputFiles =
+      assignFiles(options.outputArgs, schedule.outputs(), "output");
+  for (const sl::schedule::Binding &b : schedule.inputs())
+    if (!inputFiles.count(b.name()))
+      throw makeError("missing input '", b.name(), "': give --input ",
+                      schedule.inputs_size() == 1 ? "FILE.npy" : b.name() + "=FILE.npy");
+  std::map<std::string, HostTensor> inputs;
+  for (const auto &[name, file] : inputFiles) {
+    // Twice the input's bytes (an f32 file for a bf16 input, or a wider integer type, which
+    // checkInput then names) and room for the header: a file past it cannot be the input, and is
+    // refused before it is read.
+    uint64_t inputBytes = 0;
+    for (const sl::schedule::Binding &b : schedule.inputs())
+      if (b.name() == name)
+        inputBytes = schedule.buffers(static_cast<int>(b.buffer())).bytes();
+    HostTensor tensor = readNpy(file, saturatingMulAdd<uint64_t>(inputBytes, 2, uint64_t{1} << 20),
+                                "twice the input's bytes, and 1 MiB for the header");
+    try {
+      tensor = bfloat16Input(schedule, name, std::move(tensor));
+      checkInput(schedule, name, tensor);
+    } catch (const Error &e) {
+      throw makeError(file, ": ", e.what());
+    }
+    inputs.emplace(name, std::move(tensor));
+  }
+  std::vector<std::pair<const char *, std::string>> outputPaths = {{"--report", options.reportPath},
+                                                                   {"--trace", options.tracePath}};
+  for (const auto &[name, file] : outputFiles)
+    outputPaths.emplace_back("--output", file);
+  checkOutputPaths(outputPaths, runInputs(options, loaded, inputFiles));
+  RunMemoryOptions memory;
+  memory.writeOutputs = !outputFiles.empty();
+  checkMemory(loaded, backend, memory);
+
+  Executor executor(loaded, backend, executorOptions(options));
+  std::vector<NamedTensor> outputs = executor.run(inputs);
+
+  for (const NamedTensor &out : outputs) {
+    auto file = outputFiles.find(out.name);
+    if (file != outputFiles.end())
+      // NumPy has no bf16: a bf16 output is written as float32, widened exactly.
+      writeNpy(file->second,
+               out.tensor.dtype == sl::schedule::BF16 ? widenedToF32(out.tensor) : out.tensor);
+    else if (outputFiles.empty())
+      printOutput(out);
+  }
+  if (!options.reportPath.empty()) {
+    nlohmann::json report = makeReport(loaded, backend.name(), executor.stats(), outputs);
+    describeRun(report, options);
+    writeReport(options.reportPath, report);
+  }
+  if (!options.tracePath.empty())
+    executor.writeTrace(options.tracePath);
+  return 0;
+}
+
+} // namespace slrt::tooling
