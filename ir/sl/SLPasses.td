@@ -540,6 +540,18 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
            "Plan an inference step (sl-schedule-subbatches forward-only): stages without "
            "backward functions, no loss, no optimizer state">,
+    Option<"stagePipeline", "stage-pipeline", "std::string",
+           /*default=*/"\"builtin.module(sl-bind-inputs{inputs=past_key_values},sl-bind-shapes,"
+           "canonicalize,func.func(sl-fuse-transformer),canonicalize,cse,"
+           "func.func(sl-fold-matmul-transposes,sl-fold-head-transposes),sl-partition-layers,"
+           "sl-autodiff,func.func(sl-fold-matmul-transposes,sl-fold-head-transposes))\"",
+           "The passes that compile a copy of a module not yet partitioned into stages to "
+           "stages, its batch bound by the copy's sl.bind_shapes (default: --sl-train's, fused, "
+           "f32, seq bound by the model)">,
+    Option<"stepPipeline", "step-pipeline", "std::string", /*default=*/"\"\"",
+           "The passes that write the step of a configuration (the copy's sl.plan) on a "
+           "measured copy (none: builtin.module(sl-schedule-subbatches,sl-shard-parameters,cse), "
+           "or with forward-only builtin.module(sl-schedule-subbatches{forward-only=true},cse))">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
@@ -608,6 +620,17 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
            "Keep the KV caches on the device (true), stream each chunk every program run "
            "(false), or let device-memory choose (auto: the device when they fit, else "
            "streamed)", "::sl::placementValues()">,
+    Option<"stagePipeline", "stage-pipeline", "std::string",
+           /*default=*/"\"builtin.module(sl-bind-inputs{inputs=past_key_values},sl-bind-shapes,"
+           "canonicalize,func.func(sl-fuse-transformer),canonicalize,cse,"
+           "func.func(sl-fold-matmul-transposes,sl-fold-head-transposes),sl-partition-layers)\"",
+           "The passes that compile a copy of the module, bound at the sizes of its "
+           "sl.bind_shapes, to stages (default: --sl-generate's, fused, f32)">,
+    Option<"stepPipeline", "step-pipeline", "std::string",
+           /*default=*/"\"builtin.module(sl-schedule-generation,cse,"
+           "func.func(sl-assign-streams,sl-allocate))\"",
+           "The passes that write and lay out the generation step of a candidate plan (the "
+           "copy's sl.generation) to measure its arena and pool">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
