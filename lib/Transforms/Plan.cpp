@@ -45,63 +45,20 @@ namespace {
 constexpr int64_t kProbeSmall = 2;
 constexpr int64_t kProbeLarge = 4;
 
-struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
-  using PlanPassBase::PlanPassBase;
+struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> {
+  using CopyPipelinePass::CopyPipelinePass;
 
-  /// The pipeline options, checked where sl-opt's command line gives them.
-  LogicalResult initializeOptions(
-      llvm::StringRef options,
-      llvm::function_ref<LogicalResult(const llvm::Twine &)> errorHandler) override {
-    if (failed(PlanPassBase::initializeOptions(options, errorHandler)))
-      return failure();
-    std::string error;
-    for (auto [option, text] : pipelineOptions())
-      if (failed(sl::parseCopyPipeline("sl-plan", option, text, error)))
-        return errorHandler(error);
-    return success();
-  }
-
-  /// Parses the pipelines, however the options were given (a pipeline builds the pass from its
-  /// options struct).
-  LogicalResult initialize(MLIRContext *context) override {
-    std::string error;
-    auto [stageOption, stageText] = pipelineOptions()[0];
-    auto [stepOption, stepText] = pipelineOptions()[1];
-    FailureOr<OpPassManager> parsedStages =
-        sl::parseCopyPipeline("sl-plan", stageOption, stageText, error);
-    FailureOr<OpPassManager> parsedSteps =
-        sl::parseCopyPipeline("sl-plan", stepOption, stepText, error);
-    if (failed(parsedStages) || failed(parsedSteps))
-      return mlir::emitError(UnknownLoc::get(context)) << error;
-    stagePasses = std::move(*parsedStages);
-    stepPasses = std::move(*parsedSteps);
-    return success();
-  }
-
-  void getDependentDialects(DialectRegistry &registry) const override {
-    PlanPassBase::getDependentDialects(registry);
-    for (auto [option, text] : pipelineOptions())
-      sl::addCopyPipelineDialects(text, registry);
-  }
-
-  /// The pipeline options and the pipelines they give: step-pipeline's default (empty) is what
-  /// --sl-train and --sl-infer run after binding: sl-schedule-subbatches (forward-only as this
-  /// pass is), sl-shard-parameters for training (nothing to shard on one rank), then cse.
-  SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const {
+  enum Pipeline : unsigned { kStages, kSteps };
+  /// stage-pipeline, and step-pipeline, whose default (empty) is what --sl-train and --sl-infer
+  /// run after binding: sl-schedule-subbatches (forward-only as this pass is),
+  /// sl-shard-parameters for training (nothing to shard on one rank), then cse.
+  SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const override {
     std::string steps = stepPipeline;
     if (steps.empty())
       steps = forwardOnly
                   ? "builtin.module(sl-schedule-subbatches{forward-only=true},cse)"
                   : "builtin.module(sl-schedule-subbatches,sl-shard-parameters,cse)";
     return {{"stage-pipeline", stagePipeline}, {"step-pipeline", steps}};
-  }
-
-  /// Runs `pipeline` on `copy` (nested in the module meanwhile).
-  LogicalResult runOnCopy(OpPassManager &pipeline, ModuleOp copy) {
-    return sl::runOnCopy(
-        getOperation(), copy, pipeline,
-        [this](OpPassManager &pm, Operation *op) { return runPipeline(pm, op); },
-        getAnalysisManager());
   }
 
   /// The machine's rates: the target's profile (cpu's without one), then each rate given.
@@ -235,11 +192,11 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
         plan.push_back(b.getNamedAttr(sl::plan::kWorld, b.getI64IntegerAttr(world)));
       (*copy)->setAttr(sl::kPlanAttr, b.getDictionaryAttr(plan));
       llvm::StringRef stepName = forwardOnly ? sl::kInferStepName : sl::kTrainStepName;
-      bool ran = succeeded(runOnCopy(stepPasses, *copy));
+      bool ran = succeeded(runOnCopy(kSteps, *copy));
       auto step = ran ? (*copy).lookupSymbol<func::FuncOp>(stepName) : func::FuncOp();
       if (ran && !step && !state->schedulingFailed)
         mlir::emitError(getOperation().getLoc(), "sl-plan: step-pipeline='")
-            << pipelineOptions()[1].second << "' wrote no @" << stepName
+            << pipelineOptions()[kSteps].second << "' wrote no @" << stepName
             << (forwardOnly ? " (an inference plan needs sl-schedule-subbatches{forward-only=true})"
                             : " (a training plan needs sl-schedule-subbatches)");
       if (!step) {
@@ -448,7 +405,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                        b.getDictionaryAttr(b.getNamedAttr(sl::shapes::kBatch,
                                                           b.getI64IntegerAttr(subBatchSize))));
     }
-    if (failed(runOnCopy(stagePasses, *copy))) {
+    if (failed(runOnCopy(kStages, *copy))) {
       InFlightDiagnostic diag =
           mlir::emitError(module.getLoc(), "sl-plan: compiling a copy of the model to stages ");
       if (subBatchSize > 0)
@@ -558,8 +515,6 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                           prediction.optimizerSeconds);
   }
 
-  /// stage-pipeline and step-pipeline, parsed.
-  OpPassManager stagePasses, stepPasses;
   // Per run (shared, not copied, by clones of the pass; runOnOperation starts it afresh): the
   // copies of the module the costs were measured on with the sub-batch size each is bound at,
   // and the steps scheduled on them.

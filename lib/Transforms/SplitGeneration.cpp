@@ -51,55 +51,16 @@ using namespace mlir;
 
 namespace {
 
-struct SplitGenerationPass : public sl::impl::SplitGenerationPassBase<SplitGenerationPass> {
-  using SplitGenerationPassBase::SplitGenerationPassBase;
-
-  /// The pipeline options, checked where sl-opt's command line gives them.
-  LogicalResult initializeOptions(
-      llvm::StringRef options,
-      llvm::function_ref<LogicalResult(const llvm::Twine &)> errorHandler) override {
-    if (failed(SplitGenerationPassBase::initializeOptions(options, errorHandler)))
-      return failure();
-    std::string error;
-    for (auto [option, text] : pipelineOptions())
-      if (failed(sl::parseCopyPipeline("sl-split-generation", option, text, error)))
-        return errorHandler(error);
-    return success();
-  }
-
-  /// Parses the pipelines, however the options were given (--sl-generate builds the pass from
-  /// its options struct).
-  LogicalResult initialize(MLIRContext *context) override {
-    std::string error;
-    FailureOr<OpPassManager> parsedStages =
-        sl::parseCopyPipeline("sl-split-generation", "stage-pipeline", stagePipeline, error);
-    FailureOr<OpPassManager> parsedSteps =
-        sl::parseCopyPipeline("sl-split-generation", "step-pipeline", stepPipeline, error);
-    if (failed(parsedStages) || failed(parsedSteps))
-      return mlir::emitError(UnknownLoc::get(context)) << error;
-    stagePasses = std::move(*parsedStages);
-    stepPasses = std::move(*parsedSteps);
-    return success();
-  }
-
-  void getDependentDialects(DialectRegistry &registry) const override {
-    SplitGenerationPassBase::getDependentDialects(registry);
-    for (auto [option, text] : pipelineOptions())
-      sl::addCopyPipelineDialects(text, registry);
-  }
+struct SplitGenerationPass
+    : public sl::CopyPipelinePass<sl::impl::SplitGenerationPassBase<SplitGenerationPass>> {
+  using CopyPipelinePass::CopyPipelinePass;
 
   void runOnOperation() override;
 
 private:
-  SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const {
+  enum Pipeline : unsigned { kStages, kSteps };
+  SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const override {
     return {{"stage-pipeline", stagePipeline}, {"step-pipeline", stepPipeline}};
-  }
-  /// Runs `pipeline` on `copy` (nested in the module meanwhile).
-  LogicalResult runOnCopy(OpPassManager &pipeline, ModuleOp copy) {
-    return sl::runOnCopy(
-        getOperation(), copy, pipeline,
-        [this](OpPassManager &pm, Operation *op) { return runPipeline(pm, op); },
-        getAnalysisManager());
   }
   /// A copy of the module compiled by stage-pipeline at [batch, seq].
   FailureOr<OwningOpRef<ModuleOp>> compile(int64_t batch, int64_t seq);
@@ -117,9 +78,6 @@ private:
                       sl::GenerationFootprint predicted);
   LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
   LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
-
-  /// stage-pipeline and step-pipeline, parsed.
-  OpPassManager stagePasses, stepPasses;
   /// splitAt's compiled copies for one run of the pass; a copy of the pass starts empty.
   struct SplitCache {
     SplitCache() = default;
@@ -280,7 +238,7 @@ FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int
                    builder.getDictionaryAttr(
                        {builder.getNamedAttr(sl::shapes::kBatch, builder.getI64IntegerAttr(batch)),
                         builder.getNamedAttr(sl::shapes::kSeq, builder.getI64IntegerAttr(seq))}));
-  if (failed(runOnCopy(stagePasses, *copy))) {
+  if (failed(runOnCopy(kStages, *copy))) {
     mlir::emitError(module.getLoc(), "sl-split-generation: compiling a copy of the model at [")
         << batch << ", " << seq << "] failed (see the errors above)";
     return failure();
@@ -295,7 +253,7 @@ SplitGenerationPass::measure(int64_t b, int64_t count, sl::GenerationResidence r
     return failure();
   OwningOpRef<ModuleOp> copy = split->clone();
   setPlan(*copy, count, residence, sl::GenerationFootprint{});
-  if (failed(runOnCopy(stepPasses, *copy)))
+  if (failed(runOnCopy(kSteps, *copy)))
     return failure();
   auto step = (*copy).lookupSymbol<func::FuncOp>(sl::kGenerateStepName);
   if (!step)

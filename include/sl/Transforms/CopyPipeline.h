@@ -12,11 +12,16 @@
 #define SL_TRANSFORMS_COPYPIPELINE_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/AnalysisManager.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+
+#include <utility>
 
 #include <string>
 
@@ -41,6 +46,64 @@ runOnCopy(mlir::ModuleOp module, mlir::ModuleOp copy, mlir::OpPassManager &pipel
           llvm::function_ref<mlir::LogicalResult(mlir::OpPassManager &, mlir::Operation *)>
               runPipeline,
           mlir::AnalysisManager analyses);
+
+/// The base of a pass that runs pipelines on copies of its module: `Base` is the pass's generated
+/// base class, and the pass lists its pipeline options (pipelineOptions: option name and text, in
+/// order). The texts are checked where the command line gives them (initializeOptions), parsed
+/// however the options were given (initialize: a pipeline builds the pass from its options
+/// struct), and their passes' dialects are the pass's dependent dialects too.
+template <typename Base>
+class CopyPipelinePass : public Base {
+public:
+  using Base::Base;
+
+  mlir::LogicalResult initializeOptions(
+      llvm::StringRef options,
+      llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> errorHandler) override {
+    if (mlir::failed(Base::initializeOptions(options, errorHandler)))
+      return mlir::failure();
+    std::string error;
+    for (auto [option, text] : pipelineOptions())
+      if (mlir::failed(parseCopyPipeline(this->getArgument(), option, text, error)))
+        return errorHandler(error);
+    return mlir::success();
+  }
+
+  mlir::LogicalResult initialize(mlir::MLIRContext *context) override {
+    pipelines.clear();
+    std::string error;
+    for (auto [option, text] : pipelineOptions()) {
+      mlir::FailureOr<mlir::OpPassManager> pipeline =
+          parseCopyPipeline(this->getArgument(), option, text, error);
+      if (mlir::failed(pipeline))
+        return mlir::emitError(mlir::UnknownLoc::get(context)) << error;
+      pipelines.push_back(std::move(*pipeline));
+    }
+    return mlir::success();
+  }
+
+  void getDependentDialects(mlir::DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    for (auto [option, text] : pipelineOptions())
+      addCopyPipelineDialects(text, registry);
+  }
+
+protected:
+  /// The pass's pipeline options: each one's name and the pipeline it gives.
+  virtual llvm::SmallVector<std::pair<llvm::StringRef, std::string>, 2>
+  pipelineOptions() const = 0;
+
+  /// Runs the pipeline of pipelineOptions()[index] on `copy`, nested in the module meanwhile.
+  mlir::LogicalResult runOnCopy(unsigned index, mlir::ModuleOp copy) {
+    return sl::runOnCopy(
+        llvm::cast<mlir::ModuleOp>(this->getOperation()), copy, pipelines[index],
+        [this](mlir::OpPassManager &pm, mlir::Operation *op) { return this->runPipeline(pm, op); },
+        this->getAnalysisManager());
+  }
+
+private:
+  llvm::SmallVector<mlir::OpPassManager, 2> pipelines;
+};
 
 } // namespace sl
 
