@@ -24,8 +24,11 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
     axis 0 and `seq` on axis 1 (the model contract `[batch, seq, ...]`). Any other dynamic
     dimension is an error that names the input and the dimension.
 
-    Without `batch`, a module carrying an `sl.plan` attribute (written by `sl-plan`) binds
-    batch dimensions to its `sub_batch_size`: a sub-batched step runs sub-batch-shaped kernels.
+    Options left 0 take the sizes the module gives: its `sl.bind_shapes = {batch = B : i64,
+    seq = S : i64}` (either key optional), which `sl-plan` and `sl-split-generation` put on the
+    copies of a model they compile at several sizes with one pipeline, and which the pass then
+    removes; else, for `batch`, the `sub_batch_size` of an `sl.plan` attribute (written by
+    `sl-plan`): a sub-batched step runs sub-batch-shaped kernels.
 
     Example: with `batch=4`, `%x: tensor<?x32xf32> {sl.dims = ["batch", ""]}` becomes
     `tensor<4x32xf32>`, and an `sl.gemm` of it with a `tensor<64x32xf32>` weight now yields
@@ -33,9 +36,10 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"batch", "batch", "int64_t", /*default=*/"0",
-           "Size bound to batch dimensions (0: sl.plan's sub_batch_size, if any)">,
+           "Size bound to batch dimensions (0: sl.bind_shapes' batch, else sl.plan's "
+           "sub_batch_size, if any)">,
     Option<"seq", "seq", "int64_t", /*default=*/"0",
-           "Size bound to sequence dimensions (0: none given)">,
+           "Size bound to sequence dimensions (0: sl.bind_shapes' seq, if any)">,
     Option<"past", "past", "int64_t", /*default=*/"0",
            "Size bound to the past length of past_key_values inputs (0: none given; "
            "sl-bind-inputs binds an empty past instead)">,
@@ -477,10 +481,17 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
       configuration with the shortest predicted step that fits both budgets, if it is predicted
       at least 5% faster.
 
-    A module whose shapes are bound has its sub-batch size fixed by them. Inside `--sl-train`,
-    sl-plan runs before the shapes are bound: it compiles two copies of the module to stages,
-    bound at sub-batch sizes 2 and 4, fits every figure exactly from the two, plans, and
-    `sl-bind-shapes` then binds the module at the planned sub-batch size.
+    A module already partitioned into stages is measured as it is, its sub-batch size fixed by
+    its bound shapes. A module not yet partitioned (inside `--sl-train` and planned
+    `--sl-infer`, sl-plan runs before the shapes are bound) is measured on copies compiled to
+    stages by `stage-pipeline` (by default `--sl-train`'s stage passes; the pipelines give theirs),
+    each bound by the copy's `sl.bind_shapes` at sub-batch size 2 or 4 (a model exported with
+    static shapes: one copy, as it is bound): every figure is fitted exactly from the two, the
+    plan is made, and `sl-bind-shapes` then binds the module at the planned sub-batch size. The
+    step of each candidate is written on the copies by `step-pipeline` (by default
+    `sl-schedule-subbatches`, forward-only as this pass is, then `cse`), the candidate in the
+    copy's `sl.plan`. Both pipelines run as this pass's own pipelines (`Pass::runPipeline`):
+    IR printing, timing and crash reproducers show every pass they run.
 
     The result is the module attribute `sl.plan`, read by `sl-bind-shapes`,
     `sl-schedule-subbatches` and the schedule emitter:
@@ -561,8 +572,9 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
   let description = [{
     From an imported model whose `@forward` maps `input_ids` [batch, seq] to logits (shapes not
     yet bound), writes two partitioned functions at the sub-batch size `b`, compiling copies of
-    the module with the stage pipeline (bind, fold, fuse, partition) that `--sl-generate` gives
-    it:
+    the module with `stage-pipeline` (bind, fold, fuse, partition; by default `--sl-generate`'s),
+    each bound by the copy's `sl.bind_shapes` at [b, P], [b, 1] or [1, C], as this pass's own
+    pipeline (`Pass::runPipeline`, so IR printing shows it):
 
     - `@prefill(input_ids [b, P], last_index [b]) -> logits [b, 1, V]`: every block also returns
       the keys and values of each of its attentions (what the KV cache keeps); the epilogue
@@ -580,8 +592,10 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
 
     `P` is `max-prompt-len`. `batch`, `sub-batch-size` and `num-sub-batches` give the batch of
     prompts as N sub-batches of b (any two, or one with N = 1). With `device-memory`, the pass
-    plans: it compiles the whole step on copies of the module (through sl-schedule-generation
-    and sl-allocate, so the figures are the real arena and pool) and takes the largest
+    plans (the generation planner, `sl/Analysis/GenerationPlanner.h`; budgets read as
+    `sl-plan` reads them): it compiles the whole step on copies of the module with
+    `step-pipeline` (sl-schedule-generation through sl-allocate, the candidate in the copy's
+    `sl.generation`, so the figures are the real arena and pool) and takes the largest
     sub-batch size that fits (a divisor of `batch` when given), keeping the weights and the KV
     caches on the device when they fit too (both, else the weights, else the caches); with `host-memory`, the most sub-batches whose host pool (weights, KV
     caches, activations) fits. A budget nothing fits is an error giving the bytes needed and
