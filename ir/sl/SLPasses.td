@@ -459,8 +459,8 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     its backward function) as linear functions of the sub-batch size b, predicts device memory,
     host memory, host<->device bytes and step time of the SpeedLoader schedule (or the canonical,
     ZeRO-3-offload one with `mode=canonical`), and chooses the configuration. Memory is predicted
-    by writing the step of the configuration on the measured copies (`sl-schedule-subbatches`,
-    `cse`) and laying it out as `sl-allocate` does, every value's bytes fitted as a line in b:
+    by writing the step of the configuration on the measured copies (`step-pipeline`, below) and
+    laying it out as `sl-allocate` does, every value's bytes fitted as a line in b:
     the step is laid out at min(N, 16) sub-batches, which gives the device arena (it stops
     growing after a few sub-batches) and, up to 16, the host pool exactly as `sl-allocate` will;
     beyond 16 the pool is bounded from the step at 16 (the offloaded boundaries live at each op
@@ -488,9 +488,10 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     each bound by the copy's `sl.bind_shapes` at sub-batch size 2 or 4 (a model exported with
     static shapes: one copy, as it is bound): every figure is fitted exactly from the two, the
     plan is made, and `sl-bind-shapes` then binds the module at the planned sub-batch size. The
-    step of each candidate is written on the copies by `step-pipeline` (by default
-    `sl-schedule-subbatches`, forward-only as this pass is, then `cse`), the candidate in the
-    copy's `sl.plan`. Both pipelines run as this pass's own pipelines (`Pass::runPipeline`):
+    step of each candidate is written on the copies by `step-pipeline` (by default what
+    `--sl-train` runs: `sl-schedule-subbatches`, `sl-shard-parameters`, `cse`; with
+    `forward-only`, what `--sl-infer` runs: `sl-schedule-subbatches{forward-only=true}`,
+    `cse`), the candidate in the copy's `sl.plan`. Both pipelines run as this pass's own pipelines (`Pass::runPipeline`):
     IR printing, timing and crash reproducers show every pass they run.
 
     The result is the module attribute `sl.plan`, read by `sl-bind-shapes`,
