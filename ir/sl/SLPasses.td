@@ -24,8 +24,11 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
     axis 0 and `seq` on axis 1 (the model contract `[batch, seq, ...]`). Any other dynamic
     dimension is an error that names the input and the dimension.
 
-    Without `batch`, a module carrying an `sl.plan` attribute (written by `sl-plan`) binds
-    batch dimensions to its `sub_batch_size`: a sub-batched step runs sub-batch-shaped kernels.
+    Options left 0 take the sizes the module gives: its `sl.bind_shapes = {batch = B : i64,
+    seq = S : i64}` (either key optional), which `sl-plan` and `sl-split-generation` put on the
+    copies of a model they compile at several sizes with one pipeline, and which the pass then
+    removes; else, for `batch`, the `sub_batch_size` of an `sl.plan` attribute (written by
+    `sl-plan`): a sub-batched step runs sub-batch-shaped kernels.
 
     Example: with `batch=4`, `%x: tensor<?x32xf32> {sl.dims = ["batch", ""]}` becomes
     `tensor<4x32xf32>`, and an `sl.gemm` of it with a `tensor<64x32xf32>` weight now yields
@@ -33,9 +36,10 @@ def BindShapesPass : Pass<"sl-bind-shapes", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"batch", "batch", "int64_t", /*default=*/"0",
-           "Size bound to batch dimensions (0: sl.plan's sub_batch_size, if any)">,
+           "Size bound to batch dimensions (0: sl.bind_shapes' batch, else sl.plan's "
+           "sub_batch_size, if any)">,
     Option<"seq", "seq", "int64_t", /*default=*/"0",
-           "Size bound to sequence dimensions (0: none given)">,
+           "Size bound to sequence dimensions (0: sl.bind_shapes' seq, if any)">,
     Option<"past", "past", "int64_t", /*default=*/"0",
            "Size bound to the past length of past_key_values inputs (0: none given; "
            "sl-bind-inputs binds an empty past instead)">,
@@ -455,8 +459,8 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     its backward function) as linear functions of the sub-batch size b, predicts device memory,
     host memory, host<->device bytes and step time of the SpeedLoader schedule (or the canonical,
     ZeRO-3-offload one with `mode=canonical`), and chooses the configuration. Memory is predicted
-    by writing the step of the configuration on the measured copies (`sl-schedule-subbatches`,
-    `cse`) and laying it out as `sl-allocate` does, every value's bytes fitted as a line in b:
+    by writing the step of the configuration on the measured copies (`step-pipeline`, below) and
+    laying it out as `sl-allocate` does, every value's bytes fitted as a line in b:
     the step is laid out at min(N, 16) sub-batches, which gives the device arena (it stops
     growing after a few sub-batches) and, up to 16, the host pool exactly as `sl-allocate` will;
     beyond 16 the pool is bounded from the step at 16 (the offloaded boundaries live at each op
@@ -477,10 +481,18 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
       configuration with the shortest predicted step that fits both budgets, if it is predicted
       at least 5% faster.
 
-    A module whose shapes are bound has its sub-batch size fixed by them. Inside `--sl-train`,
-    sl-plan runs before the shapes are bound: it compiles two copies of the module to stages,
-    bound at sub-batch sizes 2 and 4, fits every figure exactly from the two, plans, and
-    `sl-bind-shapes` then binds the module at the planned sub-batch size.
+    A module already partitioned into stages is measured as it is, its sub-batch size fixed by
+    its bound shapes. A module not yet partitioned (inside `--sl-train` and planned
+    `--sl-infer`, sl-plan runs before the shapes are bound) is measured on copies compiled to
+    stages by `stage-pipeline` (by default `--sl-train`'s stage passes; the pipelines give theirs),
+    each bound by the copy's `sl.bind_shapes` at sub-batch size 2 or 4 (a model exported with
+    static shapes: one copy, as it is bound): every figure is fitted exactly from the two, the
+    plan is made, and `sl-bind-shapes` then binds the module at the planned sub-batch size. The
+    step of each candidate is written on the copies by `step-pipeline` (by default what
+    `--sl-train` runs: `sl-schedule-subbatches`, `sl-shard-parameters`, `cse`; with
+    `forward-only`, what `--sl-infer` runs: `sl-schedule-subbatches{forward-only=true}`,
+    `cse`), the candidate in the copy's `sl.plan`. Both pipelines run as this pass's own pipelines (`Pass::runPipeline`):
+    IR printing, timing and crash reproducers show every pass they run.
 
     The result is the module attribute `sl.plan`, read by `sl-bind-shapes`,
     `sl-schedule-subbatches` and the schedule emitter:
@@ -540,6 +552,18 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
            "Plan an inference step (sl-schedule-subbatches forward-only): stages without "
            "backward functions, no loss, no optimizer state">,
+    Option<"stagePipeline", "stage-pipeline", "std::string",
+           /*default=*/"\"builtin.module(sl-bind-inputs{inputs=past_key_values},sl-bind-shapes,"
+           "canonicalize,func.func(sl-fuse-transformer),canonicalize,cse,"
+           "func.func(sl-fold-matmul-transposes,sl-fold-head-transposes),sl-partition-layers,"
+           "sl-autodiff,func.func(sl-fold-matmul-transposes,sl-fold-head-transposes))\"",
+           "The passes that compile a copy of a module not yet partitioned into stages to "
+           "stages, its batch bound by the copy's sl.bind_shapes (default: --sl-train's, fused, "
+           "f32, seq bound by the model)">,
+    Option<"stepPipeline", "step-pipeline", "std::string", /*default=*/"\"\"",
+           "The passes that write the step of a configuration (the copy's sl.plan) on a "
+           "measured copy (none: builtin.module(sl-schedule-subbatches,sl-shard-parameters,cse), "
+           "or with forward-only builtin.module(sl-schedule-subbatches{forward-only=true},cse))">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }
@@ -549,8 +573,9 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
   let description = [{
     From an imported model whose `@forward` maps `input_ids` [batch, seq] to logits (shapes not
     yet bound), writes two partitioned functions at the sub-batch size `b`, compiling copies of
-    the module with the stage pipeline (bind, fold, fuse, partition) that `--sl-generate` gives
-    it:
+    the module with `stage-pipeline` (bind, fold, fuse, partition; by default `--sl-generate`'s),
+    each bound by the copy's `sl.bind_shapes` at [b, P], [b, 1] or [1, C], as this pass's own
+    pipeline (`Pass::runPipeline`, so IR printing shows it):
 
     - `@prefill(input_ids [b, P], last_index [b]) -> logits [b, 1, V]`: every block also returns
       the keys and values of each of its attentions (what the KV cache keeps); the epilogue
@@ -568,8 +593,10 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
 
     `P` is `max-prompt-len`. `batch`, `sub-batch-size` and `num-sub-batches` give the batch of
     prompts as N sub-batches of b (any two, or one with N = 1). With `device-memory`, the pass
-    plans: it compiles the whole step on copies of the module (through sl-schedule-generation
-    and sl-allocate, so the figures are the real arena and pool) and takes the largest
+    plans (the generation planner, `sl/Analysis/GenerationPlanner.h`; budgets read as
+    `sl-plan` reads them): it compiles the whole step on copies of the module with
+    `step-pipeline` (sl-schedule-generation through sl-allocate, the candidate in the copy's
+    `sl.generation`, so the figures are the real arena and pool) and takes the largest
     sub-batch size that fits (a divisor of `batch` when given), keeping the weights and the KV
     caches on the device when they fit too (both, else the weights, else the caches); with `host-memory`, the most sub-batches whose host pool (weights, KV
     caches, activations) fits. A budget nothing fits is an error giving the bytes needed and
@@ -608,6 +635,17 @@ def SplitGenerationPass : Pass<"sl-split-generation", "mlir::ModuleOp"> {
            "Keep the KV caches on the device (true), stream each chunk every program run "
            "(false), or let device-memory choose (auto: the device when they fit, else "
            "streamed)", "::sl::placementValues()">,
+    Option<"stagePipeline", "stage-pipeline", "std::string",
+           /*default=*/"\"builtin.module(sl-bind-inputs{inputs=past_key_values},sl-bind-shapes,"
+           "canonicalize,func.func(sl-fuse-transformer),canonicalize,cse,"
+           "func.func(sl-fold-matmul-transposes,sl-fold-head-transposes),sl-partition-layers)\"",
+           "The passes that compile a copy of the module, bound at the sizes of its "
+           "sl.bind_shapes, to stages (default: --sl-generate's, fused, f32)">,
+    Option<"stepPipeline", "step-pipeline", "std::string",
+           /*default=*/"\"builtin.module(sl-schedule-generation,cse,"
+           "func.func(sl-assign-streams,sl-allocate))\"",
+           "The passes that write and lay out the generation step of a candidate plan (the "
+           "copy's sl.generation) to measure its arena and pool">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

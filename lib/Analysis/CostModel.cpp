@@ -937,6 +937,20 @@ std::optional<double> parseByteSize(llvm::StringRef text) {
   return std::floor(value * *scale);
 }
 
+LogicalResult parseMemoryBudget(llvm::StringRef pass, llvm::StringRef option,
+                                llvm::StringRef text, std::optional<double> &budget,
+                                llvm::function_ref<InFlightDiagnostic()> emitError) {
+  budget.reset();
+  if (text.empty())
+    return success();
+  budget = parseByteSize(text);
+  if (!budget)
+    return emitError() << pass << ": " << option << "='" << text
+                       << "' is not a byte count (a number, optionally with B, KB, MB, GB, TB, "
+                          "KiB, MiB, GiB or TiB)";
+  return success();
+}
+
 std::string formatBytes(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;

@@ -4,6 +4,7 @@
 
 #include "sl/Dialect/SLDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -77,6 +78,27 @@ LogicalResult verifyPlanDictionary(Operation *op, NamedAttribute attribute) {
   return success();
 }
 
+/// sl.bind_shapes: on a module, a dictionary of sizes (StepAttributes.h, namespace shapes).
+LogicalResult verifyBindShapes(Operation *op, NamedAttribute attribute) {
+  if (!llvm::isa<ModuleOp>(op))
+    return op->emitOpError() << kBindShapesAttr << " belongs on a builtin.module";
+  auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+  if (!dict)
+    return op->emitOpError() << kBindShapesAttr << " must be a dictionary, got "
+                             << attribute.getValue();
+  for (NamedAttribute entry : dict) {
+    llvm::StringRef key = entry.getName().getValue();
+    if (key != shapes::kBatch && key != shapes::kSeq)
+      return op->emitOpError() << kBindShapesAttr << " has no key '" << key << "' (it has "
+                               << shapes::kBatch << " and " << shapes::kSeq << ")";
+    auto integer = llvm::dyn_cast<IntegerAttr>(entry.getValue());
+    if (!integer || !integer.getType().isSignlessInteger(64) || integer.getInt() < 1)
+      return op->emitOpError() << kBindShapesAttr << "'s " << key
+                               << " must be an i64 of at least 1, got " << entry.getValue();
+  }
+  return success();
+}
+
 LogicalResult verifyNonNegative(Operation *op, NamedAttribute attribute) {
   auto integer = llvm::dyn_cast<IntegerAttr>(attribute.getValue());
   if (!integer || integer.getInt() < 0)
@@ -133,6 +155,8 @@ LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attribute) {
   llvm::StringRef name = attribute.getName().getValue();
   if (name == kPlanAttr || name == kGenerationAttr)
     return verifyPlanDictionary(op, attribute);
+  if (name == kBindShapesAttr)
+    return verifyBindShapes(op, attribute);
   if (name == kStreamAttr) {
     if (!llvm::isa<StreamKindAttr>(attribute.getValue()))
       return op->emitOpError() << "sl.stream must be a #sl.stream<compute|h2d|d2h|host|"

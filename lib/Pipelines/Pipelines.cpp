@@ -5,8 +5,11 @@
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+
+#include "llvm/Support/raw_ostream.h"
 
 namespace sl {
 
@@ -60,6 +63,17 @@ PlanPassOptions planOptionsOf(const PipelineOptions &options) {
   return plan;
 }
 
+/// The textual form of the pipeline on builtin.module that `build` adds passes to: how a pipeline
+/// gives sl-plan and sl-split-generation the passes they run on copies of the module.
+std::string pipelineText(llvm::function_ref<void(mlir::OpPassManager &)> build) {
+  mlir::OpPassManager pm(mlir::ModuleOp::getOperationName());
+  build(pm);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pm.printAsTextualPipeline(os);
+  return text;
+}
+
 /// The explicit step's streams, static memory plan and events.
 void addStepLowering(mlir::OpPassManager &pm) {
   pm.addNestedPass<mlir::func::FuncOp>(createAssignStreamsPass());
@@ -89,11 +103,12 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   int64_t seq = options.seq, past = options.past;
   bool fuse = options.fuse;
   std::string precision = options.precision;
-  pm.addPass(createPlanPass(plan, [seq, past, fuse, precision](mlir::OpPassManager &stages,
-                                                               int64_t batch) {
-    addForwardPasses(stages, batch, seq, past, fuse, precision);
+  // The copies are bound at the probes' sizes by their sl.bind_shapes (batch 0 here).
+  plan.stagePipeline = pipelineText([&](mlir::OpPassManager &stages) {
+    addForwardPasses(stages, /*batch=*/0, seq, past, fuse, precision);
     stages.addPass(createPartitionLayersPass());
-  }));
+  });
+  pm.addPass(createPlanPass(plan));
   addForwardPasses(pm, /*batch=*/0, seq, past, fuse, precision);
   pm.addPass(createPartitionLayersPass());
   ScheduleSubBatchesPassOptions step;
@@ -142,10 +157,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   int64_t seq = options.seq;
   bool fuse = options.fuse;
   std::string precision = options.precision;
-  pm.addPass(createPlanPass(plan, [seq, fuse, precision](mlir::OpPassManager &stages,
-                                                         int64_t batch) {
-    buildStagePipeline(stages, batch, seq, fuse, precision);
-  }));
+  // The copies are bound at the probes' sizes by their sl.bind_shapes (batch 0 here).
+  plan.stagePipeline = pipelineText([&](mlir::OpPassManager &stages) {
+    buildStagePipeline(stages, /*batch=*/0, seq, fuse, precision);
+  });
+  pm.addPass(createPlanPass(plan));
   buildStagePipeline(pm, /*batch=*/0, seq, fuse, precision);
   // N, K and the mode come from sl.plan, which holds the given values or the chosen ones.
   pm.addPass(createScheduleSubBatchesPass());
@@ -166,21 +182,16 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   split.hostMemory = options.hostMemory;
   split.weightsOnDevice = options.weightsOnDevice;
   split.kvCacheOnDevice = options.kvCacheOnDevice;
-  bool fuse = options.fuse;
-  std::string precision = options.precision;
+  // The copies are bound at [1, C], [b, P] and [b, 1] by their sl.bind_shapes.
+  split.stagePipeline = pipelineText([&](mlir::OpPassManager &copy) {
+    InferPipelineOptions infer;
+    infer.fuse = options.fuse;
+    infer.precision = options.precision;
+    buildInferPipeline(copy, infer);
+    copy.addPass(createPartitionLayersPass());
+  });
   addBindOwnedInputs(pm);
-  pm.addPass(createSplitGenerationPass(
-      split,
-      [fuse, precision](mlir::OpPassManager &copy, int64_t batch, int64_t seq, bool partition) {
-        InferPipelineOptions infer;
-        infer.batch = batch;
-        infer.seq = seq;
-        infer.fuse = fuse;
-        infer.precision = precision;
-        buildInferPipeline(copy, infer);
-        if (partition)
-          copy.addPass(createPartitionLayersPass());
-      }));
+  pm.addPass(createSplitGenerationPass(split));
   pm.addPass(createScheduleGenerationPass());
   pm.addPass(mlir::createCSEPass());
   addStepLowering(pm);

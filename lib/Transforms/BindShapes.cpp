@@ -111,22 +111,36 @@ struct RefineTypes : RewritePattern {
 struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
   using BindShapesPassBase::BindShapesPassBase;
 
+  /// The sizes one run binds: the options, else the module's sl.bind_shapes, else (the batch)
+  /// sl.plan's sub-batch size. Local to the run: a pipeline that sl-plan or sl-split-generation
+  /// runs on copies at several sizes runs this pass once per copy.
+  struct Sizes {
+    int64_t batch = 0, seq = 0, past = 0;
+  };
+
   void runOnOperation() override {
+    ModuleOp module = getOperation();
     if (batch < 0 || seq < 0 || past < 0) {
-      getOperation().emitError("sl-bind-shapes: batch, seq and past cannot be negative, got batch=")
+      module.emitError("sl-bind-shapes: batch, seq and past cannot be negative, got batch=")
           << int64_t(batch) << " seq=" << int64_t(seq) << " past=" << int64_t(past);
       return signalPassFailure();
     }
+    // A copy that sl-plan or sl-split-generation compiles says the sizes it is compiled at; once
+    // bound, it no longer needs them.
+    sl::PlanView given = sl::PlanView::of(module, sl::kBindShapesAttr);
+    module->removeAttr(sl::kBindShapesAttr);
+    Sizes sizes{batch > 0 ? int64_t(batch) : given.integer(sl::shapes::kBatch),
+                seq > 0 ? int64_t(seq) : given.integer(sl::shapes::kSeq), past};
     // The kernels of a sub-batched step are shaped for one sub-batch, which sl-plan chose.
-    if (batch == 0)
-      batch = sl::PlanView::of(getOperation()).integer(sl::plan::kSubBatchSize);
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal() && failed(bindFunction(func)))
+    if (sizes.batch == 0)
+      sizes.batch = sl::PlanView::of(module).integer(sl::plan::kSubBatchSize);
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(bindFunction(func, sizes)))
         return signalPassFailure();
   }
 
-  FailureOr<int64_t> sizeFor(func::FuncOp func, const llvm::StringMap<DimRole> &roles,
-                             unsigned argIndex, unsigned axis) {
+  static FailureOr<int64_t> sizeFor(func::FuncOp func, const llvm::StringMap<DimRole> &roles,
+                                    unsigned argIndex, unsigned axis, const Sizes &sizes) {
     llvm::StringRef name = dimName(func, argIndex, axis);
     llvm::StringRef input = argName(func, argIndex);
     DimRole role = DimRole::Unknown;
@@ -154,27 +168,27 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
              << " is dynamic and is none of input_ids' batch and sequence dimensions or the "
                 "past length of past_key_values; export the model with it static";
     case DimRole::Past:
-      if (past == 0)
+      if (sizes.past == 0)
         return func.emitError("input ")
                << what << " " << dim
                << " is the past length: bind the past (the sl-bind-inputs pass, "
                   "bind-inputs=past_key_values in --sl-infer) or give its length with past=N";
-      return int64_t(past);
+      return sizes.past;
     case DimRole::Batch:
     case DimRole::Seq:
     case DimRole::KeyLength: {
-      int64_t size = role == DimRole::Batch ? batch : seq;
+      int64_t size = role == DimRole::Batch ? sizes.batch : sizes.seq;
       if (size == 0)
         return func.emitError("input ")
                << what << " " << dim << " is dynamic: give its size with "
                << (role == DimRole::Batch ? "batch=N" : "seq=N");
-      return role == DimRole::KeyLength ? size + past : size;
+      return role == DimRole::KeyLength ? size + sizes.past : size;
     }
     }
     llvm_unreachable("every role is handled");
   }
 
-  LogicalResult bindFunction(func::FuncOp func) {
+  static LogicalResult bindFunction(func::FuncOp func, const Sizes &sizes) {
     Block &entry = func.getBody().front();
     SmallVector<Type> argTypes;
     llvm::StringMap<DimRole> roles = rolesFromUse(func);
@@ -185,7 +199,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
         for (auto [axis, dim] : llvm::enumerate(shape)) {
           if (!ShapedType::isDynamic(dim))
             continue;
-          FailureOr<int64_t> size = sizeFor(func, roles, arg.getArgNumber(), axis);
+          FailureOr<int64_t> size = sizeFor(func, roles, arg.getArgNumber(), axis, sizes);
           if (failed(size))
             return failure();
           dim = *size;
@@ -234,7 +248,7 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
       for (Type type : op->getResultTypes())
         if (auto ranked = llvm::dyn_cast<RankedTensorType>(type); ranked && !ranked.hasStaticShape()) {
           op->emitError("result ") << type << " is still dynamic after binding batch="
-                                   << int64_t(batch) << " seq=" << int64_t(seq)
+                                   << sizes.batch << " seq=" << sizes.seq
                                    << ": its shape depends on values known only at run time";
           return WalkResult::interrupt();
         }

@@ -3,9 +3,12 @@
 // Runs the cost model (sl/Analysis/CostModel.h) on the module, chooses sub-batch size, number of
 // sub-batches and live blocks for the budgets and fixed values given, and records the choice and
 // its predictions as the module attribute `sl.plan`, which sl-bind-shapes,
-// sl-schedule-subbatches and the schedule emitter read. Device and host memory are predicted by
-// scheduling the step of each candidate configuration on the copies of the module the analysis
-// measured (sl-schedule-subbatches, cse) and laying it out as sl-allocate does (StepMemory.h).
+// sl-schedule-subbatches and the schedule emitter read. A module not yet partitioned into stages is
+// measured on copies compiled to stages by the pass's stage-pipeline. Device and host memory are
+// predicted by scheduling the step of each candidate configuration on the copies of the module
+// the analysis measured (step-pipeline: sl-schedule-subbatches, cse) and laying it out as
+// sl-allocate does (StepMemory.h). Both pipelines run through Pass::runPipeline
+// (sl/Transforms/CopyPipeline.h).
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -14,12 +17,12 @@
 #include "sl/Analysis/StepMemory.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/StepAttributes.h"
+#include "sl/Transforms/CopyPipeline.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -42,10 +45,21 @@ namespace {
 constexpr int64_t kProbeSmall = 2;
 constexpr int64_t kProbeLarge = 4;
 
-struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
-  using PlanPassBase::PlanPassBase;
-  PlanPass(const sl::PlanPassOptions &options, sl::StagePipelineBuilder buildStages)
-      : PlanPassBase(options), buildStages(std::move(buildStages)) {}
+struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> {
+  using CopyPipelinePass::CopyPipelinePass;
+
+  enum Pipeline : unsigned { kStages, kSteps };
+  /// stage-pipeline, and step-pipeline, whose default (empty) is what --sl-train and --sl-infer
+  /// run after binding: sl-schedule-subbatches (forward-only as this pass is),
+  /// sl-shard-parameters for training (nothing to shard on one rank), then cse.
+  SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const override {
+    std::string steps = stepPipeline;
+    if (steps.empty())
+      steps = forwardOnly
+                  ? "builtin.module(sl-schedule-subbatches{forward-only=true},cse)"
+                  : "builtin.module(sl-schedule-subbatches,sl-shard-parameters,cse)";
+    return {{"stage-pipeline", stagePipeline}, {"step-pipeline", steps}};
+  }
 
   /// The machine's rates: the target's profile (cpu's without one), then each rate given.
   FailureOr<sl::Machine> machineFor() {
@@ -109,8 +123,10 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     request.numSubBatches = numSubBatches;
     request.liveBlocks = liveBlocks;
     request.world = world;
-    if (failed(parseBudget("device-memory", deviceMemory, request.deviceBudget)) ||
-        failed(parseBudget("host-memory", hostMemory, request.hostBudget)))
+    if (failed(sl::parseMemoryBudget("sl-plan", "device-memory", deviceMemory,
+                                     request.deviceBudget, emitError)) ||
+        failed(sl::parseMemoryBudget("sl-plan", "host-memory", hostMemory, request.hostBudget,
+                                     emitError)))
       return signalPassFailure();
     FailureOr<sl::Machine> machine = machineFor();
     if (failed(machine))
@@ -166,21 +182,23 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     SmallVector<Block *> steps;
     for (auto &[probe, size] : state->probes) {
       OwningOpRef<ModuleOp> copy = probe->clone();
-      (*copy)->removeAttr(sl::kPlanAttr);
-      PassManager pm(getOperation().getContext());
-      sl::ScheduleSubBatchesPassOptions options;
-      options.mode = sl::stringifyScheduleMode(mode).str();
-      options.numSubBatches = count;
-      options.liveBlocks = liveBlocks;
-      options.world = world;
-      options.forwardOnly = forwardOnly;
-      pm.addPass(sl::createScheduleSubBatchesPass(options));
+      // The configuration goes to step-pipeline's sl-schedule-subbatches as the copy's plan.
+      Builder b(&getContext());
+      SmallVector<NamedAttribute> plan{
+          b.getNamedAttr(sl::plan::kMode, b.getStringAttr(sl::stringifyScheduleMode(mode))),
+          b.getNamedAttr(sl::plan::kNumSubBatches, b.getI64IntegerAttr(count)),
+          b.getNamedAttr(sl::plan::kLiveBlocks, b.getI64IntegerAttr(liveBlocks))};
       if (world > 1)
-        pm.addPass(sl::createShardParametersPass());
-      pm.addPass(mlir::createCSEPass());
+        plan.push_back(b.getNamedAttr(sl::plan::kWorld, b.getI64IntegerAttr(world)));
+      (*copy)->setAttr(sl::kPlanAttr, b.getDictionaryAttr(plan));
       llvm::StringRef stepName = forwardOnly ? sl::kInferStepName : sl::kTrainStepName;
-      auto step = succeeded(pm.run(*copy)) ? (*copy).lookupSymbol<func::FuncOp>(stepName)
-                                           : func::FuncOp();
+      bool ran = succeeded(runOnCopy(kSteps, *copy));
+      auto step = ran ? (*copy).lookupSymbol<func::FuncOp>(stepName) : func::FuncOp();
+      if (ran && !step && !state->schedulingFailed)
+        mlir::emitError(getOperation().getLoc(), "sl-plan: step-pipeline='")
+            << pipelineOptions()[kSteps].second << "' wrote no @" << stepName
+            << (forwardOnly ? " (an inference plan needs sl-schedule-subbatches{forward-only=true})"
+                            : " (a training plan needs sl-schedule-subbatches)");
       if (!step) {
         if (!state->schedulingFailed)
           mlir::emitError(getOperation().getLoc(), "sl-plan: scheduling a copy of the model (")
@@ -334,24 +352,11 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     return memory;
   }
 
-  LogicalResult parseBudget(llvm::StringRef option, llvm::StringRef text,
-                            std::optional<double> &budget) {
-    if (text.empty())
-      return success();
-    budget = sl::parseByteSize(text);
-    if (!budget)
-      return mlir::emitError(getOperation().getLoc(), "sl-plan: ")
-             << option << "='" << text
-             << "' is not a byte count (a number, optionally with B, KB, MB, GB, TB, KiB, MiB, "
-                "GiB or TiB)";
-    return success();
-  }
-
   /// Measures the module, keeping the copies measured (bound at the sizes given) as state->probes.
   FailureOr<sl::ModelCosts> analyse(ModuleOp module) {
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     bool hasStages = forward && !forward.isExternal() && !forward.getOps<sl::LayerOp>().empty();
-    if (hasStages || !buildStages) {
+    if (hasStages || !forward) {
       FailureOr<sl::ModelCosts> costs = sl::analyseBoundModule(module, forwardOnly);
       if (succeeded(costs))
         state->probes.emplace_back(module.clone(), costs->boundSubBatchSize);
@@ -389,16 +394,23 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
     return costs;
   }
 
+  /// A copy of `module` compiled by stage-pipeline, bound at `subBatchSize` (0: as it is).
   FailureOr<OwningOpRef<ModuleOp>> compileCopy(ModuleOp module, int64_t subBatchSize) {
     OwningOpRef<ModuleOp> copy = module.clone();
     // A copy must not carry a plan of its own: sl-bind-shapes would bind at it.
     (*copy)->removeAttr(sl::kPlanAttr);
-    PassManager pm(module.getContext());
-    buildStages(pm, subBatchSize);
-    if (failed(pm.run(*copy))) {
-      mlir::emitError(module.getLoc(),
-                      "sl-plan: compiling a copy of the model to stages at sub-batch size ")
-          << subBatchSize << " to measure it failed (see the errors above)";
+    if (subBatchSize > 0) {
+      Builder b(&getContext());
+      (*copy)->setAttr(sl::kBindShapesAttr,
+                       b.getDictionaryAttr(b.getNamedAttr(sl::shapes::kBatch,
+                                                          b.getI64IntegerAttr(subBatchSize))));
+    }
+    if (failed(runOnCopy(kStages, *copy))) {
+      InFlightDiagnostic diag =
+          mlir::emitError(module.getLoc(), "sl-plan: compiling a copy of the model to stages ");
+      if (subBatchSize > 0)
+        diag << "at sub-batch size " << subBatchSize << " ";
+      diag << "to measure it failed (see the errors above)";
       return failure();
     }
     return copy;
@@ -420,7 +432,7 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
         b.getNamedAttr(sl::plan::kParameterBytes, b.getI64IntegerAttr(costs.parameterBytes)),
         b.getNamedAttr(sl::plan::kBoundaryActivationBytes, bytes(prediction.boundaryActivationBytes)),
     });
-    // Absent for one rank; sl-schedule-subbatches shards the step over `world` ranks.
+    // Absent for one rank; sl-shard-parameters shards the step over `world` ranks.
     if (config.world > 1)
       attrs.push_back(b.getNamedAttr(sl::plan::kWorld, b.getI64IntegerAttr(config.world)));
     return b.getDictionaryAttr(attrs);
@@ -503,7 +515,6 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
                           prediction.optimizerSeconds);
   }
 
-  sl::StagePipelineBuilder buildStages;
   // Per run (shared, not copied, by clones of the pass; runOnOperation starts it afresh): the
   // copies of the module the costs were measured on with the sub-batch size each is bound at,
   // and the steps scheduled on them.
@@ -517,7 +528,3 @@ struct PlanPass : public sl::impl::PlanPassBase<PlanPass> {
 
 } // namespace
 
-std::unique_ptr<Pass> sl::createPlanPass(const PlanPassOptions &options,
-                                         StagePipelineBuilder buildStages) {
-  return std::make_unique<PlanPass>(options, std::move(buildStages));
-}

@@ -16,18 +16,24 @@
 //     binding at one position folded to position 0, reads the `position` of each sequence
 //     instead.
 //
-// The two are compiled from copies of the module by the pipeline sl-opt gives the pass (bind,
-// fold, fuse, partition), at [b, P] and [b, 1]; a third copy bound at [1, C] gives the rotary
-// tables for every position a cache holds (C = P + max new tokens) and must attend causally
-// over all of them (a sliding-window mask, causal at P, is refused). sl-schedule-generation turns
-// them into the explicit generation step.
+// The two are compiled from copies of the module by the pass's stage-pipeline (bind, fold, fuse,
+// partition), at [b, P] and [b, 1] (each copy's sl.bind_shapes); a third copy bound at [1, C]
+// gives the rotary tables for every position a cache holds (C = P + max new tokens) and must
+// attend causally over all of them (a sliding-window mask, causal at P, is refused).
+// sl-schedule-generation turns them into the explicit generation step. With a budget, the
+// generation planner (sl/Analysis/GenerationPlanner.h) chooses b, N and the placement, measuring
+// candidates by compiling the whole step on copies with step-pipeline. Both pipelines run through
+// Pass::runPipeline (sl/Transforms/CopyPipeline.h).
 //
 //===--------------------------------------------------------------------------------------------===//
 
 #include "sl/Analysis/CostModel.h"
+#include "sl/Analysis/GenerationPlanner.h"
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
+#include "sl/Transforms/CopyPipeline.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,7 +41,6 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 
 namespace sl {
 #define GEN_PASS_DEF_SPLITGENERATIONPASS
@@ -46,43 +51,33 @@ using namespace mlir;
 
 namespace {
 
-struct SplitGenerationPass : public sl::impl::SplitGenerationPassBase<SplitGenerationPass> {
-  using SplitGenerationPassBase::SplitGenerationPassBase;
-  SplitGenerationPass(const sl::SplitGenerationPassOptions &options,
-                      sl::GenerationStagesBuilder buildStages)
-      : SplitGenerationPassBase(options), buildStages(std::move(buildStages)) {}
+struct SplitGenerationPass
+    : public sl::CopyPipelinePass<sl::impl::SplitGenerationPassBase<SplitGenerationPass>> {
+  using CopyPipelinePass::CopyPipelinePass;
 
   void runOnOperation() override;
 
 private:
-  FailureOr<OwningOpRef<ModuleOp>> compile(int64_t batch, int64_t seq, bool partition);
-  struct Footprint {
-    uint64_t device = 0, host = 0;
-  };
-  /// The arena and pool of the whole generation step at sub-batch size b, N sub-batches.
-  struct Residence {
-    bool weights = false, cache = false;
-  };
-  FailureOr<Footprint> measure(int64_t b, int64_t count, Residence residence);
+  enum Pipeline : unsigned { kStages, kSteps };
+  SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const override {
+    return {{"stage-pipeline", stagePipeline}, {"step-pipeline", stepPipeline}};
+  }
+  /// A copy of the module compiled by stage-pipeline at [batch, seq].
+  FailureOr<OwningOpRef<ModuleOp>> compile(int64_t batch, int64_t seq);
+  /// The arena and pool of the whole generation step at sub-batch size b, N sub-batches, compiled
+  /// by step-pipeline.
+  FailureOr<sl::GenerationFootprint> measure(int64_t b, int64_t count,
+                                             sl::GenerationResidence residence);
   /// A copy of the module in which @forward has become the prefill and decode functions at
   /// sub-batch size b, its sl.generation holding the shapes; compiled once per b (planning
   /// measures several counts and residences at each size, and the tables copy once in all).
   FailureOr<ModuleOp> splitAt(int64_t b);
   /// Completes sl.generation on a split module with the sub-batch count, what stays on the
   /// device and the predicted memory.
-  static void setPlan(ModuleOp split, int64_t count, Residence residence, Footprint predicted);
-  /// The placements to try, the planner's order (both on the device, else the weights, else the
-  /// caches, else neither) less those that weights-on-device= / kv-cache-on-device= rule out;
-  /// without a device budget, what they do not force streams, so there is one.
-  SmallVector<Residence> allowedResidences(bool deviceLimited) const;
-  /// " with weights-on-device=... kv-cache-on-device=..." for the options given, for errors.
-  std::string forcedPlacement() const;
-  /// Chooses b, N and what stays on the device from the budgets and the forced placements.
-  LogicalResult plan(int64_t &b, int64_t &count, Residence &residence, Footprint &predicted);
+  static void setPlan(ModuleOp split, int64_t count, sl::GenerationResidence residence,
+                      sl::GenerationFootprint predicted);
   LogicalResult rewriteDecode(ModuleOp decode, ModuleOp tables);
   LogicalResult rewritePrefill(ModuleOp prefill, ModuleOp decode);
-
-  sl::GenerationStagesBuilder buildStages;
   /// splitAt's compiled copies for one run of the pass; a copy of the pass starts empty.
   struct SplitCache {
     SplitCache() = default;
@@ -216,7 +211,7 @@ LogicalResult checkCausalOverCache(ModuleOp tables, ModuleOp prefill, int64_t c)
   bool prefillMasked = false;
   prefill.walk([&](sl::AttentionOp attention) { prefillMasked |= bool(attention.getMask()); });
   Operation *offending = nullptr;
-  forwardOf(tables).walk([&](Operation *op) {
+  tables.walk([&](Operation *op) {
     auto attention = llvm::dyn_cast<sl::AttentionOp>(op);
     if (llvm::isa<sl::SoftmaxOp>(op) ||
         (attention && (!attention.getCausal() || (attention.getMask() && !prefillMasked)))) {
@@ -235,13 +230,15 @@ LogicalResult checkCausalOverCache(ModuleOp tables, ModuleOp prefill, int64_t c)
                  "within the window";
 }
 
-FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int64_t seq,
-                                                              bool partition) {
+FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int64_t seq) {
   ModuleOp module = getOperation();
   OwningOpRef<ModuleOp> copy = module.clone();
-  PassManager pm(module.getContext());
-  buildStages(pm, batch, seq, partition);
-  if (failed(pm.run(*copy))) {
+  Builder builder(&getContext());
+  (*copy)->setAttr(sl::kBindShapesAttr,
+                   builder.getDictionaryAttr(
+                       {builder.getNamedAttr(sl::shapes::kBatch, builder.getI64IntegerAttr(batch)),
+                        builder.getNamedAttr(sl::shapes::kSeq, builder.getI64IntegerAttr(seq))}));
+  if (failed(runOnCopy(kStages, *copy))) {
     mlir::emitError(module.getLoc(), "sl-split-generation: compiling a copy of the model at [")
         << batch << ", " << seq << "] failed (see the errors above)";
     return failure();
@@ -249,162 +246,27 @@ FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int
   return copy;
 }
 
-FailureOr<SplitGenerationPass::Footprint>
-SplitGenerationPass::measure(int64_t b, int64_t count, Residence residence) {
+FailureOr<sl::GenerationFootprint>
+SplitGenerationPass::measure(int64_t b, int64_t count, sl::GenerationResidence residence) {
   FailureOr<ModuleOp> split = splitAt(b);
   if (failed(split))
     return failure();
   OwningOpRef<ModuleOp> copy = split->clone();
-  setPlan(*copy, count, residence, Footprint{});
-  PassManager pm(split->getContext());
-  pm.addPass(sl::createScheduleGenerationPass());
-  pm.addPass(mlir::createCSEPass());
-  pm.addNestedPass<func::FuncOp>(sl::createAssignStreamsPass());
-  pm.addNestedPass<func::FuncOp>(sl::createAllocatePass());
-  if (failed(pm.run(*copy)))
+  setPlan(*copy, count, residence, sl::GenerationFootprint{});
+  if (failed(runOnCopy(kSteps, *copy)))
     return failure();
   auto step = (*copy).lookupSymbol<func::FuncOp>(sl::kGenerateStepName);
+  if (!step)
+    return mlir::emitError(getOperation().getLoc(), "sl-split-generation: step-pipeline='")
+           << stepPipeline << "' wrote no @" << sl::kGenerateStepName
+           << " (it needs sl-schedule-generation)";
   auto arena = step->getAttrOfType<IntegerAttr>(sl::kDeviceArenaBytesAttr);
   auto pool = step->getAttrOfType<IntegerAttr>(sl::kHostPoolBytesAttr);
   if (!arena || !pool)
-    return failure();
-  return Footprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
-}
-
-SmallVector<SplitGenerationPass::Residence>
-SplitGenerationPass::allowedResidences(bool deviceLimited) const {
-  std::optional<bool> weights = sl::forcedOnDevice(weightsOnDevice);
-  std::optional<bool> cache = sl::forcedOnDevice(kvCacheOnDevice);
-  // Both on the device, else the weights (they move once per step for every sequence), else the
-  // caches, else neither.
-  const Residence order[] = {{true, true}, {true, false}, {false, true}, {false, false}};
-  SmallVector<Residence> allowed;
-  for (Residence keep : order) {
-    if ((weights && keep.weights != *weights) || (cache && keep.cache != *cache))
-      continue;
-    // Without a device budget, the SpeedLoader flow: what is not forced streams.
-    if (!deviceLimited && ((keep.weights && !weights) || (keep.cache && !cache)))
-      continue;
-    allowed.push_back(keep);
-  }
-  return allowed;
-}
-
-std::string SplitGenerationPass::forcedPlacement() const {
-  std::string text;
-  if (weightsOnDevice != sl::Placement::kAuto)
-    text += (" weights-on-device=" + sl::placementName(weightsOnDevice)).str();
-  if (kvCacheOnDevice != sl::Placement::kAuto)
-    text += (" kv-cache-on-device=" + sl::placementName(kvCacheOnDevice)).str();
-  return text.empty() ? text : " with" + text;
-}
-
-LogicalResult SplitGenerationPass::plan(int64_t &b, int64_t &count, Residence &residence,
-                                        Footprint &predicted) {
-  ModuleOp module = getOperation();
-  auto budget = [&](llvm::StringRef text, llvm::StringRef what) -> FailureOr<double> {
-    if (text.empty())
-      return -1.0;
-    std::optional<double> bytes = sl::parseByteSize(text);
-    if (!bytes || *bytes <= 0)
-      return module.emitError("sl-split-generation: ")
-             << what << "=" << text << " is not a byte count (e.g. 80GB, 16GiB, 1073741824)";
-    return *bytes;
-  };
-  FailureOr<double> device = budget(deviceMemory, "device-memory");
-  FailureOr<double> host = budget(hostMemory, "host-memory");
-  if (failed(device) || failed(host))
-    return failure();
-  bool deviceLimited = *device >= 0, hostLimited = *host >= 0;
-  SmallVector<Residence> choices = allowedResidences(deviceLimited);
-  residence = choices.front();
-  if (!deviceLimited && !hostLimited)
-    return success();
-
-  // Sub-batch sizes to try, largest first.
-  SmallVector<int64_t> sizes;
-  if (subBatchSize > 0)
-    sizes.push_back(subBatchSize);
-  else if (batch > 0 && numSubBatches > 0)
-    sizes.push_back(batch / numSubBatches);
-  else if (batch > 0)
-    for (int64_t d = batch; d >= 1; --d)
-      if (batch % d == 0)
-        sizes.push_back(d);
-  if (sizes.empty())
-    for (int64_t d = 256; d >= 1; d /= 2)
-      sizes.push_back(d);
-  auto countFor = [&](int64_t size) -> int64_t {
-    if (batch > 0)
-      return batch / size;
-    return numSubBatches > 0 ? int64_t(numSubBatches) : 1;
-  };
-
-  std::optional<Footprint> smallest;
-  bool chosen = false;
-  for (int64_t size : sizes) {
-    for (Residence keep : choices) {
-      FailureOr<Footprint> f = measure(size, countFor(size), keep);
-      if (failed(f))
-        return module.emitError("sl-split-generation: compiling a copy of the step at sub-batch "
-                                "size ")
-               << size << " to measure it failed (see the errors above)";
-      if (!smallest || f->device < smallest->device)
-        smallest = *f;
-      if (deviceLimited && double(f->device) > *device)
-        continue;
-      b = size;
-      residence = keep;
-      predicted = *f;
-      chosen = true;
-      break;
-    }
-    if (chosen)
-      break;
-  }
-  if (!chosen)
-    return module.emitError("sl-split-generation: device-memory=")
-           << deviceMemory << " (" << sl::formatBytes(*device)
-           << ") is too small" << forcedPlacement() << ": the smallest generation step (of "
-           << "sub-batch sizes " << sizes.back() << " to " << sizes.front() << ") needs "
-           << smallest->device << " bytes (" << sl::formatBytes(double(smallest->device))
-           << ") of device memory"
-           << (forcedPlacement().empty() ? "" : "; give more device memory, or leave the "
-                                                "placement to the planner (auto)");
-
-  count = countFor(b);
-  if (hostLimited && batch <= 0 && numSubBatches <= 0) {
-    // The pool grows linearly with the sub-batches (KV caches, activations): the most that fit.
-    FailureOr<Footprint> two = measure(b, 2, residence);
-    if (failed(two))
-      return failure();
-    double perSubBatch = double(two->host) - double(predicted.host);
-    if (perSubBatch > 0 && double(predicted.host) <= *host)
-      count = std::max<int64_t>(1, 1 + int64_t((*host - double(predicted.host)) / perSubBatch));
-    count = std::min<int64_t>(count, 4096);
-    for (;;) {
-      FailureOr<Footprint> f = measure(b, count, residence);
-      if (failed(f))
-        return failure();
-      predicted = *f;
-      if (double(f->host) <= *host || count == 1)
-        break;
-      count = std::max<int64_t>(1, count * 9 / 10);
-    }
-  }
-  if (hostLimited && double(predicted.host) > *host)
-    return module.emitError("sl-split-generation: host-memory=")
-           << hostMemory << " (" << sl::formatBytes(*host) << ") is too small: " << count
-           << " sub-batches of " << b << " need " << predicted.host << " bytes ("
-           << sl::formatBytes(double(predicted.host))
-           << ") of host pool (weights, KV caches and activations)";
-  if (deviceLimited && double(predicted.device) > *device)
-    return module.emitError("sl-split-generation: device-memory=")
-           << deviceMemory << " (" << sl::formatBytes(*device) << ") is too small"
-           << forcedPlacement() << ": " << count << " sub-batches of " << b << " need "
-           << predicted.device << " bytes (" << sl::formatBytes(double(predicted.device))
-           << ") of device memory";
-  return success();
+    return mlir::emitError(getOperation().getLoc(), "sl-split-generation: step-pipeline='")
+           << stepPipeline << "' did not lay out @" << sl::kGenerateStepName
+           << " (it needs sl-assign-streams and sl-allocate)";
+  return sl::GenerationFootprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
 }
 
 /// Positions feed a decode step in two ways once it is bound at one position: rotary cos/sin
@@ -428,7 +290,7 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
   // The rotary tables at every position, from the copy bound at [1, C].
   ElementsAttr cosTable, sinTable;
   bool conflicting = false;
-  forwardOf(tables).walk([&](sl::RotaryOp rotary) {
+  tables.walk([&](sl::RotaryOp rotary) {
     auto cos = rotary.getCos().getDefiningOp<sl::ConstantOp>();
     auto sin = rotary.getSin().getDefiningOp<sl::ConstantOp>();
     if (!cos || !sin) {
@@ -561,7 +423,7 @@ LogicalResult SplitGenerationPass::rewriteDecode(ModuleOp decode, ModuleOp table
   // has one key and folds to zero, so its attentions lost their slopes.
   ElementsAttr alibi;
   bool mixed = false, plain = false;
-  forwardOf(tables).walk([&](sl::AttentionOp attention) {
+  tables.walk([&](sl::AttentionOp attention) {
     auto slopes = attention.getAlibiSlopes()
                       ? attention.getAlibiSlopes().getDefiningOp<sl::ConstantOp>()
                       : sl::ConstantOp();
@@ -749,10 +611,6 @@ void SplitGenerationPass::runOnOperation() {
   if (!forward)
     return (void)(module.emitError("sl-split-generation: no @forward to generate with"),
                   signalPassFailure());
-  if (!buildStages)
-    return (void)(module.emitError("sl-split-generation needs the stage pipeline; run it "
-                                   "through --sl-generate"),
-                  signalPassFailure());
   auto inputName = forward.getNumArguments() == 1
                        ? forward.getArgAttrOfType<StringAttr>(0, "sl.name")
                        : StringAttr();
@@ -773,30 +631,33 @@ void SplitGenerationPass::runOnOperation() {
     return (void)(module.emitError("sl-split-generation: batch, sub-batch-size and "
                                    "num-sub-batches cannot be negative"),
                   signalPassFailure());
-  int64_t b = subBatchSize, count = numSubBatches;
-  if (b == 0 && count == 0)
-    count = 1;
-  if (b == 0 && batch > 0 && batch % count == 0)
-    b = batch / count;
-  if (count == 0 && b > 0)
-    count = batch > 0 && batch % b == 0 ? batch / b : (batch > 0 ? 0 : 1);
-  if (b < 1 || count < 1 || (batch > 0 && b * count != batch))
-    return (void)(module.emitError("sl-split-generation: batch=")
-                      << int64_t(batch) << " sub-batch-size=" << int64_t(subBatchSize)
-                      << " num-sub-batches=" << int64_t(numSubBatches)
-                      << " do not give a batch of N sub-batches of b sequences (batch = b x N); "
-                         "give batch, or two of them",
-                  signalPassFailure());
-
-  Residence residence;
-  Footprint predicted;
-  if (failed(plan(b, count, residence, predicted)))
+  sl::GenerationRequest request;
+  request.batch = batch;
+  request.subBatchSize = subBatchSize;
+  request.numSubBatches = numSubBatches;
+  request.deviceMemory = deviceMemory;
+  request.hostMemory = hostMemory;
+  request.weightsOnDevice = sl::forcedOnDevice(weightsOnDevice);
+  request.kvCacheOnDevice = sl::forcedOnDevice(kvCacheOnDevice);
+  auto emitError = [&] { return mlir::emitError(module.getLoc()); };
+  if (failed(sl::parseMemoryBudget("sl-split-generation", "device-memory", deviceMemory,
+                                   request.deviceBudget, emitError)) ||
+      failed(sl::parseMemoryBudget("sl-split-generation", "host-memory", hostMemory,
+                                   request.hostBudget, emitError)))
+    return signalPassFailure();
+  FailureOr<sl::GenerationPlan> plan = sl::chooseGeneration(
+      request,
+      [&](int64_t b, int64_t count, sl::GenerationResidence residence) {
+        return measure(b, count, residence);
+      },
+      emitError);
+  if (failed(plan))
     return signalPassFailure();
 
-  FailureOr<ModuleOp> split = splitAt(b);
+  FailureOr<ModuleOp> split = splitAt(plan->subBatchSize);
   if (failed(split))
     return signalPassFailure();
-  setPlan(*split, count, residence, predicted);
+  setPlan(*split, plan->numSubBatches, plan->residence, plan->predicted);
   forward.erase();
   for (auto func : llvm::make_early_inc_range(split->getOps<func::FuncOp>())) {
     func->remove();
@@ -822,14 +683,14 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
     // layout.
     sl::ScopedFoldLimit limit(std::max<int64_t>(sl::kMaxFoldedElements, cacheLen * 1024));
     if (!cache.tables) {
-      auto compiled = compile(1, cacheLen, /*partition=*/false);
+      auto compiled = compile(1, cacheLen);
       if (failed(compiled))
         return failure();
       cache.tables = std::move(*compiled);
     }
-    prefill = compile(b, maxPromptLen, /*partition=*/true);
+    prefill = compile(b, maxPromptLen);
   }
-  auto decode = compile(b, 1, /*partition=*/true);
+  auto decode = compile(b, 1);
   if (failed(prefill) || failed(decode))
     return failure();
   if (failed(rewriteDecode(**decode, *cache.tables)) ||
@@ -861,8 +722,9 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   return result;
 }
 
-void SplitGenerationPass::setPlan(ModuleOp split, int64_t count, Residence residence,
-                                  Footprint predicted) {
+void SplitGenerationPass::setPlan(ModuleOp split, int64_t count,
+                                  sl::GenerationResidence residence,
+                                  sl::GenerationFootprint predicted) {
   Builder builder(split.getContext());
   NamedAttrList generation(split->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr));
   generation.set(sl::plan::kNumSubBatches, builder.getI64IntegerAttr(count));
@@ -874,8 +736,3 @@ void SplitGenerationPass::setPlan(ModuleOp split, int64_t count, Residence resid
 }
 
 } // namespace
-
-std::unique_ptr<Pass> sl::createSplitGenerationPass(const SplitGenerationPassOptions &options,
-                                                    GenerationStagesBuilder buildStages) {
-  return std::make_unique<SplitGenerationPass>(options, std::move(buildStages));
-}

@@ -74,3 +74,22 @@ func.func @record(%x: tensor<4xf32>) -> tensor<4xf32> {
   %d = sl.prefetch %x {sl.record = "e0"} : tensor<4xf32>
   return %d : tensor<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{sl.bind_shapes has no key 'sequence' (it has batch and seq)}}
+module attributes {sl.bind_shapes = {batch = 2 : i64, sequence = 8 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{sl.bind_shapes's batch must be an i64 of at least 1, got 0 : i64}}
+module attributes {sl.bind_shapes = {batch = 0 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{sl.bind_shapes belongs on a builtin.module}}
+func.func @bound(%x: tensor<4xf32>) -> tensor<4xf32> attributes {sl.bind_shapes = {batch = 2 : i64}} {
+  return %x : tensor<4xf32>
+}

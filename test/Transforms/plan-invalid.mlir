@@ -30,8 +30,12 @@
 // RUN: sl-opt %t/bad-bytes.mlir --sl-plan="device-memory=lots" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bad-unit.mlir --sl-plan="host-memory=16GiBs" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/too-many-live-blocks.mlir --sl-plan="live-blocks=2" -verify-diagnostics -o /dev/null
-// RUN: sl-opt %t/no-stages.mlir --sl-plan -verify-diagnostics -o /dev/null
+// A module without stages is compiled to stages by stage-pipeline (plan-pipelines.mlir); an empty
+// one measures the module as it is, which must then have stages. A module with stages is measured
+// as it is: its shapes must be bound, its stages have backward functions.
+// RUN: sl-opt %t/no-stages.mlir --sl-plan="stage-pipeline=builtin.module()" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/unbound.mlir --sl-plan -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/no-blocks.mlir --sl-plan -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/no-backward.mlir --sl-plan -verify-diagnostics -o /dev/null
 
 // Every error sl-plan reports, one file each (split-file), as -verify-diagnostics sees it.
@@ -336,9 +340,25 @@ module {
 
 //--- unbound.mlir
 module {
+  func.func private @block(%x: tensor<?x4xf32>, %w: tensor<4x4xf32> {sl.param}) -> tensor<?x4xf32> {
+    %y = sl.matmul %x, %w : tensor<?x4xf32>, tensor<4x4xf32> -> tensor<?x4xf32>
+    return %y : tensor<?x4xf32>
+  }
   // expected-error @+1 {{sl-plan: the batch dimension of @forward's input #0 is not bound; run sl-bind-shapes first}}
   func.func @forward(%x: tensor<?x4xf32> {sl.dims = ["batch", ""]}) -> tensor<?x4xf32> {
-    return %x : tensor<?x4xf32>
+    %w = sl.param "layers.0.w" : tensor<4x4xf32>
+    %y = sl.layer @block(%x) params(%w) {index = 0 : i64, stage = "block"} : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+    return %y : tensor<?x4xf32>
+  }
+}
+
+//--- no-blocks.mlir
+// The default stage-pipeline (--sl-train's) fails on a model with no blocks to partition.
+// expected-error @+1 {{sl-plan: compiling a copy of the model to stages to measure it failed (see the errors above)}}
+module {
+  // expected-error @+1 {{sl-partition-layers: found no transformer blocks}}
+  func.func @forward(%x: tensor<2x4xf32> {sl.dims = ["batch", ""]}) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
   }
 }
 

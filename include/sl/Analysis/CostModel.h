@@ -265,6 +265,13 @@ mlir::FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &r
 /// or KiB, MiB, GiB, TiB (powers of 1024), e.g. `16GiB`, `80GB`, `1.5GiB`, `1073741824`.
 std::optional<double> parseByteSize(llvm::StringRef text);
 
+/// A memory budget option of `pass` (`device-memory=`, `host-memory=`; sl-plan and
+/// sl-split-generation): none for empty text, else parseByteSize's bytes; text that is not a byte
+/// count is an error through `emitError` naming the pass, the option and the units.
+mlir::LogicalResult parseMemoryBudget(llvm::StringRef pass, llvm::StringRef option,
+                                      llvm::StringRef text, std::optional<double> &budget,
+                                      llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
 /// `1.50 GiB`, `12.0 KiB`, `512 B`.
 std::string formatBytes(double bytes);
 

@@ -5,7 +5,9 @@
 // sl-schedule-generation), the generation settings (sl.generation on a module, from
 // sl-split-generation), each kernel's stream (sl.stream, a #sl.stream enum), its buffers' offsets
 // (sl.offsets), its events (sl.wait, sl.record) and the step's totals (sl.device_arena_bytes,
-// sl.host_pool_bytes, sl.num_events). Their names and the plan's keys are spelled here once, and
+// sl.host_pool_bytes, sl.num_events), and the sizes a copy of a model is compiled at (sl.bind_shapes
+// on a module, from sl-plan and sl-split-generation, for sl-bind-shapes). Their names and the
+// plan's keys are spelled here once, and
 // SLDialect::verifyOperationAttribute checks every one of them wherever it appears (a key the
 // plan does not have, a value of the wrong type or sign, an offset count that is not the result
 // count), so a pass that writes a wrong one fails at the verifier, not in the emitter.
@@ -37,6 +39,7 @@ inline constexpr llvm::StringLiteral kKvCacheAttr = "sl.kv_cache";  // argument:
 inline constexpr llvm::StringLiteral kDeviceArenaBytesAttr = "sl.device_arena_bytes"; // step
 inline constexpr llvm::StringLiteral kHostPoolBytesAttr = "sl.host_pool_bytes";       // step
 inline constexpr llvm::StringLiteral kNumEventsAttr = "sl.num_events";                // step
+inline constexpr llvm::StringLiteral kBindShapesAttr = "sl.bind_shapes"; // module: sizes to bind
 
 /// The explicit steps' function names: what sl-schedule-subbatches and sl-schedule-generation
 /// write and the emitter turns into a schedule's kind ("train", "infer", "generate").
@@ -67,6 +70,13 @@ inline constexpr llvm::StringLiteral kKvCacheBytes = "kv_cache_bytes";
 inline constexpr llvm::StringLiteral kWeightsOnDevice = "weights_on_device";
 inline constexpr llvm::StringLiteral kKvCacheOnDevice = "kv_cache_on_device";
 } // namespace plan
+
+/// Keys of sl.bind_shapes: the sizes sl-bind-shapes binds a module's batch and sequence
+/// dimensions to where its own options leave them 0 (each at least 1, both optional).
+namespace shapes {
+inline constexpr llvm::StringLiteral kBatch = "batch";
+inline constexpr llvm::StringLiteral kSeq = "seq";
+} // namespace shapes
 
 /// Typed reads of a plan or generation dictionary that the verifier has checked: a key that is
 /// absent reads as `otherwise`.

@@ -220,9 +220,10 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// The part of `--sl-train` from a module with its loss appended to stages with backward
-/// functions: bind shapes (batch dimensions to `batch`, or to sl.plan's sub-batch size when 0),
-/// fold, fuse, convert to `precision` (f32: unchanged), partition, differentiate (so a bf16
-/// backward is derived from the bf16 forward). sl-plan measures copies of the module through it.
+/// functions: bind shapes (batch dimensions to `batch`, or when 0 to the module's sl.bind_shapes
+/// or sl.plan's sub-batch size), fold, fuse, convert to `precision` (f32: unchanged), partition,
+/// differentiate (so a bf16 backward is derived from the bf16 forward). sl-plan measures copies
+/// of the module through it: `--sl-train` gives it, as text, as sl-plan's stage-pipeline.
 void buildStagePipeline(mlir::OpPassManager &pm, int64_t batch, int64_t seq, bool fuse,
                         llvm::StringRef precision);
 
