@@ -63,7 +63,7 @@ PLAN_LINE = re.compile(r"^sl-plan: (\w+), (\d+) sub-batches of (\d+) \(batch (\d
 ARENA_LINE = re.compile(r"^device arena:\s+.*?\((\d+) bytes\)", re.M)
 MOVED_LINE = re.compile(r"^\s+speedloader\s+host->device.*?\((\d+) bytes\), "
                         r"device->host.*?\((\d+) bytes\)", re.M)
-STEP_LINE = re.compile(r"^step time:\s+(\S+) s predicted \((\S+) s of compute\)", re.M)
+STEP_LINE = re.compile(r"^step time:\s+(\S+) s predicted \((\S+) s of compute[,)]", re.M)
 
 
 def parse_plan_report(text, what):
