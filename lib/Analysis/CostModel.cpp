@@ -790,10 +790,9 @@ FailureOr<PlanConfig> choose(const ModelCosts &costs, const PlanRequest &request
                        << " of host memory, more than the budget of "
                        << bytesWithCount(*request.hostBudget);
   };
-  auto deviceFits = [&](int64_t size, int64_t liveBlocks = 0) {
+  auto deviceFits = [&](int64_t size) {
     return !request.deviceBudget ||
-           predictAt(size, deviceCount(size), true, liveBlocks).deviceBytes <=
-               *request.deviceBudget;
+           predictAt(size, deviceCount(size), true).deviceBytes <= *request.deviceBudget;
   };
   auto hostFits = [&](int64_t size, int64_t count, int64_t liveBlocks = 0) {
     return !request.hostBudget ||
