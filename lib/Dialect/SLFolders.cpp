@@ -180,6 +180,22 @@ Attribute toAttr(RankedTensorType type, ArrayRef<double> values) {
   return makeDense(type, values);
 }
 
+/// `fn` of each of the `n` result elements' broadcast operand pairs, walked by `l` and `r`, as
+/// `Out`; nullopt as soon as `fn` declines one.
+template <typename Out, typename In, typename Fn>
+std::optional<SmallVector<Out>> mapBroadcast(ArrayRef<In> lhs, ArrayRef<In> rhs, BroadcastWalk l,
+                                             BroadcastWalk r, int64_t n, Fn fn) {
+  SmallVector<Out> out;
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
+    auto v = fn(lhs[l.index()], rhs[r.index()]);
+    if (!v)
+      return std::nullopt;
+    out.push_back(static_cast<Out>(*v));
+  }
+  return out;
+}
+
 /// Folds an elementwise binary op: `intFn` on int64 values (exact: shapes can be near INT64_MAX),
 /// `floatFn` on doubles. Either may decline (nullopt), e.g. an integer division by zero, which is
 /// left for the kernel to report.
@@ -197,36 +213,15 @@ OpFoldResult foldBinary(Attribute lhsAttr, Attribute rhsAttr, RankedTensorType r
   BroadcastWalk l(lhs->shape, shape), r(rhs->shape, shape);
   if (!lhs->isFloat && resultType.getElementType().isSignlessInteger(1)) {
     // A comparison's result straight to booleans (a causal mask's condition is 16M of them).
-    SmallVector<bool> out;
-    out.reserve(n);
-    for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
-      std::optional<int64_t> v = intFn(lhs->ints[l.index()], rhs->ints[r.index()]);
-      if (!v)
-        return {};
-      out.push_back(*v != 0);
-    }
-    return DenseElementsAttr::get(resultType, ArrayRef<bool>(out));
+    auto out = mapBroadcast<bool>(ArrayRef(lhs->ints), ArrayRef(rhs->ints), l, r, n, intFn);
+    return out ? DenseElementsAttr::get(resultType, ArrayRef<bool>(*out)) : Attribute();
   }
   if (!lhs->isFloat) {
-    SmallVector<int64_t> out;
-    out.reserve(n);
-    for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
-      std::optional<int64_t> v = intFn(lhs->ints[l.index()], rhs->ints[r.index()]);
-      if (!v)
-        return {};
-      out.push_back(*v);
-    }
-    return makeDense(resultType, ArrayRef<int64_t>(out));
+    auto out = mapBroadcast<int64_t>(ArrayRef(lhs->ints), ArrayRef(rhs->ints), l, r, n, intFn);
+    return out ? makeDense(resultType, ArrayRef<int64_t>(*out)) : Attribute();
   }
-  SmallVector<double> out;
-  out.reserve(n);
-  for (int64_t i = 0; i < n; ++i, l.next(), r.next()) {
-    std::optional<double> v = floatFn(lhs->floats[l.index()], rhs->floats[r.index()]);
-    if (!v)
-      return {};
-    out.push_back(*v);
-  }
-  return toAttr(resultType, out);
+  auto out = mapBroadcast<double>(ArrayRef(lhs->floats), ArrayRef(rhs->floats), l, r, n, floatFn);
+  return out ? toAttr(resultType, *out) : Attribute();
 }
 
 // Two's-complement wrap-around, as the kernels compute it (and without undefined behaviour).

@@ -126,6 +126,10 @@ private:
   SmallVector<Value> joinOutputs();
 
   SmallVector<Value> inlineFunction(func::FuncOp callee, ValueRange operands);
+  // Inlines a group's stages for one sub-batch: inputs from `onDevice`, parameters from `params`;
+  // maps each stage's results into `onDevice` and returns each stage's operands.
+  SmallVector<SmallVector<Value>> inlineStages(const Group &group, IRMapping &onDevice,
+                                               const IRMapping &params);
   Value hostConstant(RankedTensorType type, Attribute value);
   Value splat(Type type, double value);
   Value sum(ArrayRef<Value> values);
@@ -382,6 +386,23 @@ SmallVector<Value> StepBuilder::inlineFunction(func::FuncOp callee, ValueRange o
   });
 }
 
+SmallVector<SmallVector<Value>>
+StepBuilder::inlineStages(const Group &group, IRMapping &onDevice, const IRMapping &params) {
+  SmallVector<SmallVector<Value>> stageOperands;
+  for (unsigned s : group.stages) {
+    LayerOp layer = stages[s].layer;
+    SmallVector<Value> operands;
+    for (Value v : layer.getInputs())
+      operands.push_back(onDevice.lookup(v));
+    for (Value p : layer.getParams())
+      operands.push_back(params.lookup(p));
+    for (auto [from, to] : llvm::zip(layer.getResults(), inlineFunction(stages[s].body, operands)))
+      onDevice.map(from, to);
+    stageOperands.push_back(std::move(operands));
+  }
+  return stageOperands;
+}
+
 void StepBuilder::fetchParams(ArrayRef<Value> params, llvm::StringRef group, IRMapping &into) {
   if (params.empty())
     return;
@@ -455,18 +476,7 @@ void StepBuilder::emitForwardPass(const GroupPass &pass, const IRMapping &params
                                  describe(v)),
                            hostValue[j].lookup(v)));
   };
-  auto compute = [&](int64_t j) {
-    for (unsigned s : group.stages) {
-      LayerOp layer = stages[s].layer;
-      SmallVector<Value> operands;
-      for (Value v : layer.getInputs())
-        operands.push_back(device[j].lookup(v));
-      for (Value p : layer.getParams())
-        operands.push_back(params.lookup(p));
-      for (auto [from, to] : llvm::zip(layer.getResults(), inlineFunction(stages[s].body, operands)))
-        device[j].map(from, to);
-    }
-  };
+  auto compute = [&](int64_t j) { inlineStages(group, device[j], params); };
   auto offload = [&](int64_t j) {
     for (Value v : group.outputs)
       hostValue[j][v] = builder.create<OffloadOp>(
@@ -497,18 +507,7 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
   auto compute = [&](int64_t j) {
     // Recompute the group's stages (CSE merges this with each backward function's own
     // recomputation, so the group's activations are computed once per sub-batch).
-    SmallVector<SmallVector<Value>> stageOperands;
-    for (unsigned s : group.stages) {
-      LayerOp layer = stages[s].layer;
-      SmallVector<Value> operands;
-      for (Value v : layer.getInputs())
-        operands.push_back(device[j].lookup(v));
-      for (Value p : layer.getParams())
-        operands.push_back(params.lookup(p));
-      for (auto [from, to] : llvm::zip(layer.getResults(), inlineFunction(stages[s].body, operands)))
-        device[j].map(from, to);
-      stageOperands.push_back(std::move(operands));
-    }
+    SmallVector<SmallVector<Value>> stageOperands = inlineStages(group, device[j], params);
     DenseMap<Value, SmallVector<Value>> grads; // @forward value -> device gradient contributions
     for (auto &[v, contributions] : outputGrads[j])
       grads[v] = contributions;

@@ -58,6 +58,41 @@ template <typename T> size_t sharedBytes(int64_t doubles, int64_t ts) {
   return static_cast<size_t>(doubles) * sizeof(double) + static_cast<size_t>(ts) * sizeof(T);
 }
 
+// What query row `row` of [B, Hq, S] reads, for the forward kernel and the query gradient: its
+// key/value head (grouped-query), its mask row, its ALiBi slope, its own key position and how many
+// keys it may see.
+template <typename S> struct QueryRow {
+  int64_t b, h, i;
+  const S *kHead, *vHead;
+  int64_t kStep, vStep;
+  int64_t visible;
+  const S *mask; // the mask's row, or null
+  Compute<S> slope;
+  int64_t position;
+
+  __device__ QueryRow(int64_t row, const S *k, const S *v, const S *maskBase, const S *slopes,
+                      const AttentionShape &sh, const MaskStrides &ms, bool causal)
+      : b(row / sh.s / sh.heads), h(row / sh.s % sh.heads), i(row % sh.s),
+        kHead(k + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.d)),
+        vHead(v + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.dv)),
+        kStep(sh.step(sh.kvHeads, sh.d)), vStep(sh.step(sh.kvHeads, sh.dv)),
+        visible(visibleKeys(causal, i, sh.s, sh.t)),
+        mask(maskBase ? maskBase + b * ms.b + h * ms.h + i * ms.s : nullptr),
+        slope(slopes ? load(slopes[h]) : Compute<S>(0)), position(i + sh.t - sh.s) {}
+
+  // The offset of this row in a [B, Hq, S, width] tensor (q, dy, the result, dq).
+  __device__ int64_t at(const AttentionShape &sh, int64_t width) const {
+    return sh.at(b, h, i, sh.heads, sh.s, width);
+  }
+  // The score of key j, given the row of q already widened into `qs`.
+  __device__ Compute<S> score(const Compute<S> *qs, int64_t j, const AttentionShape &sh,
+                              const MaskStrides &ms, Compute<S> scale, bool alibi) const {
+    Compute<S> x = dot(qs, kHead + j * kStep, sh.d) * scale;
+    x += mask ? load(mask[j * ms.t]) : Compute<S>(0);
+    return alibi ? x + slope * static_cast<Compute<S>>(j - position) : x;
+  }
+};
+
 // --- ATTENTION ----------------------------------------------------------------------------------
 
 // softmax(q k^T * scale + mask + alibi) v per query row; a row that may see no key is zeros (NaN
@@ -75,24 +110,16 @@ __global__ void attentionKernel(const S *q, const S *k, const S *v, const S *mas
   const int64_t rows = sh.batch * sh.heads * sh.s;
   const int tid = threadIdx.x, threads = blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    int64_t i = row % sh.s, bh = row / sh.s, h = bh % sh.heads, b = bh / sh.heads;
-    const S *kHead = k + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.d);
-    const S *vHead = v + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.dv);
-    const int64_t kStep = sh.step(sh.kvHeads, sh.d), vStep = sh.step(sh.kvHeads, sh.dv);
-    const S *qRow = q + sh.at(b, h, i, sh.heads, sh.s, sh.d);
-    S *yRow = y + sh.at(b, h, i, sh.heads, sh.s, sh.dv);
-    int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
-    const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
-    const T slope = slopes ? load(slopes[h]) : T(0);
-    const int64_t position = i + sh.t - sh.s; // the query's own key position
+    const QueryRow<S> r(row, k, v, mask, slopes, sh, ms, causal);
+    const S *vHead = r.vHead;
+    const int64_t vStep = r.vStep, visible = r.visible;
+    const S *qRow = q + r.at(sh, sh.d);
+    S *yRow = y + r.at(sh, sh.dv);
     __syncthreads(); // the previous row is done with shared memory
     for (int64_t c = tid; c < sh.d; c += threads)
       qs[c] = load(qRow[c]);
     __syncthreads();
-    auto score = [&](int64_t j) {
-      T x = dot(qs, kHead + j * kStep, sh.d) * scale + (mRow ? load(mRow[j * ms.t]) : T(0));
-      return slopes ? x + slope * static_cast<T>(j - position) : x;
-    };
+    auto score = [&](int64_t j) { return r.score(qs, j, sh, ms, scale, slopes != nullptr); };
 
     T rowMax = -dm::infinity<T>();
     for (int64_t j = tid; j < visible; j += threads)
@@ -166,27 +193,19 @@ __global__ void attentionGradQuery(const S *q, const S *k, const S *v, const S *
   const int64_t rows = sh.batch * sh.heads * sh.s;
   const int tid = threadIdx.x, threads = blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    int64_t i = row % sh.s, bh = row / sh.s, h = bh % sh.heads, b = bh / sh.heads;
-    const S *kHead = k + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.d);
-    const S *vHead = v + sh.at(b, h / sh.group(), 0, sh.kvHeads, sh.t, sh.dv);
-    const int64_t kStep = sh.step(sh.kvHeads, sh.d), vStep = sh.step(sh.kvHeads, sh.dv);
-    const S *qRow = q + sh.at(b, h, i, sh.heads, sh.s, sh.d);
-    const S *dyRow = dy + sh.at(b, h, i, sh.heads, sh.s, sh.dv);
-    S *dqRow = dq + sh.at(b, h, i, sh.heads, sh.s, sh.d);
-    int64_t visible = visibleKeys(causal, i, sh.s, sh.t);
-    const S *mRow = mask ? mask + b * ms.b + h * ms.h + i * ms.s : nullptr;
-    const T slope = slopes ? load(slopes[h]) : T(0);
-    const int64_t position = i + sh.t - sh.s;
+    const QueryRow<S> r(row, k, v, mask, slopes, sh, ms, causal);
+    const S *kHead = r.kHead, *vHead = r.vHead;
+    const int64_t kStep = r.kStep, vStep = r.vStep, visible = r.visible;
+    const S *qRow = q + r.at(sh, sh.d);
+    const S *dyRow = dy + r.at(sh, sh.dv);
+    S *dqRow = dq + r.at(sh, sh.d);
     __syncthreads();
     for (int64_t c = tid; c < sh.d; c += threads)
       qs[c] = load(qRow[c]);
     for (int64_t c = tid; c < sh.dv; c += threads)
       dys[c] = load(dyRow[c]);
     __syncthreads();
-    auto score = [&](int64_t j) {
-      T x = scale * dot(qs, kHead + j * kStep, sh.d) + (mRow ? load(mRow[j * ms.t]) : T(0));
-      return slopes ? x + slope * static_cast<T>(j - position) : x;
-    };
+    auto score = [&](int64_t j) { return r.score(qs, j, sh, ms, scale, slopes != nullptr); };
 
     T rowMax = -dm::infinity<T>();
     for (int64_t j = tid; j < visible; j += threads)
