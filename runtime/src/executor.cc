@@ -180,7 +180,7 @@ void Executor::prepareKernels() {
   const sl::schedule::Schedule &s = schedule_.schedule;
   std::unordered_map<uint32_t, uint32_t> slotOf;
   std::map<uint32_t, size_t> runOf; // stream id -> index in streamRuns_
-  plans_.resize(static_cast<size_t>(s.kernels_size()));
+  bound_.resize(static_cast<size_t>(s.kernels_size()));
   programOf_.assign(static_cast<size_t>(s.kernels_size()), 0);
   marksOf_.assign(programCount(), 0);
   for (int p = 0; p < s.programs_size(); ++p)
@@ -188,18 +188,18 @@ void Executor::prepareKernels() {
       programOf_[s.programs(p).first_kernel() + k] = static_cast<uint32_t>(p);
   for (int index = 0; index < s.kernels_size(); ++index) {
     const sl::schedule::Kernel &k = s.kernels(index);
-    KernelPlan &plan = plans_[static_cast<size_t>(index)];
+    BoundKernel &bound = bound_[static_cast<size_t>(index)];
     auto touch = [&](uint32_t id) {
       const sl::schedule::Buffer &b = s.buffers(static_cast<int>(id));
-      uint64_t &end = b.space() == sl::schedule::DEVICE ? plan.deviceEnd : plan.hostEnd;
+      uint64_t &end = b.space() == sl::schedule::DEVICE ? bound.deviceEnd : bound.hostEnd;
       end = std::max(end, b.offset() + b.bytes());
     };
     for (uint32_t id : k.operands()) {
-      plan.operands.push_back(&refs_[id]);
+      bound.operands.push_back(&refs_[id]);
       touch(id);
     }
     for (uint32_t id : k.results()) {
-      plan.results.push_back(&refs_[id]);
+      bound.results.push_back(&refs_[id]);
       touch(id);
     }
     if (k.op() == sl::schedule::OPTIMIZER_STEP) {
@@ -213,16 +213,16 @@ void Executor::prepareKernels() {
       return slotOf.emplace(event, static_cast<uint32_t>(slotOf.size())).first->second;
     };
     for (uint32_t event : k.wait_events())
-      plan.waitSlots.push_back(slot(event));
+      bound.waitSlots.push_back(slot(event));
     for (uint32_t event : k.record_events())
-      plan.recordSlots.push_back(slot(event));
+      bound.recordSlots.push_back(slot(event));
     // What the host runs itself may touch memory only once the work it waits for is done;
     // everything else is issued to the calling thread's backend stream, ordered there.
-    plan.onHost = k.op() == sl::schedule::OPTIMIZER_STEP || k.op() == sl::schedule::ALL_GATHER ||
+    bound.onHost = k.op() == sl::schedule::OPTIMIZER_STEP || k.op() == sl::schedule::ALL_GATHER ||
                   k.op() == sl::schedule::REDUCE_SCATTER ||
-                  (k.op() != sl::schedule::COPY && executesOnHost(plan.results));
-    if (!plan.onHost)
-      plan.mark = static_cast<uint32_t>(marksOf_[programOf_[static_cast<size_t>(index)]]++);
+                  (k.op() != sl::schedule::COPY && executesOnHost(bound.results));
+    if (!bound.onHost)
+      bound.mark = static_cast<uint32_t>(marksOf_[programOf_[static_cast<size_t>(index)]]++);
     auto [run, inserted] = runOf.emplace(k.stream(), streamRuns_.size());
     if (inserted) {
       streamRuns_.push_back(std::make_unique<StreamRun>());
@@ -525,17 +525,17 @@ void Executor::runStream(StreamRun &run, bool tracing, bool timing, uint32_t pro
   auto [first, last] = run.programRanges[program];
   for (size_t position = first; position < last; ++position) {
     int index = run.kernels[position];
-    const KernelPlan &plan = plans_[static_cast<size_t>(index)];
+    const BoundKernel &bound = bound_[static_cast<size_t>(index)];
     const sl::schedule::Kernel &kernel = s.kernels(index);
     // First until another thread has issued the event's record (the executor's host-side flag),
     // then on the backend: this stream's next work waits for the event, or, for a kernel the host
     // runs, this thread blocks until it has completed.
-    for (size_t i = 0; i < plan.waitSlots.size(); ++i) {
+    for (size_t i = 0; i < bound.waitSlots.size(); ++i) {
       auto waitStart = Clock::now();
       bool blocked = false;
-      if (!waitForEvent(run.worker, plan.waitSlots[i], blocked))
+      if (!waitForEvent(run.worker, bound.waitSlots[i], blocked))
         return;
-      blocked |= backend_.waitEvent(plan.waitSlots[i], plan.onHost);
+      blocked |= backend_.waitEvent(bound.waitSlots[i], bound.onHost);
       if (blocked) {
         auto waitEnd = Clock::now();
         run.waitSeconds += std::chrono::duration<double>(waitEnd - waitStart).count();
@@ -548,35 +548,35 @@ void Executor::runStream(StreamRun &run, bool tracing, bool timing, uint32_t pro
     if (threads_->failed)
       return;
     // What this stream issued before must be done before the host runs a kernel itself.
-    if (plan.onHost)
+    if (bound.onHost)
       backend_.synchronize();
     // The backend times what it runs on this thread's stream; what the host runs, the host times.
-    bool timed = timing && !plan.onHost;
+    bool timed = timing && !bound.onHost;
     if (timed)
-      backend_.markKernelStart(plan.mark);
+      backend_.markKernelStart(bound.mark);
     auto kernelStart = Clock::now();
     runKernel(index, run);
     auto kernelEnd = Clock::now();
     if (timed)
-      backend_.markKernelEnd(plan.mark);
+      backend_.markKernelEnd(bound.mark);
     double seconds = std::chrono::duration<double>(kernelEnd - kernelStart).count();
     OpStats &op = run.stats.perOp[sl::schedule::OpKind_Name(kernel.op())];
     ++op.count;
     if (timed) {
       run.timed.push_back(
-          {index, plan.mark, seconds, tracing ? run.spans.size() : StreamRun::kNoSpan});
+          {index, bound.mark, seconds, tracing ? run.spans.size() : StreamRun::kNoSpan});
     } else {
       run.busySeconds += seconds;
       op.seconds += seconds;
     }
     ++run.stats.kernels;
-    run.stats.deviceArenaPeakBytes = std::max(run.stats.deviceArenaPeakBytes, plan.deviceEnd);
-    run.stats.hostPoolPeakBytes = std::max(run.stats.hostPoolPeakBytes, plan.hostEnd);
+    run.stats.deviceArenaPeakBytes = std::max(run.stats.deviceArenaPeakBytes, bound.deviceEnd);
+    run.stats.hostPoolPeakBytes = std::max(run.stats.hostPoolPeakBytes, bound.hostEnd);
     if (tracing)
       run.spans.push_back({TraceSpan::Kind::kKernel, run.stream, index, 0, 0, micros(kernelStart),
                            micros(kernelEnd) - micros(kernelStart)});
     // The backend's record is issued before the flag that lets other threads wait for it is set.
-    for (uint32_t slot : plan.recordSlots) {
+    for (uint32_t slot : bound.recordSlots) {
       backend_.recordEvent(slot);
       recordEvent(slot);
     }
@@ -585,7 +585,7 @@ void Executor::runStream(StreamRun &run, bool tracing, bool timing, uint32_t pro
 
 void Executor::runKernel(int index, StreamRun &run) {
   const sl::schedule::Kernel &kernel = schedule_.schedule.kernels(index);
-  const KernelPlan &plan = plans_[static_cast<size_t>(index)];
+  const BoundKernel &bound = bound_[static_cast<size_t>(index)];
   if (kernel.op() == sl::schedule::OPTIMIZER_STEP) {
     // The hook's own errors say what they mean; they are the caller's, not the kernel's.
     if (optimizerStepHook_)
@@ -596,15 +596,15 @@ void Executor::runKernel(int index, StreamRun &run) {
     return runCollective(index, run);
   try {
     if (kernel.op() == sl::schedule::COPY) {
-      const TensorRef &src = *plan.operands[0];
-      const TensorRef &dst = *plan.results[0];
+      const TensorRef &src = *bound.operands[0];
+      const TensorRef &dst = *bound.results[0];
       backend_.copy(src, dst);
       uint64_t &counter = src.space == dst.space              ? run.stats.bytesWithinSpace
                           : dst.space == sl::schedule::DEVICE ? run.stats.bytesHostToDevice
                                                               : run.stats.bytesDeviceToHost;
       counter += src.bytes;
     } else {
-      backend_.execute(kernel, plan.operands, plan.results);
+      backend_.execute(kernel, bound.operands, bound.results);
     }
   } catch (const Error &e) {
     // Backends describe what went wrong with the data; which kernel it was is named here.
@@ -615,13 +615,13 @@ void Executor::runKernel(int index, StreamRun &run) {
 
 void Executor::runCollective(int index, StreamRun &run) {
   const sl::schedule::Kernel &kernel = schedule_.schedule.kernels(index);
-  const KernelPlan &plan = plans_[static_cast<size_t>(index)];
-  const TensorRef &in = *plan.operands[0];
-  const TensorRef &out = *plan.results[0];
+  const BoundKernel &bound = bound_[static_cast<size_t>(index)];
+  const TensorRef &in = *bound.operands[0];
+  const TensorRef &out = *bound.results[0];
   // The communicator's errors name the rank and this kernel: they are not wrapped again.
   std::string what = kernelText(index, kernel);
   // Whatever computed the operand (another stream's kernel) has completed: a collective runs on
-  // the host, which waited for its events there (KernelPlan::onHost).
+  // the host, which waited for its events there (BoundKernel::onHost).
   if (kernel.op() == sl::schedule::ALL_GATHER) {
     options_.comm->allGather(reinterpret_cast<const float *>(in.data),
                              reinterpret_cast<float *>(out.data), in.bytes / sizeof(float), what);

@@ -226,9 +226,10 @@ private:
   uint32_t world_ = 1;
   // refs_[i] locates buffer i in its memory space.
   std::vector<TensorRef> refs_;
-  // Per kernel: operand and result refs, the dense slots (below) of its waited and recorded
-  // events, and the end of the furthest buffer it touches in each space.
-  struct KernelPlan {
+  // Per kernel, bound to this schedule's buffers and events: operand and result refs, the dense
+  // slots (below) of its waited and recorded events, and the end of the furthest buffer it touches
+  // in each space.
+  struct BoundKernel {
     std::vector<const TensorRef *> operands, results;
     std::vector<uint32_t> waitSlots, recordSlots;
     uint64_t deviceEnd = 0, hostEnd = 0;
@@ -238,7 +239,7 @@ private:
     // Not onHost: its timing mark (Backend::markKernelStart), numbered densely in its program.
     uint32_t mark = 0;
   };
-  std::vector<KernelPlan> plans_;
+  std::vector<BoundKernel> bound_;
   // Events that some kernel records or waits for, numbered densely (a schedule's event ids may
   // be sparse).
   size_t eventSlots_ = 0;
