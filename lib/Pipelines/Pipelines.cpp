@@ -45,16 +45,23 @@ void addForwardPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq, int64
   pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposesPass());
 }
 
+/// The sizes and budgets every pipeline gives its planning pass (sl-plan, sl-split-generation).
+template <typename PassOptions, typename PipelineOptions>
+void copyBatching(PassOptions &into, const BatchingOptions<PipelineOptions> &options) {
+  into.batch = options.batch;
+  into.subBatchSize = options.subBatchSize;
+  into.numSubBatches = options.numSubBatches;
+  into.deviceMemory = options.deviceMemory;
+  into.hostMemory = options.hostMemory;
+}
+
 /// The sl-plan options that inference and training share, from either pipeline's options.
 template <typename PipelineOptions>
-PlanPassOptions planOptionsOf(const PipelineOptions &options) {
+PlanPassOptions planOptionsOf(const PlanningOptions<PipelineOptions> &options) {
   PlanPassOptions plan;
-  plan.deviceMemory = options.deviceMemory;
-  plan.hostMemory = options.hostMemory;
-  plan.batch = options.batch;
-  plan.subBatchSize = options.subBatchSize;
-  plan.numSubBatches = options.numSubBatches;
+  copyBatching(plan, options);
   plan.liveBlocks = options.liveBlocks;
+  plan.mode = options.mode.empty() ? std::string("speedloader") : std::string(options.mode);
   plan.target = options.target;
   plan.precision = options.precision;
   plan.linkGBps = options.linkGBps;
@@ -98,7 +105,6 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   // Planned: sl-plan measures forward-only copies partitioned into stages, chooses the
   // sub-batch size, count and live blocks, and the module is bound at the chosen size.
   PlanPassOptions plan = planOptionsOf(options);
-  plan.mode = options.mode.empty() ? std::string("speedloader") : std::string(options.mode);
   plan.forwardOnly = true;
   int64_t seq = options.seq, past = options.past;
   bool fuse = options.fuse;
@@ -152,7 +158,6 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
   // The plan comes first: the sub-batch size it chooses is the size the shapes are bound at.
   PlanPassOptions plan = planOptionsOf(options);
   plan.world = options.world;
-  plan.mode = options.mode;
   plan.optimizerGParams = options.optimizerGParams;
   int64_t seq = options.seq;
   bool fuse = options.fuse;
@@ -173,13 +178,9 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
 
 void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOptions &options) {
   SplitGenerationPassOptions split;
-  split.batch = options.batch;
-  split.subBatchSize = options.subBatchSize;
-  split.numSubBatches = options.numSubBatches;
+  copyBatching(split, options);
   split.maxPromptLen = options.maxPromptLen;
   split.maxNewTokens = options.maxNewTokens;
-  split.deviceMemory = options.deviceMemory;
-  split.hostMemory = options.hostMemory;
   split.weightsOnDevice = options.weightsOnDevice;
   split.kvCacheOnDevice = options.kvCacheOnDevice;
   // The copies are bound at [1, C], [b, P] and [b, 1] by their sl.bind_shapes.
