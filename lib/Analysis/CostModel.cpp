@@ -249,6 +249,8 @@ FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier,
     return it->second;
   };
 
+  // Each stage function's forward and backward profiles.
+  llvm::DenseMap<Operation *, std::pair<FunctionProfile, FunctionProfile>> profiles;
   Block &body = forward.getBody().front();
   for (Operation &op : body) {
     if (auto param = llvm::dyn_cast<ParamOp>(op)) {
@@ -284,17 +286,21 @@ FailureOr<Measurement> measure(ModuleOp module, const Classifier &classifier,
     if (!forwardOnly && (!backwardFunc || backwardFunc.isExternal()))
       return mlir::emitError(layer.getLoc(), "sl-plan: stage @")
              << layer.getCallee() << " has no backward function; run sl-autodiff first";
-    FunctionProfile forwardProfile = profileFunction(stageFunc, classifier);
+    // Identical blocks share one stage function (sl-partition-layers): each is measured once.
+    auto [measured, first] = profiles.try_emplace(stageFunc.getOperation());
+    if (first) {
+      measured->second.first = profileFunction(stageFunc, classifier);
+      // A forward-only step has no backward: its FLOPs and workspace are zero.
+      if (!forwardOnly)
+        measured->second.second = profileFunction(backwardFunc, classifier);
+    }
+    const auto &[forwardProfile, backwardProfile] = measured->second;
     stage.forwardFlops = forwardProfile.flops;
     stage.forwardKernels = forwardProfile.kernels;
-    m.forwardLive.push_back(std::move(forwardProfile.live));
-    // A forward-only step has no backward: its FLOPs and workspace are zero.
-    FunctionProfile backwardProfile;
-    if (!forwardOnly)
-      backwardProfile = profileFunction(backwardFunc, classifier);
+    m.forwardLive.push_back(forwardProfile.live);
     stage.backwardFlops = backwardProfile.flops;
     stage.backwardKernels = backwardProfile.kernels;
-    m.backwardLive.push_back(std::move(backwardProfile.live));
+    m.backwardLive.push_back(backwardProfile.live);
     costs.stages.push_back(std::move(stage));
   }
   for (Value returned : body.getTerminator()->getOperands())
