@@ -1001,8 +1001,13 @@ FailureOr<Results> Converter::scatterND() {
 }
 
 FailureOr<Results> Converter::cumSum() {
+  if (failed(expectInputs(2, 2)))
+    return failure();
   FailureOr<Value> x = in(0), axis = in(1);
   if (failed(x) || failed(axis))
+    return failure();
+  // The kernel sums along one axis fixed in the schedule.
+  if (failed(knownInts(*axis, "CumSum's axis")))
     return failure();
   return one(im.build<CumSumOp>(node, *x, *axis, intAttr(node, "exclusive", 0) != 0,
                                 intAttr(node, "reverse", 0) != 0));

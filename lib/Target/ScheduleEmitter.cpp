@@ -485,6 +485,16 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
+      .Case<CumSumOp>([&](CumSumOp cumsum) -> Result {
+        auto axis = constantOf(cumsum.getAxis(), "cumsum axis");
+        if (failed(axis))
+          return failure();
+        pb::CumSumAttributes attrs;
+        attrs.set_axis(normalized((*axis)[0], cumsum.getType().getRank()));
+        attrs.set_exclusive(cumsum.getExclusive());
+        attrs.set_reverse(cumsum.getReverse());
+        return withAttributes(plan, &pb::Kernel::mutable_cumsum, attrs);
+      })
       .Case<ReduceMeanOp, ReduceSumOp>([&](auto reduce) -> Result {
         int64_t rank = llvm::cast<RankedTensorType>(reduce.getInput().getType()).getRank();
         SmallVector<int64_t> axes;

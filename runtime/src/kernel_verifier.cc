@@ -151,6 +151,7 @@ private:
     case MUL:
     case DIV:
     case NEG:
+    case CUMSUM:
       return sameDType(allRoles(), kFloatOrI64, all);
     case EQUAL:
     case LESS:
@@ -257,6 +258,9 @@ private:
       return expectResult(in_[0]);
     case SOFTMAX:
       axisBelowRank(k_.axis().axis(), in_[0], "axis.axis");
+      return expectResult(in_[0]);
+    case CUMSUM:
+      axisBelowRank(k_.cumsum().axis(), in_[0], "cumsum.axis");
       return expectResult(in_[0]);
     case TRILU:
       if (in_[0].size() < 2)

@@ -198,6 +198,8 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
     return cpu::expand(operands, y);
   case TRILU:
     return cpu::trilu(kernel, operands, y);
+  case CUMSUM:
+    return cpu::cumSum(kernel, operands, y);
   case ROTARY:
     return cpu::rotary(kernel, operands, y);
   case ATTENTION:

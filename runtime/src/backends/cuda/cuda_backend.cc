@@ -283,6 +283,9 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     return expand(ctx, in[0], y);
   case TRILU:
     return trilu(ctx, kernel.trilu().upper(), kernel.trilu().k(), in[0], y);
+  case CUMSUM:
+    return cumSum(ctx, kernel.cumsum().axis(), kernel.cumsum().exclusive(),
+                  kernel.cumsum().reverse(), in[0], y);
   case ROTARY:
     return rotary(ctx, kernel.rotary().interleaved(), false, in[0], in[1], in[2], y);
   case ATTENTION:

@@ -165,6 +165,9 @@ void scale(Context &ctx, double factor, const Tensor &y);
 
 // reduction.cu
 void reduce(Context &ctx, bool mean, const Dims &axes, const Tensor &x, const Tensor &y);
+// CUMSUM: f32, f64, bf16 (sums in double) or i64 (wrapping).
+void cumSum(Context &ctx, int64_t axis, bool exclusive, bool reverse, const Tensor &x,
+            const Tensor &y);
 void softmax(Context &ctx, int64_t axis, const Tensor &x, const Tensor &y);
 void softmaxGrad(Context &ctx, int64_t axis, const Tensor &y, const Tensor &dy, const Tensor &dx);
 void layerNorm(Context &ctx, int64_t axis, double epsilon, const Tensor &x, const Tensor &scale,
