@@ -543,8 +543,10 @@ def SL_CumSumOp : SL_InferredOp<"cumsum", [Pure]> {
   let description = [{
     `result[..., i, ...] = sum of input[..., j, ...]` over `j <= i` along `axis` (a 0-D or
     1-element integer operand); with `exclusive`, over `j < i`; with `reverse`, from the end.
-    OPT and BLOOM compute position ids as the running sum of the all-ones attention mask. Folds
-    when its operands are constant; it has no kernel, so one that does not fold is refused.
+    OPT and BLOOM compute position ids as the running sum of the all-ones attention mask, and
+    Hugging Face exports with an attention mask as the running sum of that mask. Folds when its
+    operands are constant; otherwise it runs as the schedule's CUMSUM kernel (f32 or i64), whose
+    axis must be constant by then.
 
     Example:
 

@@ -65,7 +65,8 @@ uint64_t storageBytes(Type type) {
 
 SmallVector<unsigned> dataOperandIndices(Operation *op) {
   // Ops whose kernel reads operand 0 only: the rest are shapes, axes, bounds or k.
-  if (llvm::isa<ReshapeOp, ExpandOp, SliceOp, TriluOp, ReduceMeanOp, ReduceSumOp, SliceGradOp>(op))
+  if (llvm::isa<ReshapeOp, ExpandOp, SliceOp, TriluOp, ReduceMeanOp, ReduceSumOp, SliceGradOp,
+                CumSumOp>(op))
     return {0};
   unsigned count = op->getNumOperands();
   // An optimizer step reads the loss and the gradients; it writes the parameters.

@@ -111,10 +111,27 @@ private:
   Value dimOf(Value x, int64_t d);
 
   FailureOr<Results> gemm();
+  FailureOr<Results> neg();
+  FailureOr<Results> softmax();
+  FailureOr<Results> gather();
+  FailureOr<Results> reshape();
+  FailureOr<Results> transpose();
+  FailureOr<Results> concat();
+  FailureOr<Results> expand();
+  FailureOr<Results> where();
+  FailureOr<Results> trilu();
+  FailureOr<Results> tile();
+  FailureOr<Results> gatherElements();
+  FailureOr<Results> scatterND();
+  FailureOr<Results> cumSum();
+  FailureOr<Results> shape();
+  FailureOr<Results> constantOfShape();
+  FailureOr<Results> range();
+  FailureOr<Results> identity();
   FailureOr<Results> constantNode();
   FailureOr<Results> cast();
   FailureOr<Results> pow();
-  FailureOr<Results> reduce(bool mean);
+  FailureOr<Results> reduce();
   FailureOr<Results> unsqueeze();
   FailureOr<Results> squeeze();
   FailureOr<Results> flatten();
@@ -122,13 +139,13 @@ private:
   FailureOr<Results> split();
   FailureOr<SmallVector<Value>> splitPieces(Value x, int64_t axis, ArrayRef<int64_t> sizes);
   FailureOr<Results> layerNorm();
-  FailureOr<Results> minMax(bool max);
-  FailureOr<Results> compare(llvm::StringRef type);
+  FailureOr<Results> minMax();
+  FailureOr<Results> compare();
   FailureOr<Results> dropout();
-  FailureOr<Results> logical(llvm::StringRef type);
+  FailureOr<Results> logical();
   FailureOr<Results> ifNode();
   FailureOr<Results> loop();
-  FailureOr<Results> sequenceOp(llvm::StringRef type);
+  FailureOr<Results> sequenceOp();
   FailureOr<Results> splitToSequence();
   FailureOr<Results> concatFromSequence();
   /// Defines the node's output `index` as the item (a sequence, or a tensor appended to
@@ -262,7 +279,8 @@ FailureOr<Results> Converter::pow() {
   return one(im.build<PowOp>(node, *x, exponent));
 }
 
-FailureOr<Results> Converter::reduce(bool mean) {
+FailureOr<Results> Converter::reduce() {
+  bool mean = node.op_type() == "ReduceMean";
   if (failed(expectInputs(1, 2)))
     return failure();
   FailureOr<Value> x = in(0);
@@ -450,7 +468,8 @@ FailureOr<Results> Converter::layerNorm() {
 // Max(a, b) = a < b ? b : a, folded over any number of inputs (Min likewise): no kernel of its
 // own, and exporters use it only to clamp scores. For floats, b == b ? that : b makes a NaN in
 // either operand the result, as ONNX (and NumPy) have it; with a constant b it folds away.
-FailureOr<Results> Converter::minMax(bool max) {
+FailureOr<Results> Converter::minMax() {
+  bool max = node.op_type() == "Max";
   if (node.input_size() < 1)
     return error() << "expected at least one input";
   FailureOr<Value> acc = in(0);
@@ -519,7 +538,8 @@ FailureOr<Results> Converter::dropout() {
 // operand gives false as ONNX has it (a negated Less would give true). No kernels of their own:
 // masks use them (transformers >= 4.38 builds the causal mask with arange > cache_position), and
 // with shapes bound they fold.
-FailureOr<Results> Converter::compare(llvm::StringRef type) {
+FailureOr<Results> Converter::compare() {
+  llvm::StringRef type = node.op_type();
   if (failed(expectInputs(2, 2)))
     return failure();
   FailureOr<Value> lhs = in(0), rhs = in(1);
@@ -541,7 +561,8 @@ FailureOr<Results> Converter::compare(llvm::StringRef type) {
 
 // Not, And and Or of i1 tensors as selections (sl.where, which moves elements of any type):
 // not a = a ? false : true, a and b = a ? b : false, a or b = a ? true : b.
-FailureOr<Results> Converter::logical(llvm::StringRef type) {
+FailureOr<Results> Converter::logical() {
+  llvm::StringRef type = node.op_type();
   bool unaryNot = type == "Not";
   if (failed(expectInputs(unaryNot ? 1 : 2, unaryNot ? 1 : 2)))
     return failure();
@@ -797,7 +818,8 @@ FailureOr<Results> Converter::concatFromSequence() {
 }
 
 // The other sequence operators move tensors in and out of a list known while importing.
-FailureOr<Results> Converter::sequenceOp(llvm::StringRef type) {
+FailureOr<Results> Converter::sequenceOp() {
+  llvm::StringRef type = node.op_type();
   Results results;
   // A position: a constant scalar, negative counting from the end, in [0, size) (or up to size
   // inclusive for an insertion).
@@ -873,217 +895,252 @@ FailureOr<Results> Converter::sequenceOp(llvm::StringRef type) {
   return results;
 }
 
+FailureOr<Results> Converter::neg() {
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  auto op = b.create<NegOp>(loc, *x);
+  if (failed(im.verifyBuilt(node, op)))
+    return failure();
+  return Results{op.getResult()};
+}
+
+FailureOr<Results> Converter::softmax() {
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  auto op = b.create<SoftmaxOp>(loc, *x, b.getI64IntegerAttr(intAttr(node, "axis", -1)));
+  if (failed(im.verifyBuilt(node, op)))
+    return failure();
+  return Results{op.getResult()};
+}
+
+FailureOr<Results> Converter::gather() {
+  FailureOr<Value> data = in(0), indices = in(1);
+  if (failed(data) || failed(indices))
+    return failure();
+  return one(im.build<GatherOp>(node, *data, *indices, intAttr(node, "axis", 0)));
+}
+
+FailureOr<Results> Converter::reshape() {
+  FailureOr<Value> x = in(0), shape = in(1);
+  if (failed(x) || failed(shape))
+    return failure();
+  return one(im.build<ReshapeOp>(node, *x, *shape, intAttr(node, "allowzero", 0) != 0));
+}
+
+FailureOr<Results> Converter::transpose() {
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  SmallVector<int64_t> perm = intsAttr(node, "perm").value_or(SmallVector<int64_t>{});
+  // Without perm, ONNX reverses the dimensions.
+  if (perm.empty())
+    for (int64_t axis = typeOf(*x).getRank() - 1; axis >= 0; --axis)
+      perm.push_back(axis);
+  return one(im.build<TransposeOp>(node, *x, perm));
+}
+
+FailureOr<Results> Converter::concat() {
+  SmallVector<Value> inputs;
+  for (int i = 0; i < node.input_size(); ++i) {
+    FailureOr<Value> v = in(i);
+    if (failed(v))
+      return failure();
+    inputs.push_back(*v);
+  }
+  if (!findAttr(node, "axis"))
+    return error() << "attribute 'axis' is required";
+  return one(im.build<ConcatOp>(node, inputs, intAttr(node, "axis", 0)));
+}
+
+FailureOr<Results> Converter::expand() {
+  FailureOr<Value> x = in(0), shape = in(1);
+  if (failed(x) || failed(shape))
+    return failure();
+  return one(im.build<ExpandOp>(node, *x, *shape));
+}
+
+FailureOr<Results> Converter::where() {
+  FailureOr<Value> c = in(0), x = in(1), y = in(2);
+  if (failed(c) || failed(x) || failed(y))
+    return failure();
+  if (!typeOf(*c).getElementType().isInteger(1))
+    return error() << "the condition must be bool, got " << c->getType();
+  return one(im.build<WhereOp>(node, *c, *x, *y));
+}
+
+FailureOr<Results> Converter::trilu() {
+  FailureOr<Value> x = in(0), k = optIn(1);
+  if (failed(x) || failed(k))
+    return failure();
+  return one(im.build<TriluOp>(node, *x, *k, intAttr(node, "upper", 1) != 0));
+}
+
+FailureOr<Results> Converter::tile() {
+  FailureOr<Value> x = in(0), repeats = in(1);
+  if (failed(x) || failed(repeats))
+    return failure();
+  return one(im.build<TileOp>(node, *x, *repeats));
+}
+
+FailureOr<Results> Converter::gatherElements() {
+  FailureOr<Value> data = in(0), indices = in(1);
+  if (failed(data) || failed(indices))
+    return failure();
+  return one(im.build<GatherElementsOp>(node, *data, *indices, intAttr(node, "axis", 0)));
+}
+
+FailureOr<Results> Converter::scatterND() {
+  FailureOr<Value> data = in(0), indices = in(1), updates = in(2);
+  if (failed(data) || failed(indices) || failed(updates))
+    return failure();
+  const onnx::AttributeProto *reduction = findAttr(node, "reduction");
+  return one(im.build<ScatterNDOp>(node, *data, *indices, *updates,
+                                   reduction ? reduction->s() : std::string("none")));
+}
+
+FailureOr<Results> Converter::cumSum() {
+  if (failed(expectInputs(2, 2)))
+    return failure();
+  FailureOr<Value> x = in(0), axis = in(1);
+  if (failed(x) || failed(axis))
+    return failure();
+  // The kernel sums along one axis fixed in the schedule.
+  if (failed(knownInts(*axis, "CumSum's axis")))
+    return failure();
+  return one(im.build<CumSumOp>(node, *x, *axis, intAttr(node, "exclusive", 0) != 0,
+                                intAttr(node, "reverse", 0) != 0));
+}
+
+FailureOr<Results> Converter::shape() {
+  FailureOr<Value> x = in(0);
+  if (failed(x))
+    return failure();
+  const onnx::AttributeProto *end = findAttr(node, "end");
+  return one(im.build<ShapeOp>(node, *x, b.getI64IntegerAttr(intAttr(node, "start", 0)),
+                               end ? b.getI64IntegerAttr(end->i()) : IntegerAttr()));
+}
+
+FailureOr<Results> Converter::constantOfShape() {
+  FailureOr<Value> shape = in(0);
+  if (failed(shape))
+    return failure();
+  Attribute value;
+  if (const onnx::AttributeProto *attr = findAttr(node, "value")) {
+    FailureOr<Value> c = im.constant(node, attr->t());
+    if (failed(c))
+      return failure();
+    value = c->getDefiningOp<ConstantOp>().getValue();
+    c->getDefiningOp()->erase();
+  } else {
+    auto f = RankedTensorType::get({1}, b.getF32Type());
+    value = DenseElementsAttr::get(f, 0.0f);
+  }
+  if (llvm::cast<ElementsAttr>(value).getNumElements() != 1)
+    return error() << "value must have exactly one element";
+  return one(im.build<ConstantOfShapeOp>(node, *shape, llvm::cast<ElementsAttr>(value)));
+}
+
+FailureOr<Results> Converter::range() {
+  FailureOr<Value> start = in(0), limit = in(1), delta = in(2);
+  if (failed(start) || failed(limit) || failed(delta))
+    return failure();
+  return one(im.build<RangeOp>(node, *start, *limit, *delta));
+}
+
+FailureOr<Results> Converter::identity() { return one(in(0)); }
+
 FailureOr<Results> Converter::run() {
+  // Rows (op_type, first opset, last opset, converter); an op_type may have several rows, each
+  // for the opsets in which its converter is right. ONNX's operator changelog gives the versions:
+  // an op added after opset 13 starts at the opset that added it.
+  struct Row {
+    llvm::StringLiteral type;
+    int64_t firstOpset, lastOpset;
+    FailureOr<Results> (Converter::*convert)();
+  };
+  static const Row rows[] = {
+      {"Gemm", 13, 21, &Converter::gemm},
+      {"MatMul", 13, 21, &Converter::binary<MatmulOp>},
+      {"Add", 13, 21, &Converter::binary<AddOp>},
+      {"Sub", 13, 21, &Converter::binary<SubOp>},
+      {"Mul", 13, 21, &Converter::binary<MulOp>},
+      {"Div", 13, 21, &Converter::binary<DivOp>},
+      {"Equal", 13, 21, &Converter::binary<EqualOp>},
+      {"Less", 13, 21, &Converter::binary<LessOp>},
+      {"Greater", 13, 21, &Converter::compare},
+      {"GreaterOrEqual", 13, 21, &Converter::compare},
+      {"LessOrEqual", 13, 21, &Converter::compare},
+      {"Not", 13, 21, &Converter::logical},
+      {"And", 13, 21, &Converter::logical},
+      {"Or", 13, 21, &Converter::logical},
+      {"Cos", 13, 21, &Converter::unary<CosOp>},
+      {"Sin", 13, 21, &Converter::unary<SinOp>},
+      {"Pow", 13, 21, &Converter::pow},
+      {"Relu", 13, 21, &Converter::unary<ReluOp>},
+      {"Sigmoid", 13, 21, &Converter::unary<SigmoidOp>},
+      {"Sqrt", 13, 21, &Converter::unary<SqrtOp>},
+      {"Reciprocal", 13, 21, &Converter::unary<ReciprocalOp>},
+      {"Exp", 13, 21, &Converter::unary<ExpOp>},
+      {"Erf", 13, 21, &Converter::unary<ErfOp>},
+      {"Tanh", 13, 21, &Converter::unary<TanhOp>},
+      {"Neg", 13, 21, &Converter::neg},
+      {"Identity", 13, 21, &Converter::identity},
+      {"Dropout", 13, 21, &Converter::dropout},
+      {"Constant", 13, 21, &Converter::constantNode},
+      {"Cast", 13, 21, &Converter::cast},
+      {"Softmax", 13, 21, &Converter::softmax},
+      {"ReduceMean", 13, 21, &Converter::reduce},
+      {"ReduceSum", 13, 21, &Converter::reduce},
+      {"Gather", 13, 21, &Converter::gather},
+      {"Reshape", 13, 21, &Converter::reshape},
+      {"Transpose", 13, 21, &Converter::transpose},
+      {"Unsqueeze", 13, 21, &Converter::unsqueeze},
+      {"Squeeze", 13, 21, &Converter::squeeze},
+      {"Flatten", 13, 21, &Converter::flatten},
+      {"Concat", 13, 21, &Converter::concat},
+      {"Slice", 13, 21, &Converter::slice},
+      {"Split", 13, 21, &Converter::split},
+      {"Expand", 13, 21, &Converter::expand},
+      {"Where", 13, 21, &Converter::where},
+      {"Trilu", 14, 21, &Converter::trilu},
+      {"Tile", 13, 21, &Converter::tile},
+      {"GatherElements", 13, 21, &Converter::gatherElements},
+      {"ScatterND", 13, 21, &Converter::scatterND},
+      {"CumSum", 13, 21, &Converter::cumSum},
+      {"Shape", 13, 21, &Converter::shape},
+      {"ConstantOfShape", 13, 21, &Converter::constantOfShape},
+      {"Range", 13, 21, &Converter::range},
+      {"LayerNormalization", 17, 21, &Converter::layerNorm},
+      {"Max", 13, 21, &Converter::minMax},
+      {"Min", 13, 21, &Converter::minMax},
+      {"If", 13, 21, &Converter::ifNode},
+      {"Loop", 13, 21, &Converter::loop},
+      {"SplitToSequence", 13, 21, &Converter::splitToSequence},
+      {"ConcatFromSequence", 13, 21, &Converter::concatFromSequence},
+      {"SequenceEmpty", 13, 21, &Converter::sequenceOp},
+      {"SequenceConstruct", 13, 21, &Converter::sequenceOp},
+      {"SequenceLength", 13, 21, &Converter::sequenceOp},
+      {"SequenceAt", 13, 21, &Converter::sequenceOp},
+      {"SequenceInsert", 13, 21, &Converter::sequenceOp},
+  };
   llvm::StringRef type = node.op_type();
-  if (type == "Gemm")
-    return gemm();
-  if (type == "MatMul")
-    return binary<MatmulOp>();
-  if (type == "Add")
-    return binary<AddOp>();
-  if (type == "Sub")
-    return binary<SubOp>();
-  if (type == "Mul")
-    return binary<MulOp>();
-  if (type == "Div")
-    return binary<DivOp>();
-  if (type == "Equal")
-    return binary<EqualOp>();
-  if (type == "Less")
-    return binary<LessOp>();
-  if (type == "Greater" || type == "GreaterOrEqual" || type == "LessOrEqual")
-    return compare(type);
-  if (type == "Not" || type == "And" || type == "Or")
-    return logical(type);
-  if (type == "Cos")
-    return unary<CosOp>();
-  if (type == "Sin")
-    return unary<SinOp>();
-  if (type == "Pow")
-    return pow();
-  if (type == "Relu")
-    return unary<ReluOp>();
-  if (type == "Sigmoid")
-    return unary<SigmoidOp>();
-  if (type == "Sqrt")
-    return unary<SqrtOp>();
-  if (type == "Reciprocal")
-    return unary<ReciprocalOp>();
-  if (type == "Exp")
-    return unary<ExpOp>();
-  if (type == "Erf")
-    return unary<ErfOp>();
-  if (type == "Tanh")
-    return unary<TanhOp>();
-  if (type == "Neg") {
-    FailureOr<Value> x = in(0);
-    if (failed(x))
-      return failure();
-    auto op = b.create<NegOp>(loc, *x);
-    if (failed(im.verifyBuilt(node, op)))
-      return failure();
-    return Results{op.getResult()};
+  SmallVector<const Row *> known;
+  for (const Row &row : rows) {
+    if (row.type != type)
+      continue;
+    if (im.opset >= row.firstOpset && im.opset <= row.lastOpset)
+      return (this->*row.convert)();
+    known.push_back(&row);
   }
-  if (type == "Identity")
-    return one(in(0));
-  if (type == "Dropout")
-    return dropout();
-  if (type == "Constant")
-    return constantNode();
-  if (type == "Cast")
-    return cast();
-  if (type == "Softmax") {
-    FailureOr<Value> x = in(0);
-    if (failed(x))
-      return failure();
-    auto op = b.create<SoftmaxOp>(loc, *x, b.getI64IntegerAttr(intAttr(node, "axis", -1)));
-    if (failed(im.verifyBuilt(node, op)))
-      return failure();
-    return Results{op.getResult()};
-  }
-  if (type == "ReduceMean" || type == "ReduceSum")
-    return reduce(type == "ReduceMean");
-  if (type == "Gather") {
-    FailureOr<Value> data = in(0), indices = in(1);
-    if (failed(data) || failed(indices))
-      return failure();
-    return one(im.build<GatherOp>(node, *data, *indices, intAttr(node, "axis", 0)));
-  }
-  if (type == "Reshape") {
-    FailureOr<Value> x = in(0), shape = in(1);
-    if (failed(x) || failed(shape))
-      return failure();
-    return one(im.build<ReshapeOp>(node, *x, *shape, intAttr(node, "allowzero", 0) != 0));
-  }
-  if (type == "Transpose") {
-    FailureOr<Value> x = in(0);
-    if (failed(x))
-      return failure();
-    SmallVector<int64_t> perm = intsAttr(node, "perm").value_or(SmallVector<int64_t>{});
-    // Without perm, ONNX reverses the dimensions.
-    if (perm.empty())
-      for (int64_t axis = typeOf(*x).getRank() - 1; axis >= 0; --axis)
-        perm.push_back(axis);
-    return one(im.build<TransposeOp>(node, *x, perm));
-  }
-  if (type == "Unsqueeze")
-    return unsqueeze();
-  if (type == "Squeeze")
-    return squeeze();
-  if (type == "Flatten")
-    return flatten();
-  if (type == "Concat") {
-    SmallVector<Value> inputs;
-    for (int i = 0; i < node.input_size(); ++i) {
-      FailureOr<Value> v = in(i);
-      if (failed(v))
-        return failure();
-      inputs.push_back(*v);
-    }
-    if (!findAttr(node, "axis"))
-      return error() << "attribute 'axis' is required";
-    return one(im.build<ConcatOp>(node, inputs, intAttr(node, "axis", 0)));
-  }
-  if (type == "Slice")
-    return slice();
-  if (type == "Split")
-    return split();
-  if (type == "Expand") {
-    FailureOr<Value> x = in(0), shape = in(1);
-    if (failed(x) || failed(shape))
-      return failure();
-    return one(im.build<ExpandOp>(node, *x, *shape));
-  }
-  if (type == "Where") {
-    FailureOr<Value> c = in(0), x = in(1), y = in(2);
-    if (failed(c) || failed(x) || failed(y))
-      return failure();
-    if (!typeOf(*c).getElementType().isInteger(1))
-      return error() << "the condition must be bool, got " << c->getType();
-    return one(im.build<WhereOp>(node, *c, *x, *y));
-  }
-  if (type == "Trilu") {
-    FailureOr<Value> x = in(0), k = optIn(1);
-    if (failed(x) || failed(k))
-      return failure();
-    return one(im.build<TriluOp>(node, *x, *k, intAttr(node, "upper", 1) != 0));
-  }
-  if (type == "Tile") {
-    FailureOr<Value> x = in(0), repeats = in(1);
-    if (failed(x) || failed(repeats))
-      return failure();
-    return one(im.build<TileOp>(node, *x, *repeats));
-  }
-  if (type == "GatherElements") {
-    FailureOr<Value> data = in(0), indices = in(1);
-    if (failed(data) || failed(indices))
-      return failure();
-    return one(im.build<GatherElementsOp>(node, *data, *indices, intAttr(node, "axis", 0)));
-  }
-  if (type == "ScatterND") {
-    FailureOr<Value> data = in(0), indices = in(1), updates = in(2);
-    if (failed(data) || failed(indices) || failed(updates))
-      return failure();
-    const onnx::AttributeProto *reduction = findAttr(node, "reduction");
-    return one(im.build<ScatterNDOp>(node, *data, *indices, *updates,
-                                     reduction ? reduction->s() : std::string("none")));
-  }
-  if (type == "CumSum") {
-    FailureOr<Value> x = in(0), axis = in(1);
-    if (failed(x) || failed(axis))
-      return failure();
-    return one(im.build<CumSumOp>(node, *x, *axis, intAttr(node, "exclusive", 0) != 0,
-                                  intAttr(node, "reverse", 0) != 0));
-  }
-  if (type == "Shape") {
-    FailureOr<Value> x = in(0);
-    if (failed(x))
-      return failure();
-    const onnx::AttributeProto *end = findAttr(node, "end");
-    return one(im.build<ShapeOp>(node, *x, b.getI64IntegerAttr(intAttr(node, "start", 0)),
-                                 end ? b.getI64IntegerAttr(end->i()) : IntegerAttr()));
-  }
-  if (type == "ConstantOfShape") {
-    FailureOr<Value> shape = in(0);
-    if (failed(shape))
-      return failure();
-    Attribute value;
-    if (const onnx::AttributeProto *attr = findAttr(node, "value")) {
-      FailureOr<Value> c = im.constant(node, attr->t());
-      if (failed(c))
-        return failure();
-      value = c->getDefiningOp<ConstantOp>().getValue();
-      c->getDefiningOp()->erase();
-    } else {
-      auto f = RankedTensorType::get({1}, b.getF32Type());
-      value = DenseElementsAttr::get(f, 0.0f);
-    }
-    if (llvm::cast<ElementsAttr>(value).getNumElements() != 1)
-      return error() << "value must have exactly one element";
-    return one(im.build<ConstantOfShapeOp>(node, *shape, llvm::cast<ElementsAttr>(value)));
-  }
-  if (type == "Range") {
-    FailureOr<Value> start = in(0), limit = in(1), delta = in(2);
-    if (failed(start) || failed(limit) || failed(delta))
-      return failure();
-    return one(im.build<RangeOp>(node, *start, *limit, *delta));
-  }
-  if (type == "LayerNormalization")
-    return layerNorm();
-  if (type == "Max" || type == "Min")
-    return minMax(type == "Max");
-  if (type == "If")
-    return ifNode();
-  if (type == "Loop")
-    return loop();
-  if (type == "SplitToSequence")
-    return splitToSequence();
-  if (type == "ConcatFromSequence")
-    return concatFromSequence();
-  if (type == "SequenceEmpty" || type == "SequenceConstruct" || type == "SequenceLength" ||
-      type == "SequenceAt" || type == "SequenceInsert")
-    return sequenceOp(type);
-  return error() << "unsupported operator";
+  if (known.empty())
+    return error() << "unsupported operator";
+  InFlightDiagnostic diag = error();
+  diag << type << " is not supported at opset " << im.opset << " (supported at opsets ";
+  for (auto [i, row] : llvm::enumerate(known))
+    diag << (i ? ", " : "") << row->firstOpset << " to " << row->lastOpset;
+  return diag << ")";
 }
 
 } // namespace

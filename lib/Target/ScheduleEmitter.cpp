@@ -373,13 +373,41 @@ FailureOr<KernelPlan> sliceAttributes(KernelPlan &plan, Operation *op, RankedTen
   return plan;
 }
 
+/// The class a kernel table row names for a kernel the emitter writes another way.
+struct NoSlOp;
+
+template <typename OpT>
+void addTableKind(llvm::DenseMap<TypeID, pb::OpKind> &kinds, pb::OpKind kind) {
+  kinds.try_emplace(TypeID::get<OpT>(), kind);
+}
+template <> void addTableKind<NoSlOp>(llvm::DenseMap<TypeID, pb::OpKind> &, pb::OpKind) {}
+
+/// The OpKind the kernel table (schedule/kernel_table.def) gives the op's class, or
+/// OP_KIND_UNSPECIFIED where it names none.
+pb::OpKind tableKind(Operation *op) {
+  static const llvm::DenseMap<TypeID, pb::OpKind> kinds = [] {
+    llvm::DenseMap<TypeID, pb::OpKind> table;
+#define SL_KERNEL(NAME, SL_OP, ...) addTableKind<SL_OP>(table, pb::NAME);
+#include "schedule/kernel_table.def"
+    return table;
+  }();
+  auto it = kinds.find(op->getName().getTypeID());
+  return it == kinds.end() ? pb::OP_KIND_UNSPECIFIED : it->second;
+}
+
+/// Sets the kernel's attribute message `field` (a Kernel::mutable_* accessor) to `attrs`.
+template <typename Attrs>
+KernelPlan &withAttributes(KernelPlan &plan, Attrs *(pb::Kernel::*field)(), const Attrs &attrs) {
+  plan.attributes = [field, attrs](pb::Kernel &k) { *(k.*field)() = attrs; };
+  return plan;
+}
+
+/// The kernel of a compute op: its OpKind and operands from the kernel table, and the attributes
+/// of the ops that take some.
 FailureOr<KernelPlan> planKernel(Operation *op) {
   KernelPlan plan;
-  auto simple = [&](pb::OpKind kind) -> KernelPlan & {
-    plan.kind = kind;
-    plan.operands = dataOperands(op);
-    return plan;
-  };
+  plan.kind = tableKind(op);
+  plan.operands = dataOperands(op);
   auto constantOf = [&](Value v, llvm::StringRef what) -> FailureOr<SmallVector<int64_t>> {
     if (auto values = sl::constantInts(v))
       return *values;
@@ -388,13 +416,12 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
   using Result = FailureOr<KernelPlan>;
   return llvm::TypeSwitch<Operation *, Result>(op)
       .Case<MatmulOp>([&](MatmulOp matmul) -> Result {
-        simple(pb::MATMUL);
         // Version 5; a product without transposes carries no attributes, as in version 4.
         if (matmul.getTransA() || matmul.getTransB()) {
           pb::MatmulAttributes attrs;
           attrs.set_trans_a(matmul.getTransA());
           attrs.set_trans_b(matmul.getTransB());
-          plan.attributes = [attrs](pb::Kernel &k) { *k.mutable_matmul() = attrs; };
+          withAttributes(plan, &pb::Kernel::mutable_matmul, attrs);
         }
         return plan;
       })
@@ -404,77 +431,47 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         attrs.set_trans_b(gemm.getTransB());
         attrs.set_alpha(gemm.getAlpha().convertToFloat());
         attrs.set_beta(gemm.getBeta().convertToFloat());
-        simple(pb::GEMM).attributes = [attrs](pb::Kernel &k) { *k.mutable_gemm() = attrs; };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_gemm, attrs);
       })
-      .Case<AddOp>([&](auto) -> Result { return simple(pb::ADD); })
-      .Case<SubOp>([&](auto) -> Result { return simple(pb::SUB); })
-      .Case<MulOp>([&](auto) -> Result { return simple(pb::MUL); })
-      .Case<DivOp>([&](auto) -> Result { return simple(pb::DIV); })
-      .Case<PowOp>([&](auto) -> Result { return simple(pb::POW); })
-      .Case<EqualOp>([&](auto) -> Result { return simple(pb::EQUAL); })
-      .Case<LessOp>([&](auto) -> Result { return simple(pb::LESS); })
-      .Case<WhereOp>([&](auto) -> Result { return simple(pb::WHERE); })
-      .Case<ReluOp>([&](auto) -> Result { return simple(pb::RELU); })
-      .Case<SigmoidOp>([&](auto) -> Result { return simple(pb::SIGMOID); })
-      .Case<SiluOp>([&](auto) -> Result { return simple(pb::SILU); })
-      .Case<SqrtOp>([&](auto) -> Result { return simple(pb::SQRT); })
-      .Case<ReciprocalOp>([&](auto) -> Result { return simple(pb::RECIPROCAL); })
-      .Case<NegOp>([&](auto) -> Result { return simple(pb::NEG); })
-      .Case<ExpOp>([&](auto) -> Result { return simple(pb::EXP); })
-      .Case<ErfOp>([&](auto) -> Result { return simple(pb::ERF); })
-      .Case<TanhOp>([&](auto) -> Result { return simple(pb::TANH); })
-      .Case<CosOp>([&](auto) -> Result { return simple(pb::COS); })
-      .Case<SinOp>([&](auto) -> Result { return simple(pb::SIN); })
-      .Case<CastOp>([&](auto) -> Result { return simple(pb::CAST); })
-      .Case<SwigluOp>([&](auto) -> Result { return simple(pb::SWIGLU); })
       .Case<TransposeOp>([&](TransposeOp transpose) -> Result {
         SmallVector<int64_t> perm(transpose.getPerm());
-        simple(pb::TRANSPOSE).attributes = [perm](pb::Kernel &k) {
+        plan.attributes = [perm](pb::Kernel &k) {
           for (int64_t axis : perm)
             k.mutable_transpose()->add_perm(axis);
         };
         return plan;
       })
-      .Case<SoftmaxOp>([&](SoftmaxOp softmax) -> Result {
-        int64_t axis = normalized(softmax.getAxis(), softmax.getType().getRank());
-        simple(pb::SOFTMAX).attributes = [axis](pb::Kernel &k) {
-          k.mutable_axis()->set_axis(axis);
-        };
-        return plan;
-      })
-      .Case<GatherOp>([&](GatherOp gather) -> Result {
-        auto rank = llvm::cast<RankedTensorType>(gather.getData().getType()).getRank();
-        int64_t axis = normalized(gather.getAxis(), rank);
-        simple(pb::GATHER).attributes = [axis](pb::Kernel &k) { k.mutable_axis()->set_axis(axis); };
-        return plan;
-      })
-      .Case<ConcatOp>([&](ConcatOp concat) -> Result {
-        int64_t axis = normalized(concat.getAxis(), concat.getType().getRank());
-        simple(pb::CONCAT).attributes = [axis](pb::Kernel &k) { k.mutable_axis()->set_axis(axis); };
-        return plan;
-      })
-      .Case<ExpandOp>([&](ExpandOp expand) -> Result {
-        plan.kind = pb::EXPAND;
-        plan.operands = dataOperands(op);
-        return plan;
+      // The ops whose attribute is one axis, counted from the front of the named operand.
+      .Case<SoftmaxOp, GatherOp, ConcatOp, GatherGradOp>([&](Operation *) -> Result {
+        int64_t axis, rank;
+        if (auto softmax = llvm::dyn_cast<SoftmaxOp>(op)) {
+          axis = softmax.getAxis();
+          rank = softmax.getType().getRank();
+        } else if (auto gather = llvm::dyn_cast<GatherOp>(op)) {
+          axis = gather.getAxis();
+          rank = typeOf(gather.getData()).getRank();
+        } else if (auto concat = llvm::dyn_cast<ConcatOp>(op)) {
+          axis = concat.getAxis();
+          rank = concat.getType().getRank();
+        } else {
+          auto grad = llvm::cast<GatherGradOp>(op);
+          axis = int64_t(grad.getAxis());
+          rank = typeOf(grad.getResult(0)).getRank();
+        }
+        pb::AxisAttributes attrs;
+        attrs.set_axis(normalized(axis, rank));
+        return withAttributes(plan, &pb::Kernel::mutable_axis, attrs);
       })
       .Case<SliceOp>([&](SliceOp slice) -> Result {
-        plan.kind = pb::SLICE;
-        plan.operands = dataOperands(op);
         return sliceAttributes(plan, op, typeOf(slice.getData()), slice.getStarts(),
                                slice.getEnds(), slice.getAxes(), slice.getSteps());
       })
       .Case<SliceGradOp>([&](SliceGradOp grad) -> Result {
         // Operands (dy, starts, ends, axes, steps); the result has the sliced data's shape.
-        plan.kind = pb::SLICE_GRAD;
-        plan.operands = dataOperands(op);
         return sliceAttributes(plan, op, typeOf(grad.getResult(0)), grad.getOperands()[1],
                                grad.getOperands()[2], grad.getOperands()[3], grad.getOperands()[4]);
       })
       .Case<TriluOp>([&](TriluOp trilu) -> Result {
-        plan.kind = pb::TRILU;
-        plan.operands = dataOperands(op);
         int64_t k = 0;
         if (trilu.getK()) {
           auto v = constantOf(trilu.getK(), "trilu k");
@@ -488,9 +485,17 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
+      .Case<CumSumOp>([&](CumSumOp cumsum) -> Result {
+        auto axis = constantOf(cumsum.getAxis(), "cumsum axis");
+        if (failed(axis))
+          return failure();
+        pb::CumSumAttributes attrs;
+        attrs.set_axis(normalized((*axis)[0], cumsum.getType().getRank()));
+        attrs.set_exclusive(cumsum.getExclusive());
+        attrs.set_reverse(cumsum.getReverse());
+        return withAttributes(plan, &pb::Kernel::mutable_cumsum, attrs);
+      })
       .Case<ReduceMeanOp, ReduceSumOp>([&](auto reduce) -> Result {
-        plan.kind = llvm::isa<ReduceMeanOp>(op) ? pb::REDUCE_MEAN : pb::REDUCE_SUM;
-        plan.operands = dataOperands(op);
         int64_t rank = llvm::cast<RankedTensorType>(reduce.getInput().getType()).getRank();
         SmallVector<int64_t> axes;
         if (reduce.getAxes()) {
@@ -511,29 +516,16 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         };
         return plan;
       })
-      .Case<SwigluGradOp>([&](auto) -> Result { return simple(pb::SWIGLU_GRAD); })
-      .Case<GatherGradOp>([&](GatherGradOp grad) -> Result {
-        int64_t rank = typeOf(grad.getResult(0)).getRank();
-        int64_t axis = normalized(int64_t(grad.getAxis()), rank);
-        simple(pb::GATHER_GRAD).attributes = [axis](pb::Kernel &k) {
-          k.mutable_axis()->set_axis(axis);
-        };
-        return plan;
-      })
       // Forward ops and their gradients take the same attribute message.
       .Case<GeluOp, GeluGradOp>([&](auto o) -> Result {
         pb::GeluAttributes attrs;
         attrs.set_tanh(o.getTanh());
-        simple(llvm::isa<GeluOp>(op) ? pb::GELU : pb::GELU_GRAD).attributes =
-            [attrs](pb::Kernel &k) { *k.mutable_gelu() = attrs; };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_gelu, attrs);
       })
       .Case<RotaryOp, RotaryGradOp>([&](auto o) -> Result {
         pb::RotaryAttributes attrs;
         attrs.set_interleaved(o.getInterleaved());
-        simple(llvm::isa<RotaryOp>(op) ? pb::ROTARY : pb::ROTARY_GRAD).attributes =
-            [attrs](pb::Kernel &k) { *k.mutable_rotary() = attrs; };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_rotary, attrs);
       })
       .Case<AttentionOp, AttentionGradOp>([&](auto o) -> Result {
         pb::AttentionAttributes attrs;
@@ -545,22 +537,15 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
           attrs.set_alibi(bool(o.getAlibiSlopes()));
         else
           attrs.set_alibi(o.getAlibi());
-        simple(llvm::isa<AttentionOp>(op) ? pb::ATTENTION : pb::ATTENTION_GRAD).attributes =
-            [attrs](pb::Kernel &k) { *k.mutable_attention() = attrs; };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_attention, attrs);
       })
       .Case<DecodeAttentionOp>([&](DecodeAttentionOp o) -> Result {
         pb::AttentionAttributes attrs;
         attrs.set_scale(o.getScale().convertToFloat());
         attrs.set_alibi(bool(o.getAlibiSlopes()));
-        simple(pb::DECODE_ATTENTION).attributes = [attrs](pb::Kernel &k) {
-          *k.mutable_attention() = attrs;
-        };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_attention, attrs);
       })
-      .Case<TakeRowsOp>([&](auto) -> Result { return simple(pb::TAKE_ROWS); })
       .Case<KvWriteOp>([&](KvWriteOp write) -> Result {
-        KernelPlan &plan = simple(pb::KV_WRITE);
         // BHSD, the default, is written as no attributes (as version 6 wrote every KV_WRITE).
         if (write.getLayout() == HeadLayout::bshd)
           plan.attributes = [](pb::Kernel &k) {
@@ -571,36 +556,31 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
       .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) -> Result {
         pb::CrossEntropyAttributes attrs;
         attrs.set_ignore_index(int64_t(o.getIgnoreIndex()));
-        simple(llvm::isa<CrossEntropyOp>(op) ? pb::CROSS_ENTROPY : pb::CROSS_ENTROPY_GRAD)
-            .attributes = [attrs](pb::Kernel &k) { *k.mutable_cross_entropy() = attrs; };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_cross_entropy, attrs);
       })
       // The norms: the first normalised dimension (RMS norms normalise the last one).
       .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp>([&](Operation *) -> Result {
         int64_t rank = typeOf(op->getOperand(0)).getRank();
         pb::NormAttributes attrs;
-        pb::OpKind kind;
         if (auto norm = llvm::dyn_cast<LayerNormOp>(op)) {
-          kind = pb::LAYER_NORM;
           attrs.set_axis(normalized(int64_t(norm.getAxis()), rank));
           attrs.set_epsilon(norm.getEpsilon().convertToFloat());
         } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(op)) {
-          kind = pb::LAYER_NORM_GRAD;
           attrs.set_axis(normalized(int64_t(grad.getAxis()), rank));
           attrs.set_epsilon(grad.getEpsilon().convertToFloat());
         } else if (auto norm = llvm::dyn_cast<RmsNormOp>(op)) {
-          kind = pb::RMS_NORM;
           attrs.set_axis(rank - 1);
           attrs.set_epsilon(norm.getEpsilon().convertToFloat());
         } else {
-          kind = pb::RMS_NORM_GRAD;
           attrs.set_axis(rank - 1);
           attrs.set_epsilon(llvm::cast<RmsNormGradOp>(op).getEpsilon().convertToFloat());
         }
-        simple(kind).attributes = [attrs](pb::Kernel &k) { *k.mutable_norm() = attrs; };
-        return plan;
+        return withAttributes(plan, &pb::Kernel::mutable_norm, attrs);
       })
       .Default([&](Operation *) -> Result {
+        // The table's ops without attributes.
+        if (plan.kind != pb::OP_KIND_UNSPECIFIED)
+          return plan;
         return op->emitError("operation '")
                << op->getName()
                << "' cannot be scheduled: its result depends on values known only at run time";

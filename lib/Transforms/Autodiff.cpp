@@ -364,6 +364,13 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
         auto grad = g.b.create<TriluOp>(g.loc, typeOf(dy), dy, o.getK(), o.getUpper());
         return single(o.getInput(), grad.getResult());
       })
+      .Case<CumSumOp>([&](CumSumOp o) {
+        // x[j] reaches y[i] for j <= i (j < i exclusive; the other way with reverse), so dy[i]
+        // reaches dx[j] for i >= j (i > j): the same running sum taken from the other end.
+        auto grad = g.b.create<CumSumOp>(g.loc, typeOf(dy), dy, o.getAxis(), o.getExclusive(),
+                                         !o.getReverse());
+        return single(o.getInput(), grad.getResult());
+      })
       .Case<CrossEntropyOp>([&](CrossEntropyOp o) {
         auto grad = g.b.create<CrossEntropyGradOp>(
             g.loc, TypeRange{typeOf(o.getLogits())}, ValueRange{o.getLabels(), dy, o.getLogits()},

@@ -203,6 +203,41 @@ def test_optimum_export(sl_tools, tmp_path, arch, form):
     check_train_losses(arch, onnx_path, sl_tools, tmp_path)
 
 
+def test_opt_positions_from_a_run_time_mask(sl_tools, tmp_path):
+    """OPT's export takes no position_ids: its learned positions are computed in the graph as the
+    running sum of the attention mask (CumSum). With the mask given at run time that sum is a
+    CUMSUM kernel, and a left-padded batch gives PyTorch's logits at the real tokens."""
+    arch = HFArch("opt", "OPTConfig", "OPTForCausalLM",
+                  dict(hidden_size=32, ffn_dim=48, num_hidden_layers=L, num_attention_heads=4,
+                       vocab_size=64, max_position_embeddings=32, word_embed_proj_dim=32,
+                       dropout=0.0, attention_dropout=0.0, pad_token_id=None, use_cache=False),
+                  {})
+    model = build_model(arch)
+    onnx_path = optimum_export(model, tmp_path, FORMS["no-past"])
+    batch, seq = 2, 7
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 64, size=(batch, seq), dtype=np.int64)
+    mask = np.ones((batch, seq), dtype=np.int64)
+    mask[1, :3] = 0
+    ids[1, :3] = 0
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "mask.npy", mask)
+    sched, report = tmp_path / "opt.slsched", tmp_path / "opt.json"
+    check_ok(sl_tools._run([sl_tools.sl_opt, onnx_path, f"--sl-infer=batch={batch} seq={seq}",
+                            "-o", sched]))
+    check_ok(sl_tools._run([sl_tools.sl_run, sched, "--input", f"input_ids={tmp_path / 'ids.npy'}",
+                            "--input", f"attention_mask={tmp_path / 'mask.npy'}",
+                            "--output", f"logits={tmp_path / 'logits.npy'}", "--report", report]))
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                     use_cache=False).logits.numpy()
+    got = np.load(tmp_path / "logits.npy")
+    real = mask.astype(bool)
+    rel = float(np.abs(got[real] - want[real]).max() / np.abs(want[real]).max())
+    assert rel <= 1e-4, f"padded OPT logits differ by {rel:.3g} of the largest logit"
+    assert ops_of(report).get("CUMSUM") == 1, ops_of(report)
+
+
 @pytest.mark.parametrize("axes", ["named-b-s", "list"])
 def test_axes_bind_whatever_their_names(sl_tools, tmp_path, axes):
     """Batch and sequence come from input_ids' dimensions, not from their names."""

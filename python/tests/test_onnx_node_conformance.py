@@ -110,12 +110,14 @@ SELECTION: Dict[str, str] = {
     "Min": r"test_min_.*",
     "Flatten": r"test_flatten_.*",
     "If": r"test_if(_.*)?",
+    "CumSum": r"test_cumsum_.*",
 }
 _SELECT_RE = re.compile("|".join(f"(?:{p})" for p in SELECTION.values()))
 
 # Operand positions that ONNX allows at run time but that sl-opt needs at compile time: they fix
-# a result shape (or, for Trilu's k and If's condition, the kernel or branch). When a node test
-# feeds one of these from a graph input, the +const / +init variants bake the test's value in.
+# a result shape (or, for Trilu's k, CumSum's axis and If's condition, the kernel or branch).
+# When a node test feeds one of these from a graph input, the +const / +init variants bake the
+# test's value in.
 COMPILE_TIME_OPERANDS: Dict[str, Tuple[int, ...]] = {
     "Reshape": (1,),
     "Slice": (1, 2, 3, 4),
@@ -129,6 +131,7 @@ COMPILE_TIME_OPERANDS: Dict[str, Tuple[int, ...]] = {
     "Range": (0, 1, 2),
     "Trilu": (1,),
     "If": (0,),
+    "CumSum": (1,),
 }
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -353,6 +356,13 @@ EXPECTED: Dict[str, Union[Unsupported, Bug]] = {
     "test_unsqueeze_two_axes": _runtime("Unsqueeze's axes"),
     "test_unsqueeze_unsorted_axes": _runtime("Unsqueeze's axes"),
 
+    "test_cumsum_1d": _runtime("CumSum's axis"),
+    "test_cumsum_1d_exclusive": _runtime("CumSum's axis"),
+    "test_cumsum_1d_reverse": _runtime("CumSum's axis"),
+    "test_cumsum_1d_reverse_exclusive": _runtime("CumSum's axis"),
+    "test_cumsum_2d_axis_0": _runtime("CumSum's axis"),
+    "test_cumsum_2d_axis_1": _runtime("CumSum's axis"),
+    "test_cumsum_2d_negative_axis": _runtime("CumSum's axis"),
     "test_tril_neg": _runtime("Trilu's k"),
     "test_tril_out_neg": _runtime("Trilu's k"),
     "test_tril_out_pos": _runtime("Trilu's k"),

@@ -25,143 +25,6 @@ std::string bufferText(const Schedule &schedule, uint32_t id) {
   return "buffer " + std::to_string(id) + (name.empty() ? "" : " '" + name + "'");
 }
 
-std::optional<OpRule> opRule(OpKind op) {
-  constexpr Kernel::AttributesCase kNone = Kernel::ATTRIBUTES_NOT_SET;
-  constexpr int kAny = OpRule::kUnbounded;
-  constexpr OpRule::Placement kCompute = OpRule::Placement::kCompute;
-  constexpr OpRule::Placement kCopy = OpRule::Placement::kCopy;
-  switch (op) {
-  case COPY:
-    return OpRule{1, 1, kNone, false, true, kCopy};
-  case MATMUL: // version 5: optional transpose flags; none without them
-    return OpRule{2, 2, Kernel::kMatmul, false, false, kCompute};
-  case GEMM:
-    return OpRule{2, 3, Kernel::kGemm, true, false, kCompute}; // C is optional
-  // TRANSPOSE may omit its attributes: a rank-0 transpose has an empty perm.
-  case TRANSPOSE:
-    return OpRule{1, 1, Kernel::kTranspose, false, false, kCompute};
-  case ADD:
-  case MUL:
-  case SUB:
-  case DIV:
-  case POW:
-  case EQUAL:
-  case LESS:
-  case SWIGLU:
-    return OpRule{2, 2, kNone, false, true, kCompute};
-  case RELU:
-  case SIGMOID:
-  case SILU:
-  case SQRT:
-  case RECIPROCAL:
-  case NEG:
-  case EXP:
-  case ERF:
-  case TANH:
-  case COS:
-  case SIN:
-  case CAST:
-    return OpRule{1, 1, kNone, false, true, kCompute};
-  case WHERE:
-    return OpRule{3, 3, kNone, false, true, kCompute};
-  // Row-local ops: each row (a softmax axis, a normalised block, a rotary pair) is read whole
-  // before any of it is written, so exactly in place is safe.
-  case SOFTMAX:
-    return OpRule{1, 1, Kernel::kAxis, true, true, kCompute};
-  case LAYER_NORM:
-    return OpRule{2, 3, Kernel::kNorm, true, true, kCompute}; // bias is optional
-  case RMS_NORM:
-    return OpRule{2, 2, Kernel::kNorm, true, true, kCompute};
-  case ROTARY:
-    return OpRule{3, 3, Kernel::kRotary, true, true, kCompute};
-  case GELU:
-    return OpRule{1, 1, Kernel::kGelu, true, true, kCompute};
-  case TRILU:
-    return OpRule{1, 1, Kernel::kTrilu, true, true, kCompute};
-  case REDUCE_MEAN:
-  case REDUCE_SUM:
-    return OpRule{1, 1, Kernel::kReduce, true, false, kCompute};
-  case GATHER:
-    return OpRule{2, 2, Kernel::kAxis, true, false, kCompute};
-  // On the host, an inference step joins its sub-batches' outputs in the pool.
-  case CONCAT:
-    return OpRule{1, kAny, Kernel::kAxis, true, false, OpRule::Placement::kComputeOrHost};
-  case SLICE:
-    return OpRule{1, 1, Kernel::kSlice, true, false, kCompute};
-  case EXPAND:
-    return OpRule{1, 1, kNone, false, false, kCompute};
-  case ATTENTION:
-    // The mask and (attention.alibi) the slopes are optional.
-    return OpRule{3, 5, Kernel::kAttention, true, false, kCompute};
-  case CROSS_ENTROPY:
-    return OpRule{2, 2, Kernel::kCrossEntropy, true, false, kCompute};
-  // Backward kernels. The single-result ones that are row-, pair- or element-local run exactly in
-  // place like their forwards; where there are several results, result 0 (dx, dgate) may be
-  // exactly an operand: every kernel reads what it needs of the operands before writing it.
-  case CROSS_ENTROPY_GRAD:
-    return OpRule{3, 3, Kernel::kCrossEntropy, true, true, kCompute};
-  case SOFTMAX_GRAD:
-    return OpRule{2, 2, Kernel::kAxis, true, true, kCompute};
-  case RMS_NORM_GRAD:
-    return OpRule{3, 3, Kernel::kNorm, true, true, kCompute, 2};
-  case LAYER_NORM_GRAD:
-    return OpRule{3, 3, Kernel::kNorm, true, true, kCompute, 3};
-  case ROTARY_GRAD:
-    return OpRule{3, 3, Kernel::kRotary, true, true, kCompute};
-  case ATTENTION_GRAD:
-    return OpRule{4, 6, Kernel::kAttention, true, false, kCompute, 3}; // as ATTENTION
-  case GELU_GRAD:
-    return OpRule{2, 2, Kernel::kGelu, true, true, kCompute};
-  case SWIGLU_GRAD:
-    return OpRule{3, 3, kNone, false, true, kCompute, 2};
-  case GATHER_GRAD:
-    return OpRule{2, 2, Kernel::kAxis, true, false, kCompute};
-  case SLICE_GRAD:
-    return OpRule{1, 1, Kernel::kSlice, true, false, kCompute};
-  // Elementwise, so exactly in place is safe: gradient accumulation adds into operand 0.
-  case ACCUMULATE:
-    return OpRule{2, 2, kNone, false, true, OpRule::Placement::kComputeOrHost};
-  // Operand 0 is the loss, one gradient operand follows per parameter named; no results.
-  case OPTIMIZER_STEP:
-    return OpRule{1, kAny, Kernel::kOptimizerStep, true, false, OpRule::Placement::kHostCompute, 0};
-  // Generation. KV_WRITE's result is the very buffer of its cache operand (checked with its
-  // shapes), so it is not "in place" in the sense above: its k, v and start overlap nothing.
-  case KV_WRITE:
-    // start is optional; the cache is in the host pool or on the device.
-    // kv_write.layout (version 7) is optional: without it k and v are BHSD.
-    return OpRule{3, 4, Kernel::kKvWrite, false, false, OpRule::Placement::kComputeOrHost};
-  case DECODE_ATTENTION:
-    return OpRule{5, 6, Kernel::kAttention, true, false, kCompute}; // slopes with alibi
-  case TAKE_ROWS:
-    return OpRule{2, 2, kNone, false, false, kCompute};
-  // One shard in, the whole out (or the other way round): never in place. Their sizes depend on
-  // Schedule.world, which the schedule verifier checks.
-  case ALL_GATHER:
-  case REDUCE_SCATTER:
-    return OpRule{1, 1, kNone, false, false, OpRule::Placement::kCollective};
-  default:
-    return std::nullopt;
-  }
-}
-
-bool movesElementsOnly(OpKind op) {
-  switch (op) {
-  case TRANSPOSE:
-  case GATHER:
-  case CONCAT:
-  case SLICE:
-  case EXPAND:
-  case TRILU:
-  case WHERE:
-  case TAKE_ROWS:
-  case KV_WRITE:
-  case SLICE_GRAD:
-    return true;
-  default:
-    return false;
-  }
-}
-
 namespace {
 
 // The name of an attribute case as the proto spells it ("gemm", "axis", ...).
@@ -288,6 +151,7 @@ private:
     case MUL:
     case DIV:
     case NEG:
+    case CUMSUM:
       return sameDType(allRoles(), kFloatOrI64, all);
     case EQUAL:
     case LESS:
@@ -394,6 +258,9 @@ private:
       return expectResult(in_[0]);
     case SOFTMAX:
       axisBelowRank(k_.axis().axis(), in_[0], "axis.axis");
+      return expectResult(in_[0]);
+    case CUMSUM:
+      axisBelowRank(k_.cumsum().axis(), in_[0], "cumsum.axis");
       return expectResult(in_[0]);
     case TRILU:
       if (in_[0].size() < 2)

@@ -427,6 +427,40 @@ func.func @forward(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
 
 // -----
 
+// cumsum: the running sum of dy taken from the other end.
+// CHECK-LABEL: func.func private @block_backward
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x3xf32>, %[[DY:[a-z0-9]+]]: tensor<2x3xf32>)
+// CHECK: %[[AXIS:.+]] = sl.constant dense<1> : tensor<i64>
+// CHECK: sl.cumsum %[[DY]], %[[AXIS]] {reverse} : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+func.func private @block(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %axis = sl.constant dense<1> : tensor<i64>
+  %y = sl.cumsum %x, %axis : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+func.func @forward(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = sl.layer @block(%x) params() {index = 0 : i64, stage = "block"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// cumsum, exclusive and reversed: exclusive, from the front.
+// CHECK-LABEL: func.func private @block_backward
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x3xf32>, %[[DY:[a-z0-9]+]]: tensor<2x3xf32>)
+// CHECK: %[[AXIS:.+]] = sl.constant dense<0> : tensor<i64>
+// CHECK: sl.cumsum %[[DY]], %[[AXIS]] {exclusive} : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+func.func private @block(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %axis = sl.constant dense<0> : tensor<i64>
+  %y = sl.cumsum %x, %axis {exclusive, reverse} : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+func.func @forward(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = sl.layer @block(%x) params() {index = 0 : i64, stage = "block"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
 // layer_norm
 // CHECK-LABEL: func.func private @block_backward
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x4xf32>, %[[W:[a-z0-9]+]]: tensor<4xf32>, %[[DY:[a-z0-9]+]]: tensor<2x4xf32>)

@@ -930,6 +930,53 @@ TEST_F(CpuKernelsTest, TriluMatchesNaive) {
     }
 }
 
+// CUMSUM along every axis, each way, against a naive running sum; i64 wraps.
+TEST_F(CpuKernelsTest, CumSumMatchesNaive) {
+  const Shape shape = {2, 3, 4};
+  for (int64_t axis = 0; axis < 3; ++axis)
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true}) {
+        SCOPED_TRACE("axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
+                     (reverse ? " reverse" : ""));
+        Kernel kernel = makeKernel(CUMSUM);
+        kernel.mutable_cumsum()->set_axis(axis);
+        kernel.mutable_cumsum()->set_exclusive(exclusive);
+        kernel.mutable_cumsum()->set_reverse(reverse);
+        Tensor x = Tensor::random(rng, shape);
+        I64Tensor xi = I64Tensor::random(rng, shape);
+        std::vector<float> expected;
+        std::vector<int64_t> expectedInts;
+        forEachIndex(shape, [&](const std::vector<int64_t> &index) {
+          double sum = 0;
+          int64_t intSum = 0;
+          for (int64_t j = 0; j < shape[static_cast<size_t>(axis)]; ++j) {
+            int64_t i = index[static_cast<size_t>(axis)];
+            if (reverse ? (exclusive ? j <= i : j < i) : (exclusive ? j >= i : j > i))
+              continue;
+            std::vector<int64_t> at = index;
+            at[static_cast<size_t>(axis)] = j;
+            sum += x.values[static_cast<size_t>(broadcastIndex(shape, shape, at))];
+            intSum += xi.values[static_cast<size_t>(broadcastIndex(shape, shape, at))];
+          }
+          expected.push_back(static_cast<float>(sum));
+          expectedInts.push_back(intSum);
+        });
+        Tensor y = Tensor::empty(shape);
+        run(kernel, {&x}, y);
+        expectNear(y.values, expected);
+        I64Tensor yi = I64Tensor::empty(shape);
+        run(kernel, {&xi}, yi);
+        EXPECT_EQ(yi.values, expectedInts);
+      }
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  Kernel kernel = makeKernel(CUMSUM);
+  kernel.mutable_cumsum()->set_axis(0);
+  I64Tensor big({2}, {kMax, 1});
+  I64Tensor wrapped = I64Tensor::empty({2});
+  run(kernel, {&big}, wrapped);
+  EXPECT_EQ(wrapped.values, (std::vector<int64_t>{kMax, std::numeric_limits<int64_t>::min()}));
+}
+
 TEST_F(CpuKernelsTest, LayerNormMatchesNaive) {
   struct Case {
     Shape x;

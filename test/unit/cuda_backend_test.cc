@@ -610,6 +610,20 @@ TEST_F(CudaKernelTest, Reduce) {
       }
 }
 
+TEST_F(CudaKernelTest, CumSum) {
+  for (int64_t axis : {0, 1, 2})
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true}) {
+        Kernel k = makeKernel(CUMSUM);
+        k.mutable_cumsum()->set_axis(axis);
+        k.mutable_cumsum()->set_exclusive(exclusive);
+        k.mutable_cumsum()->set_reverse(reverse);
+        for (DType dtype : kFloats)
+          check(k, {uniform(rng, {3, 70, 5}, dtype)}, {{dtype, {3, 70, 5}}}, kReduction);
+        check(k, {integers(rng, {3, 70, 5}, -50000, 50000, I64)}, {{I64, {3, 70, 5}}}, kExact);
+      }
+}
+
 TEST_F(CudaKernelTest, SoftmaxAndItsGradient) {
   for (DType dtype : kFloats)
     for (int64_t axis : {0, 1, 2}) {

@@ -728,6 +728,9 @@ std::function<void(Kernel &)> attention(bool causal, bool alibi = false, bool bs
   };
 }
 const std::function<void(Kernel &)> kTrilu = [](Kernel &k) { k.mutable_trilu()->set_k(1); };
+std::function<void(Kernel &)> cumsum(int64_t a) {
+  return [=](Kernel &k) { k.mutable_cumsum()->set_axis(a); };
+}
 const std::function<void(Kernel &)> kRotary = [](Kernel &k) { k.mutable_rotary(); };
 const std::function<void(Kernel &)> kGelu = [](Kernel &k) { k.mutable_gelu(); };
 const std::function<void(Kernel &)> kCrossEntropy = [](Kernel &k) {
@@ -897,6 +900,16 @@ const OpCase kOpCases[] = {
      "operand shape [3] does not broadcast to the result shape [2, 4]"},
     {"ExpandDType", EXPAND, "f32[3]", "i64[2,3]", kNone,
      "result (buffer 1 'out') is i64 but operand 0 (buffer 0 'in0') is f32"},
+    // CUMSUM.
+    {"CumSumF32", CUMSUM, "f32[2,3]", "f32[2,3]", cumsum(1), kValid},
+    {"CumSumI64", CUMSUM, "i64[4]", "i64[4]", cumsum(0), kValid},
+    {"CumSumAxisOutOfRange", CUMSUM, "f32[2,3]", "f32[2,3]", cumsum(2),
+     "cumsum.axis 2 is out of range for operand shape [2, 3] (rank 2)"},
+    {"CumSumResultShape", CUMSUM, "f32[2,3]", "f32[3,2]", cumsum(0),
+     "result shape [3, 2] should be [2, 3]"},
+    {"CumSumI32", CUMSUM, "i32[2]", "i32[2]", cumsum(0),
+     "operand 0 (buffer 0 'in0') is i32; CUMSUM takes f32 or i64"},
+    {"CumSumNoAttributes", CUMSUM, "f32[2]", "f32[2]", kNone, "has no cumsum attributes"},
     // TRILU.
     {"TriluBool", TRILU, "bool[2,3,3]", "bool[2,3,3]", kTrilu, kValid},
     {"TriluRank1", TRILU, "f32[3]", "f32[3]", kTrilu,

@@ -5,7 +5,7 @@
 #include <new>
 
 #include "backends/cpu/cpu_kernels.h"
-#include "kernel_verifier.h"
+#include "kernel_table.h"
 #include "slrt/bfloat16.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
@@ -155,33 +155,23 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
                           const std::vector<const TensorRef *> &results) {
   using namespace sl::schedule;
   const TensorRef *y = results[0];
+  switch (kernelFamily(kernel.op())) {
+  case KernelFamily::kBinary:
+    return cpu::binary(kernel, operands, y);
+  case KernelFamily::kUnary:
+    return cpu::unary(kernel, operands, y);
+  case KernelFamily::kCompare:
+    return cpu::compare(kernel, operands, y);
+  case KernelFamily::kReduce:
+    return cpu::reduce(kernel, operands, y);
+  case KernelFamily::kOwn:
+    break;
+  }
   switch (kernel.op()) {
   case MATMUL:
     return cpu::matmul(kernel, operands, y);
   case GEMM:
     return cpu::gemm(kernel, operands, y);
-  case ADD:
-  case SUB:
-  case MUL:
-  case DIV:
-  case POW:
-    return cpu::binary(kernel, operands, y);
-  case RELU:
-  case SIGMOID:
-  case SILU:
-  case SQRT:
-  case RECIPROCAL:
-  case NEG:
-  case EXP:
-  case ERF:
-  case TANH:
-  case COS:
-  case SIN:
-  case GELU:
-    return cpu::unary(kernel, operands, y);
-  case EQUAL:
-  case LESS:
-    return cpu::compare(kernel, operands, y);
   case WHERE:
     return cpu::where(operands, y);
   case CAST:
@@ -192,9 +182,6 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
     return cpu::accumulate(operands, y);
   case SOFTMAX:
     return cpu::softmax(kernel, operands, y);
-  case REDUCE_MEAN:
-  case REDUCE_SUM:
-    return cpu::reduce(kernel, operands, y);
   case LAYER_NORM:
     return cpu::layerNorm(kernel, operands, y);
   case RMS_NORM:
@@ -211,6 +198,8 @@ void CpuBackend::dispatch(const Kernel &kernel, const std::vector<const TensorRe
     return cpu::expand(operands, y);
   case TRILU:
     return cpu::trilu(kernel, operands, y);
+  case CUMSUM:
+    return cpu::cumSum(kernel, operands, y);
   case ROTARY:
     return cpu::rotary(kernel, operands, y);
   case ATTENTION:

@@ -68,8 +68,10 @@ void swiglu(const Operands &operands, const TensorRef *y);
 // ACCUMULATE: y = a + b elementwise, one shape, exactly in place allowed.
 void accumulate(const Operands &operands, const TensorRef *y);
 
-// reduction.cc: REDUCE_MEAN, REDUCE_SUM, SOFTMAX, LAYER_NORM, RMS_NORM.
+// reduction.cc: REDUCE_MEAN, REDUCE_SUM, SOFTMAX, LAYER_NORM, RMS_NORM, CUMSUM.
 void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y);
+// f32, f64 (sums in double) or i64 (wrapping).
+void cumSum(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void softmax(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void layerNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y);
 void rmsNorm(const Kernel &kernel, const Operands &operands, const TensorRef *y);

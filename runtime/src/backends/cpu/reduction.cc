@@ -81,6 +81,37 @@ void reduceAs(const Kernel &kernel, const Operands &operands, const TensorRef *y
   }
 }
 
+// One thread sums each line along the axis, in order (from its end with cumsum.reverse), into
+// `Acc`: double for the float dtypes, uint64_t (wrapping) for i64.
+template <typename T, typename Acc>
+void cumSumAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  const TensorRef *x = operands[0];
+  const sl::schedule::CumSumAttributes &attrs = kernel.cumsum();
+  size_t axis = static_cast<size_t>(attrs.axis());
+  int64_t length = x->shape[axis], outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d)
+    outer *= x->shape[d];
+  for (size_t d = axis + 1; d < x->shape.size(); ++d)
+    inner *= x->shape[d];
+  const T *px = in<T>(x);
+  T *py = out<T>(y);
+  parallelFor(outer * inner, length, [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line) {
+      int64_t base = line / inner * length * inner + line % inner;
+      Acc sum = 0;
+      for (int64_t step = 0; step < length; ++step) {
+        int64_t at = base + (attrs.reverse() ? length - 1 - step : step) * inner;
+        Acc value = static_cast<Acc>(px[at]);
+        if (!attrs.exclusive())
+          sum += value;
+        py[at] = static_cast<T>(sum);
+        if (attrs.exclusive())
+          sum += value;
+      }
+    }
+  });
+}
+
 // Subtracts the row maximum before exponentiating, so no exp overflows. A row whose every element
 // is -inf (fully masked) becomes zeros rather than 0 / 0.
 template <typename T>
@@ -187,6 +218,12 @@ void rmsNormAs(const Kernel &kernel, const Operands &operands, const TensorRef *
 
 void reduce(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
   withFloatType(y->dtype, [&](auto type) { reduceAs<decltype(type)>(kernel, operands, y); });
+}
+
+void cumSum(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
+  if (y->dtype == sl::schedule::I64)
+    return cumSumAs<int64_t, uint64_t>(kernel, operands, y);
+  withFloatType(y->dtype, [&](auto type) { cumSumAs<decltype(type), double>(kernel, operands, y); });
 }
 
 void softmax(const Kernel &kernel, const Operands &operands, const TensorRef *y) {

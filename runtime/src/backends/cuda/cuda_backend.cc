@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cudnn_attention.h"
 #include "backends/event_flags.h"
+#include "kernel_table.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
 
@@ -198,6 +199,28 @@ Dims dims(const google::protobuf::RepeatedField<int64_t> &values) {
   return Dims(values.begin(), values.end());
 }
 
+BinaryOp binaryOp(OpKind op) {
+  switch (op) {
+#define SL_BINARY_KERNEL(NAME, SL_OP, FUNCTION, ...)                                               \
+  case NAME:                                                                                       \
+    return BinaryOp::k##FUNCTION;
+#include "schedule/kernel_table.def"
+  default:
+    throw makeError(OpKind_Name(op), " is not a binary op");
+  }
+}
+
+UnaryOp unaryOp(OpKind op) {
+  switch (op) {
+#define SL_UNARY_KERNEL(NAME, SL_OP, FUNCTION, ...)                                                \
+  case NAME:                                                                                       \
+    return UnaryOp::k##FUNCTION;
+#include "schedule/kernel_table.def"
+  default:
+    throw makeError(OpKind_Name(op), " is not a unary op");
+  }
+}
+
 // Enqueues one verified compute kernel on ctx's stream, as CpuBackend::execute does on the host.
 void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *> &operandRefs,
          const std::vector<const TensorRef *> &resultRefs) {
@@ -213,50 +236,26 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
   const Tensor *slopes = alibi ? &in.back() : nullptr;
   const bool bshd = kernel.has_attention() &&
                     kernel.attention().layout() == sl::schedule::AttentionAttributes::BSHD;
-  switch (kernel.op()) {
+  const OpKind op = kernel.op();
+  switch (kernelFamily(op)) {
+  case KernelFamily::kBinary:
+    return binary(ctx, binaryOp(op), in[0], in[1], y);
+  case KernelFamily::kUnary: // only GELU has attributes (gelu.tanh)
+    return unary(ctx, unaryOp(op), kernel.gelu().tanh(), in[0], y);
+  case KernelFamily::kCompare:
+    return compare(ctx, op == LESS, in[0], in[1], y);
+  case KernelFamily::kReduce:
+    return reduce(ctx, op == REDUCE_MEAN, dims(kernel.reduce().axes()), in[0], y);
+  case KernelFamily::kOwn:
+    break;
+  }
+  switch (op) {
   case MATMUL:
     return matmul(ctx, kernel.matmul().trans_a(), kernel.matmul().trans_b(), in[0], in[1], y);
   case GEMM: {
     const GemmAttributes &g = kernel.gemm();
     return gemm(ctx, g.trans_a(), g.trans_b(), g.alpha(), g.beta(), in[0], in[1], optional(2), y);
   }
-  case ADD:
-    return binary(ctx, BinaryOp::kAdd, in[0], in[1], y);
-  case SUB:
-    return binary(ctx, BinaryOp::kSub, in[0], in[1], y);
-  case MUL:
-    return binary(ctx, BinaryOp::kMul, in[0], in[1], y);
-  case DIV:
-    return binary(ctx, BinaryOp::kDiv, in[0], in[1], y);
-  case POW:
-    return binary(ctx, BinaryOp::kPow, in[0], in[1], y);
-  case RELU:
-    return unary(ctx, UnaryOp::kRelu, false, in[0], y);
-  case SIGMOID:
-    return unary(ctx, UnaryOp::kSigmoid, false, in[0], y);
-  case SILU:
-    return unary(ctx, UnaryOp::kSilu, false, in[0], y);
-  case SQRT:
-    return unary(ctx, UnaryOp::kSqrt, false, in[0], y);
-  case RECIPROCAL:
-    return unary(ctx, UnaryOp::kReciprocal, false, in[0], y);
-  case NEG:
-    return unary(ctx, UnaryOp::kNeg, false, in[0], y);
-  case EXP:
-    return unary(ctx, UnaryOp::kExp, false, in[0], y);
-  case ERF:
-    return unary(ctx, UnaryOp::kErf, false, in[0], y);
-  case TANH:
-    return unary(ctx, UnaryOp::kTanh, false, in[0], y);
-  case COS:
-    return unary(ctx, UnaryOp::kCos, false, in[0], y);
-  case SIN:
-    return unary(ctx, UnaryOp::kSin, false, in[0], y);
-  case GELU:
-    return unary(ctx, UnaryOp::kGelu, kernel.gelu().tanh(), in[0], y);
-  case EQUAL:
-  case LESS:
-    return compare(ctx, kernel.op() == LESS, in[0], in[1], y);
   case WHERE:
     return where(ctx, in[0], in[1], in[2], y);
   case CAST:
@@ -267,9 +266,6 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     return accumulate(ctx, in[0], in[1], y);
   case SOFTMAX:
     return softmax(ctx, kernel.axis().axis(), in[0], y);
-  case REDUCE_MEAN:
-  case REDUCE_SUM:
-    return reduce(ctx, kernel.op() == REDUCE_MEAN, dims(kernel.reduce().axes()), in[0], y);
   case LAYER_NORM:
     return layerNorm(ctx, kernel.norm().axis(), kernel.norm().epsilon(), in[0], in[1], optional(2),
                      y);
@@ -287,6 +283,9 @@ void run(Context &ctx, const Kernel &kernel, const std::vector<const TensorRef *
     return expand(ctx, in[0], y);
   case TRILU:
     return trilu(ctx, kernel.trilu().upper(), kernel.trilu().k(), in[0], y);
+  case CUMSUM:
+    return cumSum(ctx, kernel.cumsum().axis(), kernel.cumsum().exclusive(),
+                  kernel.cumsum().reverse(), in[0], y);
   case ROTARY:
     return rotary(ctx, kernel.rotary().interleaved(), false, in[0], in[1], in[2], y);
   case ATTENTION:

@@ -138,8 +138,16 @@ private:
 };
 
 // elementwise.cu
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow };
-enum class UnaryOp { kRelu, kSigmoid, kSilu, kSqrt, kReciprocal, kNeg, kExp, kErf, kTanh, kCos, kSin, kGelu };
+// The element functions of the binary and unary families, one per row of the kernel table
+// (schedule/kernel_table.def: k<FUNCTION> of each SL_BINARY_KERNEL and SL_UNARY_KERNEL row).
+enum class BinaryOp {
+#define SL_BINARY_KERNEL(NAME, SL_OP, FUNCTION, ...) k##FUNCTION,
+#include "schedule/kernel_table.def"
+};
+enum class UnaryOp {
+#define SL_UNARY_KERNEL(NAME, SL_OP, FUNCTION, ...) k##FUNCTION,
+#include "schedule/kernel_table.def"
+};
 void binary(Context &ctx, BinaryOp op, const Tensor &a, const Tensor &b, const Tensor &y);
 void unary(Context &ctx, UnaryOp op, bool geluTanh, const Tensor &x, const Tensor &y);
 void compare(Context &ctx, bool less, const Tensor &a, const Tensor &b, const Tensor &y);
@@ -157,6 +165,9 @@ void scale(Context &ctx, double factor, const Tensor &y);
 
 // reduction.cu
 void reduce(Context &ctx, bool mean, const Dims &axes, const Tensor &x, const Tensor &y);
+// CUMSUM: f32, f64, bf16 (sums in double) or i64 (wrapping).
+void cumSum(Context &ctx, int64_t axis, bool exclusive, bool reverse, const Tensor &x,
+            const Tensor &y);
 void softmax(Context &ctx, int64_t axis, const Tensor &x, const Tensor &y);
 void softmaxGrad(Context &ctx, int64_t axis, const Tensor &y, const Tensor &dy, const Tensor &dx);
 void layerNorm(Context &ctx, int64_t axis, double epsilon, const Tensor &x, const Tensor &scale,

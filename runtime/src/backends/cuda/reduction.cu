@@ -120,6 +120,28 @@ Rows rowsAround(const Dims &shape, int64_t axis) {
   return rows;
 }
 
+// --- CUMSUM -------------------------------------------------------------------------------------
+
+// One thread per line along the axis, summing in order as the CPU backend does: into double for
+// the float dtypes (bf16 widened by load(), rounded once by store()), wrapping uint64_t for i64.
+template <typename S, typename Acc>
+__global__ void cumSumKernel(const S *x, S *y, int64_t lines, int64_t extent, int64_t inner,
+                             bool exclusive, bool reverse) {
+  SLRT_GRID_LOOP(line, lines) {
+    int64_t start = rowStart(line, extent, inner);
+    Acc sum = 0;
+    for (int64_t step = 0; step < extent; ++step) {
+      int64_t at = start + (reverse ? extent - 1 - step : step) * inner;
+      Acc value = static_cast<Acc>(load(x[at]));
+      if (!exclusive)
+        sum += value;
+      y[at] = store<S>(sum);
+      if (exclusive)
+        sum += value;
+    }
+  }
+}
+
 // --- norms --------------------------------------------------------------------------------------
 
 // dense[i] = values[broadcast position of i]: a norm's scale or bias laid out as the normalised
@@ -382,6 +404,20 @@ void reduce(Context &ctx, bool mean, const Dims &axes, const Tensor &x, const Te
     else
       launch(ctx, "reduce", reduceByBlock<T>, blocksForRows(outputs), kRowThreads, 0, x.as<T>(),
              y.as<T>(), outputs, count, kept, over, mean);
+  });
+}
+
+void cumSum(Context &ctx, int64_t axis, bool exclusive, bool reverse, const Tensor &x,
+            const Tensor &y) {
+  Rows rows = rowsAround(x.shape, axis);
+  if (y.element == Element::kI64)
+    return launch(ctx, "cumSum", cumSumKernel<int64_t, uint64_t>, blocksFor(rows.count()),
+                  kThreads, 0, x.as<int64_t>(), y.as<int64_t>(), rows.count(), rows.extent,
+                  rows.inner, exclusive, reverse);
+  withFloatType(y.element, [&](auto type) {
+    using S = decltype(type);
+    launch(ctx, "cumSum", cumSumKernel<S, double>, blocksFor(rows.count()), kThreads, 0, x.as<S>(),
+           y.as<S>(), rows.count(), rows.extent, rows.inner, exclusive, reverse);
   });
 }
 
