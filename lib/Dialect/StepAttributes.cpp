@@ -28,6 +28,28 @@ struct FieldCheck {
   LogicalResult result() const { return failure(failed); }
 };
 
+/// A plan's fields, checked again where it sits: the parser checks those it reads, but a pass
+/// builds its plans with get(), which checks nothing in a release build.
+LogicalResult verifyFields(Operation *op, NamedAttribute attribute) {
+  auto emitError = [&] { return op->emitOpError() << attribute.getName().getValue() << ": "; };
+  Attribute value = attribute.getValue();
+  if (auto plan = llvm::dyn_cast<PlanAttr>(value))
+    return PlanAttr::verify(emitError, plan.getBoundaryActivationBytes(), plan.getLiveBlocks(),
+                            plan.getMode(), plan.getNumSubBatches(), plan.getParameterBytes(),
+                            plan.getPredictedDeviceBytes(), plan.getPredictedHostBytes(),
+                            plan.getPredictedHostPoolBytes(), plan.getPredictedStepSeconds(),
+                            plan.getSubBatchSize(), plan.getWorld());
+  if (auto plan = llvm::dyn_cast<GenerationPlanAttr>(value))
+    return GenerationPlanAttr::verify(
+        emitError, plan.getBatch(), plan.getCacheLen(), plan.getKvCacheBytes(),
+        plan.getKvCacheOnDevice(), plan.getMaxNewTokens(), plan.getMaxPromptLen(),
+        plan.getNumSubBatches(), plan.getParameterBytes(), plan.getPredictedDeviceBytes(),
+        plan.getPredictedHostBytes(), plan.getSubBatchSize(), plan.getVocab(),
+        plan.getWeightsOnDevice());
+  auto shapes = llvm::cast<BindShapesAttr>(value);
+  return BindShapesAttr::verify(emitError, shapes.getBatch(), shapes.getSeq());
+}
+
 /// sl.plan, sl.generation and sl.bind_shapes: the attribute of the right type on the right op.
 LogicalResult verifyPlacement(Operation *op, NamedAttribute attribute) {
   llvm::StringRef name = attribute.getName().getValue();
@@ -86,7 +108,7 @@ LogicalResult verifyIndexArray(Operation *op, NamedAttribute attribute,
 LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attribute) {
   llvm::StringRef name = attribute.getName().getValue();
   if (name == kPlanAttr || name == kGenerationAttr || name == kBindShapesAttr)
-    return verifyPlacement(op, attribute);
+    return failure(failed(verifyPlacement(op, attribute)) || failed(verifyFields(op, attribute)));
   if (name == kStreamAttr) {
     if (!llvm::isa<StreamKindAttr>(attribute.getValue()))
       return op->emitOpError() << "sl.stream must be a #sl.stream<compute|h2d|d2h|host|"
