@@ -6,96 +6,76 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/ADT/StringSwitch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 
 namespace sl {
 namespace {
 
-/// What a key of sl.plan or sl.generation holds.
-enum class KeyKind { Positive, NonNegative, Flag, Seconds, Mode, Unknown };
+/// Checks one field of a plan: at least `least` where it is set.
+struct FieldCheck {
+  llvm::function_ref<InFlightDiagnostic()> emitError;
+  llvm::StringRef attr;
+  bool failed = false;
 
-KeyKind kindOfKey(llvm::StringRef key) {
-  return llvm::StringSwitch<KeyKind>(key)
-      .Case(plan::kMode, KeyKind::Mode)
-      .Cases(plan::kSubBatchSize, plan::kNumSubBatches, plan::kLiveBlocks, plan::kWorld,
-             KeyKind::Positive)
-      .Cases(plan::kBatch, plan::kMaxPromptLen, plan::kMaxNewTokens, plan::kCacheLen, plan::kVocab,
-             KeyKind::Positive)
-      .Cases(plan::kParameterBytes, plan::kBoundaryActivationBytes, plan::kPredictedDeviceBytes,
-             plan::kPredictedHostBytes, plan::kPredictedHostPoolBytes, plan::kKvCacheBytes,
-             KeyKind::NonNegative)
-      .Cases(plan::kWeightsOnDevice, plan::kKvCacheOnDevice, KeyKind::Flag)
-      .Case(plan::kPredictedStepSeconds, KeyKind::Seconds)
-      .Default(KeyKind::Unknown);
-}
-
-LogicalResult verifyPlanDictionary(Operation *op, NamedAttribute attribute) {
-  auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
-  if (!dict)
-    return op->emitOpError() << attribute.getName().getValue() << " must be a dictionary, got "
-                             << attribute.getValue();
-  for (NamedAttribute entry : dict) {
-    llvm::StringRef key = entry.getName().getValue();
-    Attribute value = entry.getValue();
-    auto fail = [&](llvm::StringRef what) {
-      return op->emitOpError() << attribute.getName().getValue() << "'s " << key << " must be " << what
-                               << ", got " << value;
-    };
-    switch (kindOfKey(key)) {
-    case KeyKind::Positive:
-    case KeyKind::NonNegative: {
-      auto integer = llvm::dyn_cast<IntegerAttr>(value);
-      if (!integer || !integer.getType().isSignlessInteger(64))
-        return fail("an i64");
-      bool positive = kindOfKey(key) == KeyKind::Positive;
-      if (integer.getInt() < (positive ? 1 : 0))
-        return fail(positive ? "at least 1" : "at least 0");
-      break;
-    }
-    case KeyKind::Flag:
-      if (!llvm::isa<BoolAttr>(value))
-        return fail("a bool");
-      break;
-    case KeyKind::Seconds: {
-      auto real = llvm::dyn_cast<FloatAttr>(value);
-      if (!real || !(real.getValueAsDouble() >= 0))
-        return fail("a non-negative float");
-      break;
-    }
-    case KeyKind::Mode: {
-      auto mode = llvm::dyn_cast<StringAttr>(value);
-      if (!mode || !llvm::is_contained({"speedloader", "canonical", "generate"}, mode.getValue()))
-        return fail("\"speedloader\", \"canonical\" or \"generate\"");
-      break;
-    }
-    case KeyKind::Unknown:
-      return op->emitOpError() << attribute.getName().getValue() << " has no key '" << key
-                               << "' (StepAttributes.h lists the keys)";
+  void atLeast(llvm::StringRef field, std::optional<int64_t> value, int64_t least) {
+    if (!failed && value && *value < least) {
+      emitError() << attr << "'s " << field << " must be at least " << least << ", got " << *value;
+      failed = true;
     }
   }
-  return success();
+  LogicalResult result() const { return failure(failed); }
+};
+
+/// A plan's fields, checked again where it sits: the parser checks those it reads, but a pass
+/// builds its plans with get(), which checks nothing in a release build.
+LogicalResult verifyFields(Operation *op, NamedAttribute attribute) {
+  auto emitError = [&] { return op->emitOpError() << attribute.getName().getValue() << ": "; };
+  Attribute value = attribute.getValue();
+  if (auto plan = llvm::dyn_cast<PlanAttr>(value))
+    return PlanAttr::verify(emitError, plan.getBoundaryActivationBytes(), plan.getLiveBlocks(),
+                            plan.getMode(), plan.getNumSubBatches(), plan.getParameterBytes(),
+                            plan.getPredictedDeviceBytes(), plan.getPredictedHostBytes(),
+                            plan.getPredictedHostPoolBytes(), plan.getPredictedStepSeconds(),
+                            plan.getSubBatchSize(), plan.getWorld());
+  if (auto plan = llvm::dyn_cast<GenerationPlanAttr>(value))
+    return GenerationPlanAttr::verify(
+        emitError, plan.getBatch(), plan.getCacheLen(), plan.getKvCacheBytes(),
+        plan.getKvCacheOnDevice(), plan.getMaxNewTokens(), plan.getMaxPromptLen(),
+        plan.getNumSubBatches(), plan.getParameterBytes(), plan.getPredictedDeviceBytes(),
+        plan.getPredictedHostBytes(), plan.getSubBatchSize(), plan.getVocab(),
+        plan.getWeightsOnDevice());
+  auto shapes = llvm::cast<BindShapesAttr>(value);
+  return BindShapesAttr::verify(emitError, shapes.getBatch(), shapes.getSeq());
 }
 
-/// sl.bind_shapes: on a module, a dictionary of sizes (StepAttributes.h, namespace shapes).
-LogicalResult verifyBindShapes(Operation *op, NamedAttribute attribute) {
-  if (!llvm::isa<ModuleOp>(op))
-    return op->emitOpError() << kBindShapesAttr << " belongs on a builtin.module";
-  auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
-  if (!dict)
-    return op->emitOpError() << kBindShapesAttr << " must be a dictionary, got "
-                             << attribute.getValue();
-  for (NamedAttribute entry : dict) {
-    llvm::StringRef key = entry.getName().getValue();
-    if (key != shapes::kBatch && key != shapes::kSeq)
-      return op->emitOpError() << kBindShapesAttr << " has no key '" << key << "' (it has "
-                               << shapes::kBatch << " and " << shapes::kSeq << ")";
-    auto integer = llvm::dyn_cast<IntegerAttr>(entry.getValue());
-    if (!integer || !integer.getType().isSignlessInteger(64) || integer.getInt() < 1)
-      return op->emitOpError() << kBindShapesAttr << "'s " << key
-                               << " must be an i64 of at least 1, got " << entry.getValue();
+/// sl.plan, sl.generation and sl.bind_shapes: the attribute of the right type on the right op.
+LogicalResult verifyPlacement(Operation *op, NamedAttribute attribute) {
+  llvm::StringRef name = attribute.getName().getValue();
+  Attribute value = attribute.getValue();
+  bool module = llvm::isa<ModuleOp>(op);
+  if (name == kPlanAttr) {
+    auto function = llvm::dyn_cast<FunctionOpInterface>(op);
+    if (!module && !function)
+      return op->emitOpError() << kPlanAttr << " belongs on a builtin.module or a step function";
+    // The @generate step's plan is a generation plan; every other one is a #sl.plan.
+    if (function && function.getName() == kGenerateStepName) {
+      if (!llvm::isa<GenerationPlanAttr>(value))
+        return op->emitOpError() << kPlanAttr << " of @" << kGenerateStepName
+                                 << " must be a #sl.generation_plan, got " << value;
+      return success();
+    }
+    if (!llvm::isa<PlanAttr>(value))
+      return op->emitOpError() << kPlanAttr << " must be a #sl.plan, got " << value;
+    return success();
   }
+  if (!module)
+    return op->emitOpError() << name << " belongs on a builtin.module";
+  if (name == kGenerationAttr && !llvm::isa<GenerationPlanAttr>(value))
+    return op->emitOpError() << kGenerationAttr << " must be a #sl.generation_plan, got " << value;
+  if (name == kBindShapesAttr && !llvm::isa<BindShapesAttr>(value))
+    return op->emitOpError() << kBindShapesAttr << " must be a #sl.bind_shapes, got " << value;
   return success();
 }
 
@@ -125,38 +105,10 @@ LogicalResult verifyIndexArray(Operation *op, NamedAttribute attribute,
 
 } // namespace
 
-PlanView PlanView::of(Operation *op, llvm::StringRef name) {
-  return PlanView(op ? op->getAttrOfType<DictionaryAttr>(name) : DictionaryAttr());
-}
-
-int64_t PlanView::integer(llvm::StringRef key, int64_t otherwise) const {
-  auto attr = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
-  return attr ? attr.getInt() : otherwise;
-}
-
-bool PlanView::flag(llvm::StringRef key) const {
-  auto attr = dict ? dict.getAs<BoolAttr>(key) : BoolAttr();
-  return attr && attr.getValue();
-}
-
-std::optional<double> PlanView::real(llvm::StringRef key) const {
-  if (auto attr = dict ? dict.getAs<FloatAttr>(key) : FloatAttr())
-    return attr.getValueAsDouble();
-  return std::nullopt;
-}
-
-std::optional<llvm::StringRef> PlanView::text(llvm::StringRef key) const {
-  if (auto attr = dict ? dict.getAs<StringAttr>(key) : StringAttr())
-    return attr.getValue();
-  return std::nullopt;
-}
-
 LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attribute) {
   llvm::StringRef name = attribute.getName().getValue();
-  if (name == kPlanAttr || name == kGenerationAttr)
-    return verifyPlanDictionary(op, attribute);
-  if (name == kBindShapesAttr)
-    return verifyBindShapes(op, attribute);
+  if (name == kPlanAttr || name == kGenerationAttr || name == kBindShapesAttr)
+    return failure(failed(verifyPlacement(op, attribute)) || failed(verifyFields(op, attribute)));
   if (name == kStreamAttr) {
     if (!llvm::isa<StreamKindAttr>(attribute.getValue()))
       return op->emitOpError() << "sl.stream must be a #sl.stream<compute|h2d|d2h|host|"
@@ -172,6 +124,64 @@ LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attribute) {
       name == kNumEventsAttr)
     return verifyNonNegative(op, attribute);
   return success(); // sl.name, sl.param, ...: described by the ops that carry them
+}
+
+LogicalResult PlanAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                               std::optional<int64_t> boundaryActivationBytes,
+                               std::optional<int64_t> liveBlocks, std::optional<PlanMode> mode,
+                               std::optional<int64_t> numSubBatches,
+                               std::optional<int64_t> parameterBytes,
+                               std::optional<int64_t> predictedDeviceBytes,
+                               std::optional<int64_t> predictedHostBytes,
+                               std::optional<int64_t> predictedHostPoolBytes,
+                               std::optional<llvm::APFloat> predictedStepSeconds,
+                               std::optional<int64_t> subBatchSize, std::optional<int64_t> world) {
+  FieldCheck check{emitError, "#sl.plan"};
+  check.atLeast("boundary_activation_bytes", boundaryActivationBytes, 0);
+  check.atLeast("live_blocks", liveBlocks, 1);
+  check.atLeast("num_sub_batches", numSubBatches, 1);
+  check.atLeast("parameter_bytes", parameterBytes, 0);
+  check.atLeast("predicted_device_bytes", predictedDeviceBytes, 0);
+  check.atLeast("predicted_host_bytes", predictedHostBytes, 0);
+  check.atLeast("predicted_host_pool_bytes", predictedHostPoolBytes, 0);
+  check.atLeast("sub_batch_size", subBatchSize, 1);
+  check.atLeast("world", world, 1);
+  if (failed(check.result()))
+    return failure();
+  if (predictedStepSeconds && !(predictedStepSeconds->convertToDouble() >= 0))
+    return emitError() << "#sl.plan's predicted_step_seconds must be at least 0, got "
+                       << predictedStepSeconds->convertToDouble();
+  return success();
+}
+
+LogicalResult GenerationPlanAttr::verify(
+    llvm::function_ref<InFlightDiagnostic()> emitError, std::optional<int64_t> batch,
+    int64_t cacheLen, std::optional<int64_t> kvCacheBytes, std::optional<bool> kvCacheOnDevice,
+    int64_t maxNewTokens, int64_t maxPromptLen, std::optional<int64_t> numSubBatches,
+    std::optional<int64_t> parameterBytes, std::optional<int64_t> predictedDeviceBytes,
+    std::optional<int64_t> predictedHostBytes, int64_t subBatchSize, int64_t vocab,
+    std::optional<bool> weightsOnDevice) {
+  FieldCheck check{emitError, "#sl.generation_plan"};
+  check.atLeast("batch", batch, 1);
+  check.atLeast("cache_len", cacheLen, 1);
+  check.atLeast("kv_cache_bytes", kvCacheBytes, 0);
+  check.atLeast("max_new_tokens", maxNewTokens, 1);
+  check.atLeast("max_prompt_len", maxPromptLen, 1);
+  check.atLeast("num_sub_batches", numSubBatches, 1);
+  check.atLeast("parameter_bytes", parameterBytes, 0);
+  check.atLeast("predicted_device_bytes", predictedDeviceBytes, 0);
+  check.atLeast("predicted_host_bytes", predictedHostBytes, 0);
+  check.atLeast("sub_batch_size", subBatchSize, 1);
+  check.atLeast("vocab", vocab, 1);
+  return check.result();
+}
+
+LogicalResult BindShapesAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                     std::optional<int64_t> batch, std::optional<int64_t> seq) {
+  FieldCheck check{emitError, "#sl.bind_shapes"};
+  check.atLeast("batch", batch, 1);
+  check.atLeast("seq", seq, 1);
+  return check.result();
 }
 
 } // namespace sl

@@ -917,36 +917,38 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
 }
 
 void ExplicitStepEmitter::addGeneration() {
-  PlanView planned = PlanView::of(func);
+  // An explicit step has an sl.plan (isExplicitStep), which the verifier holds to a
+  // #sl.generation_plan on @generate and to a #sl.plan elsewhere.
+  auto planned = func->getAttrOfType<GenerationPlanAttr>(kPlanAttr);
   pb::Generation *g = out->mutable_generation();
-  g->set_batch(planned.integer(plan::kBatch));
-  g->set_max_prompt_len(planned.integer(plan::kMaxPromptLen));
-  g->set_max_new_tokens(planned.integer(plan::kMaxNewTokens));
-  g->set_vocab(planned.integer(plan::kVocab));
-  g->set_cache_len(planned.integer(plan::kCacheLen));
-  g->set_num_sub_batches(uint32_t(planned.integer(plan::kNumSubBatches)));
-  g->set_sub_batch_size(planned.integer(plan::kSubBatchSize));
-  g->set_kv_cache_bytes(uint64_t(planned.integer(plan::kKvCacheBytes)));
-  g->set_parameter_bytes(uint64_t(planned.integer(plan::kParameterBytes)));
-  g->set_weights_on_device(planned.flag(plan::kWeightsOnDevice));
-  g->set_kv_cache_on_device(planned.flag(plan::kKvCacheOnDevice));
+  g->set_batch(planned.getBatch().value_or(0));
+  g->set_max_prompt_len(planned.getMaxPromptLen());
+  g->set_max_new_tokens(planned.getMaxNewTokens());
+  g->set_vocab(planned.getVocab());
+  g->set_cache_len(planned.getCacheLen());
+  g->set_num_sub_batches(uint32_t(planned.getNumSubBatches().value_or(0)));
+  g->set_sub_batch_size(planned.getSubBatchSize());
+  g->set_kv_cache_bytes(uint64_t(planned.getKvCacheBytes().value_or(0)));
+  g->set_parameter_bytes(uint64_t(planned.getParameterBytes().value_or(0)));
+  g->set_weights_on_device(planned.getWeightsOnDevice().value_or(false));
+  g->set_kv_cache_on_device(planned.getKvCacheOnDevice().value_or(false));
 }
 
 void ExplicitStepEmitter::addPlan() {
-  PlanView planned = PlanView::of(func);
+  auto planned = func->getAttrOfType<PlanAttr>(kPlanAttr);
   pb::Plan *p = out->mutable_plan();
-  if (auto mode = planned.text(plan::kMode))
-    p->set_mode(mode->str());
-  p->set_num_sub_batches(uint32_t(planned.integer(plan::kNumSubBatches)));
-  p->set_sub_batch_size(planned.integer(plan::kSubBatchSize));
-  p->set_live_blocks(uint32_t(planned.integer(plan::kLiveBlocks)));
-  p->set_predicted_device_bytes(uint64_t(planned.integer(plan::kPredictedDeviceBytes)));
-  p->set_predicted_host_bytes(uint64_t(planned.integer(plan::kPredictedHostBytes)));
-  p->set_predicted_host_pool_bytes(uint64_t(planned.integer(plan::kPredictedHostPoolBytes)));
-  if (auto seconds = planned.real(plan::kPredictedStepSeconds))
-    p->set_predicted_step_seconds(*seconds);
-  p->set_parameter_bytes(uint64_t(planned.integer(plan::kParameterBytes)));
-  p->set_boundary_activation_bytes(uint64_t(planned.integer(plan::kBoundaryActivationBytes)));
+  if (auto mode = planned.getMode())
+    p->set_mode(stringifyPlanMode(*mode).str());
+  p->set_num_sub_batches(uint32_t(planned.getNumSubBatches().value_or(0)));
+  p->set_sub_batch_size(planned.getSubBatchSize().value_or(0));
+  p->set_live_blocks(uint32_t(planned.getLiveBlocks().value_or(0)));
+  p->set_predicted_device_bytes(uint64_t(planned.getPredictedDeviceBytes().value_or(0)));
+  p->set_predicted_host_bytes(uint64_t(planned.getPredictedHostBytes().value_or(0)));
+  p->set_predicted_host_pool_bytes(uint64_t(planned.getPredictedHostPoolBytes().value_or(0)));
+  if (auto seconds = planned.getPredictedStepSeconds())
+    p->set_predicted_step_seconds(seconds->convertToDouble());
+  p->set_parameter_bytes(uint64_t(planned.getParameterBytes().value_or(0)));
+  p->set_boundary_activation_bytes(uint64_t(planned.getBoundaryActivationBytes().value_or(0)));
 }
 
 LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
@@ -955,7 +957,8 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
   schedule.set_version(kVersion);
   bool generate = func.getSymName() == kGenerateStepName;
   schedule.set_kind(func.getSymName() == kTrainStepName ? "train" : generate ? "generate" : "infer");
-  world = PlanView::of(func).integer(plan::kWorld, 1); // verified to be at least 1
+  auto planned = func->getAttrOfType<PlanAttr>(kPlanAttr); // absent on @generate
+  world = planned ? planned.getWorld().value_or(1) : 1;    // verified to be at least 1
   if (failed(placeShards()))
     return failure();
   for (auto [streamKind, kind] :

@@ -127,13 +127,14 @@ struct BindShapesPass : public sl::impl::BindShapesPassBase<BindShapesPass> {
     }
     // A copy that sl-plan or sl-split-generation compiles says the sizes it is compiled at; once
     // bound, it no longer needs them.
-    sl::PlanView given = sl::PlanView::of(module, sl::kBindShapesAttr);
+    auto given = module->getAttrOfType<sl::BindShapesAttr>(sl::kBindShapesAttr);
     module->removeAttr(sl::kBindShapesAttr);
-    Sizes sizes{batch > 0 ? int64_t(batch) : given.integer(sl::shapes::kBatch),
-                seq > 0 ? int64_t(seq) : given.integer(sl::shapes::kSeq), past};
+    Sizes sizes{batch > 0 ? int64_t(batch) : given ? given.getBatch().value_or(0) : 0,
+                seq > 0 ? int64_t(seq) : given ? given.getSeq().value_or(0) : 0, past};
     // The kernels of a sub-batched step are shaped for one sub-batch, which sl-plan chose.
     if (sizes.batch == 0)
-      sizes.batch = sl::PlanView::of(module).integer(sl::plan::kSubBatchSize);
+      if (auto plan = module->getAttrOfType<sl::PlanAttr>(sl::kPlanAttr))
+        sizes.batch = plan.getSubBatchSize().value_or(0);
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(bindFunction(func, sizes)))
         return signalPassFailure();

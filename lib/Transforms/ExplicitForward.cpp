@@ -121,15 +121,18 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
 
     // The step's plan: one sub-batch of the whole batch (dimension 0 of the first input, where
     // there is one, and it is not empty), every parameter resident.
-    NamedAttrList planned;
-    planned.set(plan::kNumSubBatches, builder.getI64IntegerAttr(1));
-    planned.set(plan::kParameterBytes, builder.getI64IntegerAttr(int64_t(parameterBytes)));
+    std::optional<int64_t> subBatchSize;
     if (step.getNumArguments() > 0) {
       auto first = llvm::cast<RankedTensorType>(step.getArgument(0).getType());
       if (first.getRank() > 0 && first.getDimSize(0) > 0)
-        planned.set(plan::kSubBatchSize, builder.getI64IntegerAttr(first.getDimSize(0)));
+        subBatchSize = first.getDimSize(0);
     }
-    step->setAttr(kPlanAttr, planned.getDictionary(builder.getContext()));
+    step->setAttr(kPlanAttr,
+                  PlanAttr::get(builder.getContext(), /*boundary_activation_bytes=*/{},
+                                /*live_blocks=*/{}, /*mode=*/{}, /*num_sub_batches=*/1,
+                                int64_t(parameterBytes), /*predicted_device_bytes=*/{},
+                                /*predicted_host_bytes=*/{}, /*predicted_host_pool_bytes=*/{},
+                                /*predicted_step_seconds=*/{}, subBatchSize, /*world=*/{}));
     forward.erase();
   }
 };

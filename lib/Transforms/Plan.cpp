@@ -183,14 +183,14 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     for (auto &[probe, size] : state->probes) {
       OwningOpRef<ModuleOp> copy = probe->clone();
       // The configuration goes to step-pipeline's sl-schedule-subbatches as the copy's plan.
-      Builder b(&getContext());
-      SmallVector<NamedAttribute> plan{
-          b.getNamedAttr(sl::plan::kMode, b.getStringAttr(sl::stringifyScheduleMode(mode))),
-          b.getNamedAttr(sl::plan::kNumSubBatches, b.getI64IntegerAttr(count)),
-          b.getNamedAttr(sl::plan::kLiveBlocks, b.getI64IntegerAttr(liveBlocks))};
-      if (world > 1)
-        plan.push_back(b.getNamedAttr(sl::plan::kWorld, b.getI64IntegerAttr(world)));
-      (*copy)->setAttr(sl::kPlanAttr, b.getDictionaryAttr(plan));
+      (*copy)->setAttr(sl::kPlanAttr,
+                       sl::PlanAttr::get(&getContext(), /*boundary_activation_bytes=*/{},
+                                         liveBlocks, planMode(mode), count,
+                                         /*parameter_bytes=*/{}, /*predicted_device_bytes=*/{},
+                                         /*predicted_host_bytes=*/{},
+                                         /*predicted_host_pool_bytes=*/{},
+                                         /*predicted_step_seconds=*/{}, /*sub_batch_size=*/{},
+                                         world > 1 ? std::optional<int64_t>(world) : std::nullopt));
       llvm::StringRef stepName = forwardOnly ? sl::kInferStepName : sl::kTrainStepName;
       bool ran = succeeded(runOnCopy(kSteps, *copy));
       auto step = ran ? (*copy).lookupSymbol<func::FuncOp>(stepName) : func::FuncOp();
@@ -400,10 +400,8 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     // A copy must not carry a plan of its own: sl-bind-shapes would bind at it.
     (*copy)->removeAttr(sl::kPlanAttr);
     if (subBatchSize > 0) {
-      Builder b(&getContext());
       (*copy)->setAttr(sl::kBindShapesAttr,
-                       b.getDictionaryAttr(b.getNamedAttr(sl::shapes::kBatch,
-                                                          b.getI64IntegerAttr(subBatchSize))));
+                       sl::BindShapesAttr::get(&getContext(), subBatchSize, /*seq=*/{}));
     }
     if (failed(runOnCopy(kStages, *copy))) {
       InFlightDiagnostic diag =
@@ -416,26 +414,21 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     return copy;
   }
 
-  DictionaryAttr planAttr(const sl::ModelCosts &costs, const sl::PlanConfig &config,
-                          const sl::Prediction &prediction) {
-    Builder b(&getContext());
-    auto bytes = [&](double value) { return b.getI64IntegerAttr(int64_t(std::ceil(value))); };
-    SmallVector<NamedAttribute> attrs({
-        b.getNamedAttr(sl::plan::kMode, b.getStringAttr(sl::stringifyScheduleMode(config.mode))),
-        b.getNamedAttr(sl::plan::kSubBatchSize, b.getI64IntegerAttr(config.subBatchSize)),
-        b.getNamedAttr(sl::plan::kNumSubBatches, b.getI64IntegerAttr(config.numSubBatches)),
-        b.getNamedAttr(sl::plan::kLiveBlocks, b.getI64IntegerAttr(config.liveBlocks)),
-        b.getNamedAttr(sl::plan::kPredictedDeviceBytes, bytes(prediction.deviceBytes)),
-        b.getNamedAttr(sl::plan::kPredictedHostBytes, bytes(prediction.hostBytes)),
-        b.getNamedAttr(sl::plan::kPredictedHostPoolBytes, bytes(prediction.hostPoolBytes)),
-        b.getNamedAttr(sl::plan::kPredictedStepSeconds, b.getF64FloatAttr(prediction.stepSeconds)),
-        b.getNamedAttr(sl::plan::kParameterBytes, b.getI64IntegerAttr(costs.parameterBytes)),
-        b.getNamedAttr(sl::plan::kBoundaryActivationBytes, bytes(prediction.boundaryActivationBytes)),
-    });
-    // Absent for one rank; sl-shard-parameters shards the step over `world` ranks.
-    if (config.world > 1)
-      attrs.push_back(b.getNamedAttr(sl::plan::kWorld, b.getI64IntegerAttr(config.world)));
-    return b.getDictionaryAttr(attrs);
+  sl::PlanAttr planAttr(const sl::ModelCosts &costs, const sl::PlanConfig &config,
+                        const sl::Prediction &prediction) {
+    auto bytes = [](double value) { return int64_t(std::ceil(value)); };
+    return sl::PlanAttr::get(
+        &getContext(), bytes(prediction.boundaryActivationBytes), config.liveBlocks,
+        planMode(config.mode), config.numSubBatches, costs.parameterBytes,
+        bytes(prediction.deviceBytes), bytes(prediction.hostBytes), bytes(prediction.hostPoolBytes),
+        llvm::APFloat(prediction.stepSeconds), config.subBatchSize,
+        // Absent for one rank; sl-shard-parameters shards the step over `world` ranks.
+        config.world > 1 ? std::optional<int64_t>(config.world) : std::nullopt);
+  }
+
+  static sl::PlanMode planMode(sl::ScheduleMode mode) {
+    return mode == sl::ScheduleMode::SpeedLoader ? sl::PlanMode::speedloader
+                                                 : sl::PlanMode::canonical;
   }
 
   static void printReport(llvm::raw_ostream &os, const sl::ModelCosts &costs,

@@ -64,7 +64,7 @@ private:
                    unsigned program);
   Value hostConstant(ConstantOp constant);
   Value view(Value batch, int64_t j);
-  DictionaryAttr planAttribute();
+  GenerationPlanAttr planAttribute();
   Location named(const llvm::Twine &name) {
     return NameLoc::get(builder.getStringAttr(name), decode.getLoc());
   }
@@ -352,11 +352,10 @@ void GenerationStepBuilder::emitProgram(func::FuncOp func, const IRMapping &args
 
 
 
-DictionaryAttr GenerationStepBuilder::planAttribute() {
-  auto generation = module->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr);
-  NamedAttrList attrs;
-  if (generation)
-    attrs.append(generation.getValue());
+GenerationPlanAttr GenerationStepBuilder::planAttribute() {
+  // The sizes sl-split-generation compiled at and what it predicted (runOnOperation checked that
+  // it wrote them), with the step's own sizes and residence.
+  auto generation = module->getAttrOfType<GenerationPlanAttr>(sl::kGenerationAttr);
   int64_t b = tensorType(decode.getArgument(0)).getDimSize(0);
   uint64_t parameterBytes = 0, cacheBytes = 0;
   for (auto &entry : params)
@@ -364,18 +363,13 @@ DictionaryAttr GenerationStepBuilder::planAttribute() {
   for (auto &types : cacheTypesOfLayer)
     for (Type type : types)
       cacheBytes += storageBytes(type);
-  attrs.set(sl::plan::kMode, builder.getStringAttr("generate"));
-  attrs.set(sl::plan::kWeightsOnDevice, builder.getBoolAttr(weightsOnDevice));
-  attrs.set(sl::plan::kKvCacheOnDevice, builder.getBoolAttr(cacheOnDevice));
-  attrs.set(sl::plan::kBatch, builder.getI64IntegerAttr(n * b));
-  attrs.set(sl::plan::kNumSubBatches, builder.getI64IntegerAttr(n));
-  attrs.set(sl::plan::kSubBatchSize, builder.getI64IntegerAttr(b));
-  attrs.set(sl::plan::kParameterBytes, builder.getI64IntegerAttr(int64_t(parameterBytes)));
-  attrs.set(sl::plan::kKvCacheBytes, builder.getI64IntegerAttr(int64_t(cacheBytes)));
-  attrs.set(sl::plan::kVocab, builder.getI64IntegerAttr(tensorType(decode.getBody().front().getTerminator()
-                                                              ->getOperand(0))
-                                                   .getDimSize(2)));
-  return attrs.getDictionary(module.getContext());
+  int64_t vocab =
+      tensorType(decode.getBody().front().getTerminator()->getOperand(0)).getDimSize(2);
+  return GenerationPlanAttr::get(
+      module.getContext(), /*batch=*/n * b, generation.getCacheLen(), int64_t(cacheBytes),
+      cacheOnDevice, generation.getMaxNewTokens(), generation.getMaxPromptLen(),
+      /*num_sub_batches=*/n, int64_t(parameterBytes), generation.getPredictedDeviceBytes(),
+      generation.getPredictedHostBytes(), /*sub_batch_size=*/b, vocab, weightsOnDevice);
 }
 
 LogicalResult GenerationStepBuilder::build() {
@@ -440,23 +434,21 @@ struct ScheduleGenerationPass
                        "sl-split-generation first");
       return signalPassFailure();
     }
+    auto generation = module->getAttrOfType<GenerationPlanAttr>(sl::kGenerationAttr);
+    if (!generation) {
+      module.emitError("sl-schedule-generation: no sl.generation; run sl-split-generation first");
+      return signalPassFailure();
+    }
     int64_t count = numSubBatches;
     if (count == 0)
-      if (auto generation = module->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr))
-        if (auto attr = generation.getAs<IntegerAttr>(sl::plan::kNumSubBatches))
-          count = attr.getInt();
+      count = generation.getNumSubBatches().value_or(0);
     if (count < 1) {
       module.emitError("sl-schedule-generation: num-sub-batches must be at least 1, got ")
           << count;
       return signalPassFailure();
     }
-    bool resident = weightsOnDevice, cacheResident = kvCacheOnDevice;
-    if (auto generation = module->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr)) {
-      if (auto attr = generation.getAs<BoolAttr>(sl::plan::kWeightsOnDevice))
-        resident = resident || attr.getValue();
-      if (auto attr = generation.getAs<BoolAttr>(sl::plan::kKvCacheOnDevice))
-        cacheResident = cacheResident || attr.getValue();
-    }
+    bool resident = weightsOnDevice || generation.getWeightsOnDevice().value_or(false);
+    bool cacheResident = kvCacheOnDevice || generation.getKvCacheOnDevice().value_or(false);
     if (failed(GenerationStepBuilder(module, prefill, decode, count, resident, cacheResident)
                    .build()))
       return signalPassFailure();

@@ -137,7 +137,7 @@ private:
   Value widen(Value v);
   void prefetchConstants();
   void removeDeadCode();
-  DictionaryAttr planAttribute();
+  PlanAttr planAttribute();
   // A location that names a transfer or accumulation in traces and errors.
   Location named(const llvm::Twine &name) {
     return NameLoc::get(builder.getStringAttr(name), forward.getLoc());
@@ -635,7 +635,7 @@ void StepBuilder::prefetchConstants() {
   sl::prefetchConstants(step.getBody().front(), builder, named("prefetch constant"));
 }
 
-DictionaryAttr StepBuilder::planAttribute() {
+PlanAttr StepBuilder::planAttribute() {
   uint64_t parameterBytes = 0, boundaryBytes = 0;
   for (auto param : forward.getBody().front().getOps<ParamOp>())
     parameterBytes += storageBytes(param.getType());
@@ -645,19 +645,18 @@ DictionaryAttr StepBuilder::planAttribute() {
         boundaryBytes = std::max(boundaryBytes, storageBytes(v.getType()));
   int64_t subBatchSize =
       llvm::cast<RankedTensorType>(forward.getArgumentTypes().front()).getDimSize(0);
-  NamedAttrList attrs;
-  if (auto plan = module->getAttrOfType<DictionaryAttr>(kPlanAttr))
-    attrs.append(plan.getValue());
-  attrs.set(plan::kMode,
-            builder.getStringAttr(mode == Mode::SpeedLoader ? "speedloader" : "canonical"));
-  attrs.set(plan::kNumSubBatches, builder.getI64IntegerAttr(n));
-  attrs.set(plan::kSubBatchSize, builder.getI64IntegerAttr(subBatchSize));
-  attrs.set(plan::kLiveBlocks, builder.getI64IntegerAttr(k));
-  if (world > 1)
-    attrs.set(plan::kWorld, builder.getI64IntegerAttr(world)); // absent: one rank
-  attrs.set(plan::kParameterBytes, builder.getI64IntegerAttr(int64_t(parameterBytes)));
-  attrs.set(plan::kBoundaryActivationBytes, builder.getI64IntegerAttr(int64_t(boundaryBytes)));
-  return attrs.getDictionary(module.getContext());
+  // What sl-plan predicted stays with the plan it chose.
+  auto planned = module->getAttrOfType<PlanAttr>(kPlanAttr);
+  auto predicted = [&](std::optional<int64_t> (PlanAttr::*field)() const) {
+    return planned ? (planned.*field)() : std::nullopt;
+  };
+  return PlanAttr::get(
+      module.getContext(), int64_t(boundaryBytes), k,
+      mode == Mode::SpeedLoader ? PlanMode::speedloader : PlanMode::canonical, n,
+      int64_t(parameterBytes), predicted(&PlanAttr::getPredictedDeviceBytes),
+      predicted(&PlanAttr::getPredictedHostBytes), predicted(&PlanAttr::getPredictedHostPoolBytes),
+      planned ? planned.getPredictedStepSeconds() : std::nullopt, subBatchSize,
+      world > 1 ? std::optional<int64_t>(world) : std::nullopt); // absent: one rank
 }
 
 LogicalResult StepBuilder::build() {
@@ -759,14 +758,16 @@ struct ScheduleSubBatchesPass
       module.emitError("sl-schedule-subbatches: world must be at least 1, got ") << int64_t(world);
       return signalPassFailure();
     }
-    PlanView planned = PlanView::of(module);
-    int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : planned.integer(plan::kNumSubBatches, 1);
-    int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : planned.integer(plan::kLiveBlocks, 1);
-    int64_t w = world > 0 ? int64_t(world) : planned.integer(plan::kWorld, 1);
+    auto planned = module->getAttrOfType<PlanAttr>(kPlanAttr);
+    auto plannedOr = [&](std::optional<int64_t> (PlanAttr::*field)() const) {
+      return planned ? (planned.*field)().value_or(1) : 1;
+    };
+    int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : plannedOr(&PlanAttr::getNumSubBatches);
+    int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : plannedOr(&PlanAttr::getLiveBlocks);
+    int64_t w = world > 0 ? int64_t(world) : plannedOr(&PlanAttr::getWorld);
     std::string modeName = mode;
-    if (modeName.empty())
-      if (auto value = planned.text(plan::kMode))
-        modeName = value->str();
+    if (modeName.empty() && planned && planned.getMode())
+      modeName = stringifyPlanMode(*planned.getMode()).str();
     if (modeName.empty())
       modeName = "speedloader";
     if (modeName != "speedloader" && modeName != "canonical") {

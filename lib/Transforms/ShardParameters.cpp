@@ -540,21 +540,17 @@ struct ShardParametersPass : public impl::ShardParametersPassBase<ShardParameter
                                                     << "; run sl-schedule-subbatches first";
       return signalPassFailure();
     }
-    PlanView plan = PlanView::of(step);
-    int64_t world = plan.integer(plan::kWorld, 1);
-    if (world < 1) {
-      step.emitError("sl-shard-parameters: sl.plan's world must be at least 1, got ") << world;
-      return signalPassFailure();
-    }
+    auto plan = step->getAttrOfType<PlanAttr>(kPlanAttr);
+    int64_t world = plan ? plan.getWorld().value_or(1) : 1; // verified to be at least 1
     if (world == 1)
       return; // one rank holds everything: nothing to shard
-    std::optional<llvm::StringRef> mode = plan.text(plan::kMode);
-    if (!mode || (*mode != "speedloader" && *mode != "canonical")) {
+    std::optional<PlanMode> mode = plan.getMode();
+    if (!mode) {
       step.emitError("sl-shard-parameters: sl.plan must name the step's mode, 'speedloader' or "
                      "'canonical'");
       return signalPassFailure();
     }
-    if (failed(Sharder(step, world, *mode == "speedloader").run()))
+    if (failed(Sharder(step, world, *mode == PlanMode::speedloader).run()))
       signalPassFailure();
   }
 };

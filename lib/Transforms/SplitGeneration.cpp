@@ -233,11 +233,7 @@ LogicalResult checkCausalOverCache(ModuleOp tables, ModuleOp prefill, int64_t c)
 FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int64_t seq) {
   ModuleOp module = getOperation();
   OwningOpRef<ModuleOp> copy = module.clone();
-  Builder builder(&getContext());
-  (*copy)->setAttr(sl::kBindShapesAttr,
-                   builder.getDictionaryAttr(
-                       {builder.getNamedAttr(sl::shapes::kBatch, builder.getI64IntegerAttr(batch)),
-                        builder.getNamedAttr(sl::shapes::kSeq, builder.getI64IntegerAttr(seq))}));
+  (*copy)->setAttr(sl::kBindShapesAttr, sl::BindShapesAttr::get(&getContext(), batch, seq));
   if (failed(runOnCopy(kStages, *copy))) {
     mlir::emitError(module.getLoc(), "sl-split-generation: compiling a copy of the model at [")
         << batch << ", " << seq << "] failed (see the errors above)";
@@ -707,16 +703,14 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   forwardOf(*split).erase();
   moveFunctions(**prefill, *split, "prefill");
   moveFunctions(**decode, *split, "decode");
-  Builder builder(&getContext());
-  (*split)->setAttr(
-      sl::kGenerationAttr,
-      builder.getDictionaryAttr({
-          builder.getNamedAttr(sl::plan::kSubBatchSize, builder.getI64IntegerAttr(b)),
-          builder.getNamedAttr(sl::plan::kMaxPromptLen, builder.getI64IntegerAttr(maxPromptLen)),
-          builder.getNamedAttr(sl::plan::kMaxNewTokens, builder.getI64IntegerAttr(maxNewTokens)),
-          builder.getNamedAttr(sl::plan::kCacheLen, builder.getI64IntegerAttr(cacheLen)),
-          builder.getNamedAttr(sl::plan::kVocab, builder.getI64IntegerAttr(logits.getDimSize(2))),
-      }));
+  (*split)->setAttr(sl::kGenerationAttr,
+                    sl::GenerationPlanAttr::get(
+                        &getContext(), /*batch=*/{}, cacheLen, /*kv_cache_bytes=*/{},
+                        /*kv_cache_on_device=*/{}, maxNewTokens, maxPromptLen,
+                        /*num_sub_batches=*/{}, /*parameter_bytes=*/{},
+                        /*predicted_device_bytes=*/{}, /*predicted_host_bytes=*/{},
+                        /*sub_batch_size=*/b, /*vocab=*/logits.getDimSize(2),
+                        /*weights_on_device=*/{}));
   ModuleOp result = *split;
   cache.splits[b] = std::move(split);
   return result;
@@ -725,14 +719,14 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
 void SplitGenerationPass::setPlan(ModuleOp split, int64_t count,
                                   sl::GenerationResidence residence,
                                   sl::GenerationFootprint predicted) {
-  Builder builder(split.getContext());
-  NamedAttrList generation(split->getAttrOfType<DictionaryAttr>(sl::kGenerationAttr));
-  generation.set(sl::plan::kNumSubBatches, builder.getI64IntegerAttr(count));
-  generation.set(sl::plan::kWeightsOnDevice, builder.getBoolAttr(residence.weights));
-  generation.set(sl::plan::kKvCacheOnDevice, builder.getBoolAttr(residence.cache));
-  generation.set(sl::plan::kPredictedDeviceBytes, builder.getI64IntegerAttr(int64_t(predicted.device)));
-  generation.set(sl::plan::kPredictedHostBytes, builder.getI64IntegerAttr(int64_t(predicted.host)));
-  split->setAttr(sl::kGenerationAttr, generation.getDictionary(split.getContext()));
+  auto sizes = split->getAttrOfType<sl::GenerationPlanAttr>(sl::kGenerationAttr);
+  split->setAttr(sl::kGenerationAttr,
+                 sl::GenerationPlanAttr::get(
+                     split.getContext(), sizes.getBatch(), sizes.getCacheLen(),
+                     sizes.getKvCacheBytes(), residence.cache, sizes.getMaxNewTokens(),
+                     sizes.getMaxPromptLen(), count, sizes.getParameterBytes(),
+                     int64_t(predicted.device), int64_t(predicted.host), sizes.getSubBatchSize(),
+                     sizes.getVocab(), residence.weights));
 }
 
 } // namespace

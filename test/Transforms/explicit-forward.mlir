@@ -13,7 +13,7 @@
 // CHECK-NOT: func.func @forward
 // CHECK-LABEL: func.func @infer_step(
 // CHECK-SAME: %[[X:.+]]: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"}, tensor<4xf32> {sl.name = "c"})
-// CHECK-SAME: attributes {sl.plan = {num_sub_batches = 1 : i64, parameter_bytes = 80 : i64, sub_batch_size = 2 : i64}}
+// CHECK-SAME: attributes {sl.plan = #sl.plan<num_sub_batches = 1, parameter_bytes = 80, sub_batch_size = 2>}
 // CHECK-NEXT: %[[B:.+]] = sl.constant dense<1.000000e+00> : tensor<4xf32>
 // CHECK-NEXT: %[[BD:.+]] = sl.prefetch %[[B]] : tensor<4xf32>
 // CHECK-NEXT: %[[W:.+]] = sl.param "w" : tensor<4x4xf32>

@@ -6,9 +6,9 @@
 // RUN: sl-opt %t/device.mlir --sl-plan="device-memory=1280" | FileCheck %s --check-prefix=DEVICE1280
 // RUN: sl-opt %t/host-fixed.mlir --sl-plan="num-sub-batches=2 host-memory=640" | FileCheck %s --check-prefix=HOST640
 // RUN: sl-opt %t/host-free.mlir --sl-plan="host-memory=576" | FileCheck %s --check-prefix=HOST576
-// DEVICE1280: sl.plan = {{{.*}}predicted_device_bytes = 1280 : i64
-// HOST640: sl.plan = {{{.*}}num_sub_batches = 2 : i64{{.*}}predicted_host_bytes = 640 : i64
-// HOST576: sl.plan = {{{.*}}num_sub_batches = 1 : i64{{.*}}predicted_host_bytes = 576 : i64
+// DEVICE1280: sl.plan = #sl.plan<{{.*}}predicted_device_bytes = 1280
+// HOST640: sl.plan = #sl.plan<{{.*}}num_sub_batches = 2{{.*}}predicted_host_bytes = 640
+// HOST576: sl.plan = #sl.plan<{{.*}}num_sub_batches = 1{{.*}}predicted_host_bytes = 576
 // RUN: sl-opt %t/inconsistent-batch.mlir --sl-plan="batch=6 sub-batch-size=2 num-sub-batches=2" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/batch-not-multiple.mlir --sl-plan="batch=5" -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/bound-elsewhere.mlir --sl-plan="sub-batch-size=4" -verify-diagnostics -o /dev/null

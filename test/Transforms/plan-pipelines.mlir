@@ -21,12 +21,12 @@
 // RUN: not sl-opt %t/train.mlir --sl-plan="stage-pipeline=builtin.module(sl-no-such-pass)" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not sl-opt %t/infer.mlir --sl-plan="forward-only batch=4 stage-pipeline=builtin.module(sl-bind-shapes,canonicalize,sl-partition-layers) step-pipeline=builtin.module(cse)" 2>&1 | FileCheck %s --check-prefix=NOSTEP
 
-// DEV8: sl.plan = {{{.*}}predicted_device_bytes = 7936 : i64, {{.*}}sub_batch_size = 9 : i64}
+// DEV8: sl.plan = #sl.plan<{{.*}}predicted_device_bytes = 7936, {{.*}}sub_batch_size = 9>
 // DEV8: func.func @forward(%{{.+}}: tensor<?x3xi64> {{.*}}, %{{.+}}: tensor<?x3xi64> {{.*}}) -> (tensor<f32> {sl.name = "loss"})
 // DEV8-NOT: sl.layer
 // DEV8-NOT: func.func
 
-// HOST16: num_sub_batches = 10 : i64, {{.*}}predicted_host_bytes = 15616 : i64, predicted_host_pool_bytes = 11008 : i64, {{.*}}sub_batch_size = 2 : i64
+// HOST16: num_sub_batches = 10, {{.*}}predicted_host_bytes = 15616, predicted_host_pool_bytes = 11008, {{.*}}sub_batch_size = 2
 
 // The two copies, bound at the probe sizes 2 and 4; sl-bind-shapes consumed their sl.bind_shapes.
 // PRINT: IR Dump After BindShapesPass (sl-bind-shapes)
@@ -37,7 +37,7 @@
 // PRINT-NEXT: func.func @forward(%{{.+}}: tensor<4x3xi64>
 // PRINT-NOT: IR Dump After
 
-// INFER: sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 2 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 2048 : i64, predicted_host_bytes = 3200 : i64, predicted_host_pool_bytes = 3200 : i64, {{.*}}sub_batch_size = 2 : i64}
+// INFER: sl.plan = #sl.plan<boundary_activation_bytes = 192, live_blocks = 2, mode = speedloader, num_sub_batches = 2, parameter_bytes = 1536, predicted_device_bytes = 2048, predicted_host_bytes = 3200, predicted_host_pool_bytes = 3200, {{.*}}sub_batch_size = 2>
 
 // ANCHOR: sl-plan: stage-pipeline='sl-bind-shapes' is not a pipeline on builtin.module (e.g. 'builtin.module(canonicalize, cse)'): expected pass pipeline to be wrapped with the anchor operation type
 // FUNC: sl-plan: step-pipeline='func.func(cse)' is not a pipeline on builtin.module (e.g. 'builtin.module(canonicalize, cse)'): it runs on func.func, not on a copy of the module

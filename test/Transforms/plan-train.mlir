@@ -27,16 +27,16 @@
 // the two blocks as one group save the boundary between them both ways, predicted 3.77e-7 s
 // against 4.10e-7 s with one live block, so it takes 2. Every other RUN line but FIXED gives
 // live-blocks=1, whose memory the comments below work out.
-// BATCH: sl.plan = {{{.*}}live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 1 : i64, {{.*}}sub_batch_size = 4 : i64}
+// BATCH: sl.plan = #sl.plan<{{.*}}live_blocks = 2, mode = speedloader, num_sub_batches = 1, {{.*}}sub_batch_size = 4>
 // BATCH: func.func @train_step(%{{.+}}: tensor<4x3xi64> {{.*}}, %{{.+}}: tensor<4x3xi64>
 
 // batch = sub-batch size x sub-batches; the stages (and so the kernels) are shaped for one
 // sub-batch, the step takes the whole batch.
-// SPLIT: sl.plan = {{{.*}}mode = "canonical", num_sub_batches = 4 : i64, {{.*}}sub_batch_size = 2 : i64}
+// SPLIT: sl.plan = #sl.plan<{{.*}}mode = canonical, num_sub_batches = 4, {{.*}}sub_batch_size = 2>
 // SPLIT: func.func private @prologue(%{{.+}}: tensor<2x3xi64>
 // SPLIT: func.func @train_step(%{{.+}}: tensor<8x3xi64> {{.*}}, %{{.+}}: tensor<8x3xi64>
 
-// FIXED: sl.plan = {{{.*}}live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 5 : i64, {{.*}}sub_batch_size = 3 : i64}
+// FIXED: sl.plan = #sl.plan<{{.*}}live_blocks = 2, mode = speedloader, num_sub_batches = 5, {{.*}}sub_batch_size = 3>
 // FIXED: func.func private @prologue(%{{.+}}: tensor<3x3xi64>
 // FIXED: func.func @train_step(%{{.+}}: tensor<15x3xi64>
 
@@ -45,12 +45,12 @@
 // as sl-allocate lays it out, buffers in 256-byte units) is 2 sequences: 3072 bytes in 4096,
 // where 3 need 4352; 9 (7936) in 8192, where 10 need 8448; 21 (15872) in 16384, where 22 need
 // 17408; 92 (65536) in 65536, where 93 need 66048.
-// DEV4: predicted_device_bytes = 3072 : i64, {{.*}}sub_batch_size = 2 : i64
-// SUB3: predicted_device_bytes = 4352 : i64
-// DEV8: predicted_device_bytes = 7936 : i64, {{.*}}sub_batch_size = 9 : i64
-// SUB7: predicted_device_bytes = 6912 : i64
-// DEV16: predicted_device_bytes = 15872 : i64, {{.*}}sub_batch_size = 21 : i64
-// DEV64: predicted_device_bytes = 65536 : i64, {{.*}}sub_batch_size = 92 : i64
+// DEV4: predicted_device_bytes = 3072, {{.*}}sub_batch_size = 2
+// SUB3: predicted_device_bytes = 4352
+// DEV8: predicted_device_bytes = 7936, {{.*}}sub_batch_size = 9
+// SUB7: predicted_device_bytes = 6912
+// DEV16: predicted_device_bytes = 15872, {{.*}}sub_batch_size = 21
+// DEV64: predicted_device_bytes = 65536, {{.*}}sub_batch_size = 92
 // DEV64: func.func @train_step(%{{.+}}: tensor<92x3xi64>
 
 // The number of sub-batches grows with the host budget. AdamW's state (4608 bytes) and the
@@ -61,15 +61,15 @@
 // bytes of 16384, where 11 take 16512. Past 16 sub-batches the pool is bounded from the step at
 // 16 (plan.mlir): 29 take 32576 of 32768 (sl-allocate lays them out in 27392 + 4608 = 32000),
 // where 30 take 33472; 66 take 64768 of 65536, where 67 take 65664.
-// HOST16: num_sub_batches = 10 : i64, {{.*}}predicted_host_bytes = 15616 : i64, predicted_host_pool_bytes = 11008 : i64, {{.*}}sub_batch_size = 2 : i64
+// HOST16: num_sub_batches = 10, {{.*}}predicted_host_bytes = 15616, predicted_host_pool_bytes = 11008, {{.*}}sub_batch_size = 2
 // HOST16: sl.host_pool_bytes = 11008
-// HOST32: num_sub_batches = 29 : i64, {{.*}}predicted_host_bytes = 32576 : i64
+// HOST32: num_sub_batches = 29, {{.*}}predicted_host_bytes = 32576
 // HOST32: sl.host_pool_bytes = 27392
-// HOST64: num_sub_batches = 66 : i64, {{.*}}predicted_host_bytes = 64768 : i64
+// HOST64: num_sub_batches = 66, {{.*}}predicted_host_bytes = 64768
 
 // With a batch, the sub-batch is the largest divisor of it that fits, at the number of
 // sub-batches it makes: 12 (one sub-batch) needs 9984 bytes, 6 (two) 7936, 4 (three) 6400.
-// DIVISOR: num_sub_batches = 3 : i64, {{.*}}predicted_device_bytes = 6400 : i64, {{.*}}sub_batch_size = 4 : i64
+// DIVISOR: num_sub_batches = 3, {{.*}}predicted_device_bytes = 6400, {{.*}}sub_batch_size = 4
 
 // A smaller sub-batch of a given batch is taken when it is predicted faster, on a machine whose
 // cost per kernel is modelled. With a cheap kernel (1e-6 us), 12 sub-batches of 1 overlap their
@@ -77,9 +77,9 @@
 // 7 KiB), 240 kernels against 60. With a dear one (1 us), the fewest kernels win: 3 of 4 and one
 // live block (54 kernels; two live blocks recompute block 0 in the backward, 60). Where the
 // cost per kernel is not modelled (the cpu profile) the sub-batch stays the largest that fits.
-// CHEAP: live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 12 : i64, {{.*}}sub_batch_size = 1 : i64
-// DEAR: live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, {{.*}}sub_batch_size = 4 : i64
-// UNMODELLED: live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 3 : i64, {{.*}}sub_batch_size = 4 : i64
+// CHEAP: live_blocks = 2, mode = speedloader, num_sub_batches = 12, {{.*}}sub_batch_size = 1
+// DEAR: live_blocks = 1, mode = speedloader, num_sub_batches = 3, {{.*}}sub_batch_size = 4
+// UNMODELLED: live_blocks = 2, mode = speedloader, num_sub_batches = 3, {{.*}}sub_batch_size = 4
 
 // expected-error @+1 {{sl-plan: nothing sets the sub-batch size: give batch=, sub-batch-size= or a device-memory= budget to choose it from}}
 module {

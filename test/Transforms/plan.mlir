@@ -106,7 +106,7 @@
 // = 33651.
 // REPORT-NEXT: step time: 3.8019e+01 s predicted (3.3651e+01 s of compute)
 
-// CHECK: module attributes {sl.plan = {boundary_activation_bytes = 192 : i64, live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 3 : i64, parameter_bytes = 1536 : i64, predicted_device_bytes = 5120 : i64, predicted_host_bytes = 9024 : i64, predicted_host_pool_bytes = 4416 : i64, predicted_step_seconds = {{.+}} : f64, sub_batch_size = 2 : i64}}
+// CHECK: module attributes {sl.plan = #sl.plan<boundary_activation_bytes = 192, live_blocks = 1, mode = speedloader, num_sub_batches = 3, parameter_bytes = 1536, predicted_device_bytes = 5120, predicted_host_bytes = 9024, predicted_host_pool_bytes = 4416, predicted_step_seconds = {{.+}}, sub_batch_size = 2>}
 
 // Canonical runs one sub-batch at a time through the whole model, so no sub-batch's values
 // overlap another's: the arena peaks in the epilogue at the constant, the same parameters
@@ -140,15 +140,15 @@
 // LIVE2: speedloader host->device 5.73 KiB (5872 bytes), device->host 3.75 KiB (3840 bytes)
 
 // batch = sub-batch size (the bound 2) x num-sub-batches.
-// BATCH: mode = "speedloader", num_sub_batches = 3 : i64, {{.*}} sub_batch_size = 2 : i64
+// BATCH: mode = speedloader, num_sub_batches = 3, {{.*}} sub_batch_size = 2
 
 // Host memory, pool and optimizer state (4608), for N sub-batches: the pool's peak holds three
 // 192-byte boundary slots per sub-batch (576) and the inputs (ids and labels, 48 bytes a
 // sub-batch each, one slot each rounded up to 64): 8384 for 1, 8832 for 2, 9024 for 3 (the
 // inputs of three fill their slots: 2 x 144 in 2 x 192), 9600 for 4. 3 fit in 9024 bytes (or
 // 9599), 2 in one byte less.
-// HOST3: num_sub_batches = 3 : i64
-// HOST2: num_sub_batches = 2 : i64
+// HOST3: num_sub_batches = 3
+// HOST2: num_sub_batches = 2
 
 // Past 16 sub-batches the pool is bounded, not laid out: from the step laid out at 16, whose
 // pool peaks at the same offload, the constants, parameters and head gradient (2240) stay and
@@ -157,11 +157,11 @@
 // may find no free range when the step grows (a 512-byte gradient) is added: 14352, rounded up
 // to 64: 14400; plus the inputs of 20 sub-batches (2 x 960): 16320. sl-allocate lays the step
 // out in 15744.
-// BOUND: predicted_host_pool_bytes = 16320 : i64
+// BOUND: predicted_host_pool_bytes = 16320
 // ALLOCATED: sl.host_pool_bytes = 15744 : i64
 
 // A device budget of exactly the prediction fits: one sub-batch needs 2816 bytes.
-// EXACT: predicted_device_bytes = 2816 : i64, {{.*}} sub_batch_size = 2 : i64
+// EXACT: predicted_device_bytes = 2816, {{.*}} sub_batch_size = 2
 
 module {
   func.func private @prologue(%ids: tensor<2x3xi64>, %e: tensor<16x8xf32> {sl.param}) -> tensor<2x3x8xf32> {

@@ -12,7 +12,7 @@
 // boundaries are offloaded between groups; each sub-batch's logits are offloaded and joined on
 // the host.
 // SL-LABEL: func.func @infer_step(%{{.+}}: tensor<4x3xi64> {sl.name = "input_ids"}) -> (tensor<4x3x8xf32> {sl.name = "logits"})
-// SL-SAME: mode = "speedloader", num_sub_batches = 2 : i64
+// SL-SAME: mode = speedloader, num_sub_batches = 2
 // SL-NOT: sl.optimizer_step
 // SL: sl.fetch_params %{{.+}} {group = "prologue"}
 // SL-NEXT: sl.prefetch %{{.+}} : tensor<2x3xi64>
@@ -55,7 +55,7 @@
 // REPORT-NOT: optimizer state
 // REPORT: bytes moved per step:
 
-// FITS: sl.plan = {{{.*}}num_sub_batches = 2 : i64{{.*}}predicted_device_bytes = 1536 : i64{{.*}}sub_batch_size = 2 : i64
+// FITS: sl.plan = #sl.plan<{{.*}}num_sub_batches = 2{{.*}}predicted_device_bytes = 1536{{.*}}sub_batch_size = 2
 // One byte less than the arena the plan lays out:
 // expected-error @+1 {{sl-plan: sub-batch-size=2 with live-blocks=1 needs 1.50 KiB (1536 bytes) of device memory, more than the budget of 1.50 KiB (1535 bytes)}}
 module {

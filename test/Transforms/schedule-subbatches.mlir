@@ -10,7 +10,7 @@
 // whole group's parameters on the host-to-device stream). Each sub-batch's input is prefetched
 // one sub-batch ahead and its output offloaded after the next sub-batch started.
 // SL: func.func @train_step(%{{.+}}: tensor<6x3xi64> {sl.name = "input_ids"}, %{{.+}}: tensor<6x3xi64> {sl.name = "labels"})
-// SL-SAME: live_blocks = 2 : i64, mode = "speedloader", num_sub_batches = 3 : i64
+// SL-SAME: live_blocks = 2, mode = speedloader, num_sub_batches = 3
 // The constant 1/3 (loss scale and gradient seed), read by kernels: one device copy.
 // SL-NEXT: sl.prefetch %{{.+}} : tensor<f32>
 // Forward: the prologue; layers 0-1's two weights arrive in two shares while it runs.
@@ -163,7 +163,7 @@ func.func @forward(%ids: tensor<2x3xi64> {sl.name = "input_ids"}, %labels: tenso
 // backward is seeded with 1/(N W) = 0.25 (the loss is the mean of the rank's N sub-batches').
 // WORLD-LABEL: func.func @train_step
 // WORLD-SAME: -> (tensor<f32> {sl.name = "loss"}, tensor<8x4xf32> {sl.name = "grad:embed"}, tensor<4x4xf32> {sl.name = "grad:layers.0.w"}, tensor<4x4xf32> {sl.name = "grad:layers.1.w"}, tensor<4x4xf32> {sl.name = "grad:layers.2.w"})
-// WORLD-SAME: world = 2 : i64
+// WORLD-SAME: world = 2
 // WORLD-DAG: sl.constant dense<2.500000e-01> : tensor<f32>
 // WORLD-DAG: sl.constant dense<5.000000e-01> : tensor<f32>
 // WORLD-NOT: sl.all_gather

@@ -11,7 +11,7 @@ module {
 
 // A shard holds AdamW's f32 master weights: a parameter needs f32 values behind it.
 func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<2xf64> {sl.name = "grad:w"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   // expected-error @+1 {{sl-shard-parameters: parameter 'w' is 'tensor<2xf64>' with no f32 values behind it (its model file stores it so, or it is inline in the module); sharding (world > 1) keeps f32 master weights in the shards, read from an f32 model file (export the model in f32: precision=bf16 then computes in bf16)}}
   %w = sl.param "w" : tensor<2xf64>
   %d = sl.fetch_params %w {group = "epilogue"} : tensor<2xf64>
@@ -26,7 +26,7 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, ten
 
 // expected-error @+1 {{sl-shard-parameters: result 1 of @train_step must be 'grad:w', the gradient of its parameter 0}}
 func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<2xf32> {sl.name = "grad_shard:epilogue"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   %w = sl.param "w" : tensor<2xf32>
   %d = sl.fetch_params %w {group = "epilogue"} : tensor<2xf32>
   %l = sl.reduce_sum %d : (tensor<2xf32>) -> tensor<f32>
@@ -39,7 +39,7 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, ten
 
 // expected-error @+1 {{sl-shard-parameters: the gradient of parameter 'w' is not a sum of offloaded device gradients}}
 func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<2xf32> {sl.name = "grad:w"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   %w = sl.param "w" : tensor<2xf32>
   %d = sl.fetch_params %w {group = "epilogue"} : tensor<2xf32>
   %l = sl.reduce_sum %d : (tensor<2xf32>) -> tensor<f32>
@@ -51,7 +51,7 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, ten
 
 // A pass offloads the gradients of the parameters its group fetched, all of them.
 func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<2xf32> {sl.name = "grad:v"}, tensor<2xf32> {sl.name = "grad:w"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   %v = sl.param "v" : tensor<2xf32>
   %w = sl.param "w" : tensor<2xf32>
   %d:2 = sl.fetch_params %v, %w {group = "epilogue"} : tensor<2xf32>, tensor<2xf32>
@@ -68,7 +68,7 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, ten
 
 // expected-error @+1 {{sl-shard-parameters: @train_step is already sharded}}
 func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<4xf32> {sl.name = "grad_shard:epilogue"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   %w = sl.param "w" : tensor<8xf32>
   %s = sl.param_shard %w {group = "epilogue", world = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
   %c = sl.constant dense<1.0> : tensor<f32>
@@ -79,7 +79,7 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"}, ten
 
 // expected-error @+1 {{sl-shard-parameters: sl.plan must name the step's mode, 'speedloader' or 'canonical'}}
 func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"})
-    attributes {sl.plan = {world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<world = 2>} {
   %c = sl.constant dense<1.0> : tensor<f32>
   return %c : tensor<f32>
 }
@@ -89,7 +89,7 @@ func.func @train_step(%x: tensor<2xf32>) -> (tensor<f32> {sl.name = "loss"})
 // A speedloader step does one backward pass per group: a second one means the plan's mode is not
 // the step's.
 func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<4xf32> {sl.name = "grad:w"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   %w = sl.param "w" : tensor<4xf32>
   %d0 = sl.fetch_params %w {group = "epilogue"} : tensor<4xf32>
   %l = sl.reduce_sum %d0 : (tensor<4xf32>) -> tensor<f32>
@@ -107,7 +107,7 @@ func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {sl.name = "loss"}, ten
 // Two groups read `e`; only one backward pass offloads its gradient.
 // expected-error @+1 {{sl-shard-parameters: the shard of 'prologue' is never stepped: fewer backward passes offload its gradients than groups read it (is sl.plan's mode the step's?)}}
 func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {sl.name = "loss"}, tensor<4xf32> {sl.name = "grad:e"})
-    attributes {sl.plan = {mode = "speedloader", world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<mode = speedloader, world = 2>} {
   %e = sl.param "e" : tensor<4xf32>
   %d0 = sl.fetch_params %e {group = "prologue"} : tensor<4xf32>
   %d1 = sl.fetch_params %e {group = "epilogue"} : tensor<4xf32>

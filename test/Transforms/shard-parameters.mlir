@@ -1,6 +1,6 @@
 // RUN: sl-opt %s --sl-shard-parameters | FileCheck %s
-// RUN: sed 's/mode = "speedloader"/mode = "canonical"/' %s | sl-opt --sl-shard-parameters | FileCheck %s --check-prefix=CANON
-// RUN: sed 's/world = 2 : i64/world = 1 : i64/' %s | sl-opt --sl-shard-parameters | FileCheck %s --check-prefix=ONE
+// RUN: sed 's/mode = speedloader/mode = canonical/' %s | sl-opt --sl-shard-parameters | FileCheck %s --check-prefix=CANON
+// RUN: sed 's/world = 2>/world = 1>/' %s | sl-opt --sl-shard-parameters | FileCheck %s --check-prefix=ONE
 // The step sl-schedule-subbatches writes for schedule-subbatches.mlir's model, sharded:
 // RUN: sl-opt %S/schedule-subbatches.mlir --sl-autodiff --sl-schedule-subbatches="num-sub-batches=2 live-blocks=2 world=2" | sl-opt --sl-shard-parameters -cse | FileCheck %s --check-prefix=WORLD
 // RUN: sl-opt %S/schedule-subbatches.mlir --sl-autodiff --sl-schedule-subbatches="num-sub-batches=1 live-blocks=2 world=3" | sl-opt --sl-shard-parameters -cse | FileCheck %s --check-prefix=PAD
@@ -12,7 +12,7 @@
 // file) and `b`, an epilogue that reads `embed` too (tied). Every pass fetches all its group's
 // parameters in one sl.fetch_params; the prologue's backward reads none of them.
 func.func @train_step(%x: tensor<8x4xf32> {sl.name = "x"}) -> (tensor<f32> {sl.name = "loss"}, tensor<8x4xf32> {sl.name = "grad:embed"}, tensor<4x4xf32> {sl.name = "grad:w"}, tensor<6xf32> {sl.name = "grad:b"})
-    attributes {sl.plan = {live_blocks = 1 : i64, mode = "speedloader", num_sub_batches = 1 : i64, world = 2 : i64}} {
+    attributes {sl.plan = #sl.plan<live_blocks = 1, mode = speedloader, num_sub_batches = 1, world = 2>} {
   %e = sl.param "embed" : tensor<8x4xf32>
   %w = sl.param "w" from "model.onnx" at 0 stored_as f32 : tensor<4x4xbf16>
   %b = sl.param "b" : tensor<6xf32>
@@ -118,7 +118,7 @@ func.func @train_step(%x: tensor<8x4xf32> {sl.name = "x"}) -> (tensor<f32> {sl.n
 // which each rank holds half. The step returns the rank's gradient of each shard.
 // WORLD-LABEL: func.func @train_step
 // WORLD-SAME: -> (tensor<f32> {sl.name = "loss"}, tensor<16xf32> {sl.name = "grad_shard:prologue"}, tensor<16xf32> {sl.name = "grad_shard:layers 0-1"}, tensor<8xf32> {sl.name = "grad_shard:layers 2"})
-// WORLD-SAME: world = 2 : i64
+// WORLD-SAME: world = 2
 // The backward is seeded with 1/(N W) = 0.25; the rank's loss is the mean of its N sub-batches'.
 // WORLD-DAG: sl.constant dense<2.500000e-01> : tensor<f32>
 // WORLD-DAG: sl.constant dense<5.000000e-01> : tensor<f32>

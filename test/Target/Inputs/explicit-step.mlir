@@ -1,4 +1,4 @@
-func.func @train_step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<4x4xf32> {sl.name = "grad:w"}) attributes {sl.plan = {mode = "speedloader", num_sub_batches = 2 : i64, sub_batch_size = 1 : i64, live_blocks = 1 : i64, parameter_bytes = 64 : i64, boundary_activation_bytes = 16 : i64}} {
+func.func @train_step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<4x4xf32> {sl.name = "grad:w"}) attributes {sl.plan = #sl.plan<mode = speedloader, num_sub_batches = 2, sub_batch_size = 1, live_blocks = 1, parameter_bytes = 64, boundary_activation_bytes = 16>} {
   %w = sl.param "w" from "weights.bin" at 128 : tensor<4x4xf32>
   %x0 = sl.sub_batch %x {index = 0 : i64, count = 2 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
   %x1 = sl.sub_batch %x {index = 1 : i64, count = 2 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>

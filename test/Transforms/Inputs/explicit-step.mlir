@@ -2,7 +2,7 @@
 // input, one parameter fetched once, gradients accumulated on the device, offloaded once,
 // accumulated on the host, and an optimizer step. The assign-streams, allocate and insert-events
 // tests run on it.
-func.func @step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<4x4xf32> {sl.name = "grad:w"}) attributes {sl.plan = {mode = "speedloader"}} {
+func.func @step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<4x4xf32> {sl.name = "grad:w"}) attributes {sl.plan = #sl.plan<mode = speedloader>} {
   %w = sl.param "w" : tensor<4x4xf32>
   %x0 = sl.sub_batch %x {index = 0 : i64, count = 2 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
   %x1 = sl.sub_batch %x {index = 1 : i64, count = 2 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
