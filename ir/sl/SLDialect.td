@@ -11,6 +11,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "sl/SLInterfaces.td"
 
 def SL_Dialect : Dialect {
   let name = "sl";
@@ -33,13 +34,19 @@ def SL_Dialect : Dialect {
   }];
 }
 
-class SL_Op<string mnemonic, list<Trait> traits = []> : Op<SL_Dialect, mnemonic, traits>;
+// Every op has the kernel interface (SLInterfaces.td) with its defaults: a compute kernel that reads
+// every operand as data and performs one FLOP per result element. `kernelRole` names the
+// interface methods an op overrides (lib/Dialect/KernelOps.cpp).
+class SL_Op<string mnemonic, list<Trait> traits = [], list<string> kernelRole = []>
+    : Op<SL_Dialect, mnemonic,
+         !listconcat(traits, [DeclareOpInterfaceMethods<SL_KernelOpInterface, kernelRole>])>;
 
 // An op whose result type follows from its operands by a shape rule. A result written with `?`
 // where the rule knows the size (or the other way round) is accepted: both describe the same
 // run-time tensor.
-class SL_InferredOp<string mnemonic, list<Trait> traits = []>
-    : SL_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
+class SL_InferredOp<string mnemonic, list<Trait> traits = [], list<string> kernelRole = []>
+    : SL_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<InferTypeOpInterface>]),
+            kernelRole> {
   let extraClassDeclaration = [{
     static bool isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual);
   }];

@@ -12,7 +12,8 @@
 //===--------------------------------------------------------------------------------------------===//
 
 def SL_LayerOp : SL_Op<"layer", [AttrSizedOperandSegments,
-                                DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+                                DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+    ["isKernel"]> {
   let summary = "one stage of a model: a layer applied with its own parameters";
   let description = [{
     Applies the stage function `callee` to the stage's boundary `inputs` (the activations that

@@ -16,7 +16,8 @@
 // Transfers are not Pure: two prefetches of one host slot are two device buffers, never merged.
 //===--------------------------------------------------------------------------------------------===//
 
-def SL_SubBatchOp : SL_Op<"sub_batch", [Pure]> {
+def SL_SubBatchOp : SL_Op<"sub_batch", [Pure],
+    ["isKernel"]> {
   let summary = "sub-batch `index` of `count` of a batch-major host tensor (a view, no copy)";
   let description = [{
     Rows `[index * n, (index + 1) * n)` of dimension 0 of `batch`, where `n` is the result's
@@ -38,7 +39,8 @@ def SL_SubBatchOp : SL_Op<"sub_batch", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_FetchParamsOp : SL_Op<"fetch_params", [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+def SL_FetchParamsOp : SL_Op<"fetch_params", [DeclareOpInterfaceMethods<InferTypeOpInterface>],
+    ["getStreamKind"]> {
   let summary = "bring a group's parameters from the host pool to the device (one copy each)";
   let description = [{
     Copies every parameter of one group from its host buffer into a device buffer of its own, on
@@ -61,7 +63,8 @@ def SL_FetchParamsOp : SL_Op<"fetch_params", [DeclareOpInterfaceMethods<InferTyp
   let hasVerifier = 1;
 }
 
-def SL_PrefetchOp : SL_Op<"prefetch", [AllTypesMatch<["source", "result"]>]> {
+def SL_PrefetchOp : SL_Op<"prefetch", [AllTypesMatch<["source", "result"]>],
+    ["getStreamKind"]> {
   let summary = "copy a host value to the device";
   let description = [{
     A host-to-device copy of a host-pool value (a sub-batch of the inputs, a boundary activation
@@ -78,7 +81,8 @@ def SL_PrefetchOp : SL_Op<"prefetch", [AllTypesMatch<["source", "result"]>]> {
   let assemblyFormat = "$source attr-dict `:` type($result)";
 }
 
-def SL_OffloadOp : SL_Op<"offload", [AllTypesMatch<["source", "result"]>]> {
+def SL_OffloadOp : SL_Op<"offload", [AllTypesMatch<["source", "result"]>],
+    ["getStreamKind"]> {
   let summary = "copy a device value to the host pool";
   let description = [{
     A device-to-host copy into a host-pool slot of its own: a stage's output for a later stage
@@ -96,7 +100,8 @@ def SL_OffloadOp : SL_Op<"offload", [AllTypesMatch<["source", "result"]>]> {
   let assemblyFormat = "$source attr-dict `:` type($result)";
 }
 
-def SL_AccumulateOp : SL_Op<"accumulate", [Pure, AllTypesMatch<["accumulator", "value", "result"]>]> {
+def SL_AccumulateOp : SL_Op<"accumulate", [Pure, AllTypesMatch<["accumulator", "value", "result"]>],
+    ["getStreamKind"]> {
   let summary = "accumulator + value, in the accumulator's memory space (gradient accumulation)";
   let description = [{
     The elementwise sum of two float tensors of one type (f32 for parameter gradients and the
@@ -116,7 +121,8 @@ def SL_AccumulateOp : SL_Op<"accumulate", [Pure, AllTypesMatch<["accumulator", "
   let assemblyFormat = "$accumulator `,` $value attr-dict `:` type($result)";
 }
 
-def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments]> {
+def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments],
+    ["getStreamKind", "getDataOperandIndices"]> {
   let summary = "the gradients of these parameters are final: the optimizer may update them";
   let description = [{
     Marks the point of the step after which the host gradients `grads` of `params` (one each, in
@@ -144,7 +150,7 @@ def SL_OptimizerStepOp : SL_Op<"optimizer_step", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def SL_AllGatherOp : SL_Op<"all_gather"> {
+def SL_AllGatherOp : SL_Op<"all_gather", [], ["getStreamKind"]> {
   let summary = "gather the shards of a group's parameters from every rank (distributed)";
   let description = [{
     With `world` ranks, each holding `1/world` of a tensor, assembles the whole tensor on every
@@ -169,7 +175,7 @@ def SL_AllGatherOp : SL_Op<"all_gather"> {
   let hasVerifier = 1;
 }
 
-def SL_ReduceScatterOp : SL_Op<"reduce_scatter"> {
+def SL_ReduceScatterOp : SL_Op<"reduce_scatter", [], ["getStreamKind"]> {
   let summary = "sum gradients over every rank, leaving each rank its shard (distributed)";
   let description = [{
     With `world` ranks, sums each operand elementwise over the ranks and leaves rank r the r-th
@@ -192,7 +198,8 @@ def SL_ReduceScatterOp : SL_Op<"reduce_scatter"> {
   let hasVerifier = 1;
 }
 
-def SL_ParamShardOp : SL_Op<"param_shard", [Pure]> {
+def SL_ParamShardOp : SL_Op<"param_shard", [Pure],
+    ["isKernel", "isPreloaded"]> {
   let summary = "this rank's 1/world of a group's parameters, flattened (distributed)";
   let description = [{
     The parameters `params` (`sl.param` values, f32) of group `group`, flattened into one f32
@@ -225,7 +232,8 @@ def SL_ParamShardOp : SL_Op<"param_shard", [Pure]> {
   }];
 }
 
-def SL_ViewOp : SL_Op<"view", [Pure]> {
+def SL_ViewOp : SL_Op<"view", [Pure],
+    ["isKernel"]> {
   let summary = "elements of a tensor from `offset` on, in another shape (a view, no copy)";
   let description = [{
     The `numel(result)` elements of `source` (row-major) that start at element `offset`, as a
@@ -285,7 +293,8 @@ def SL_DecodeAttentionOp : SL_Op<"decode_attention", [Pure]> {
 }
 
 def SL_KvWriteOp : SL_Op<"kv_write", [AllTypesMatch<["cache", "result"]>,
-                                      MemoryEffects<[MemWrite]>]> {
+                                      MemoryEffects<[MemWrite]>],
+    ["getStreamKind"]> {
   let summary = "write new keys and values into a host KV cache, in place";
   let description = [{
     `cache` [B, 2, Hkv, C, D] gets `k` at `cache[b, 0, :, s + t]` and `v` at `cache[b, 1, :, s + t]`
@@ -333,7 +342,8 @@ def SL_TakeRowsOp : SL_Op<"take_rows", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_EmptyOp : SL_Op<"empty", [MemoryEffects<[MemAlloc]>]> {
+def SL_EmptyOp : SL_Op<"empty", [MemoryEffects<[MemAlloc]>],
+    ["isKernel"]> {
   let summary = "a device buffer with no value yet, for kernels that write it in place";
   let description = [{
     Reserves a device buffer of the result's type and computes nothing: its elements are whatever
@@ -351,7 +361,7 @@ def SL_EmptyOp : SL_Op<"empty", [MemoryEffects<[MemAlloc]>]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-def SL_ProgramOp : SL_Op<"program"> {
+def SL_ProgramOp : SL_Op<"program", [], ["isKernel"]> {
   let summary = "the start of a program: a part of an explicit step the runtime runs on its own";
   let description = [{
     Kernels from here to the next `sl.program` (or the end) form the program `name`. A

@@ -11,7 +11,8 @@
 // Parameters
 //===--------------------------------------------------------------------------------------------===//
 
-def SL_ParamOp : SL_Op<"param", [Pure]> {
+def SL_ParamOp : SL_Op<"param", [Pure],
+    ["isKernel", "isPreloaded"]> {
   let summary = "a model parameter, by name and by where its bytes are";
   let description = [{
     Names one model parameter (an ONNX initializer) and the place its bytes live: `file` is the
@@ -45,7 +46,8 @@ def SL_ParamOp : SL_Op<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_ConstantOp : SL_Op<"constant", [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+def SL_ConstantOp : SL_Op<"constant", [ConstantLike, Pure, AllTypesMatch<["value", "result"]>],
+    ["isKernel", "isPreloaded"]> {
   let summary = "a tensor known at compile time";
   let description = [{
     A small tensor whose value the compiler knows: the exporter's `Constant` nodes, integer
@@ -71,7 +73,8 @@ def SL_ConstantOp : SL_Op<"constant", [ConstantLike, Pure, AllTypesMatch<["value
 // Linear algebra
 //===--------------------------------------------------------------------------------------------===//
 
-def SL_MatmulOp : SL_InferredOp<"matmul", [Pure]> {
+def SL_MatmulOp : SL_InferredOp<"matmul", [Pure],
+    ["getFlops"]> {
   let summary = "matrix product with broadcast batch dimensions (ONNX MatMul)";
   let description = [{
     NumPy `matmul`: the last two dimensions of `lhs` ([..., M, K]) and `rhs` ([..., K, N]) are
@@ -104,7 +107,8 @@ def SL_MatmulOp : SL_InferredOp<"matmul", [Pure]> {
   let hasFolder = 1;
 }
 
-def SL_GemmOp : SL_InferredOp<"gemm", [Pure]> {
+def SL_GemmOp : SL_InferredOp<"gemm", [Pure],
+    ["getFlops"]> {
   let summary = "general matrix multiply with optional bias (ONNX Gemm)";
   let description = [{
     `result = alpha * op(a) * op(b) + beta * c`, where `op` transposes its argument when
@@ -131,7 +135,8 @@ def SL_GemmOp : SL_InferredOp<"gemm", [Pure]> {
   }];
 }
 
-def SL_TransposeOp : SL_InferredOp<"transpose", [Pure]> {
+def SL_TransposeOp : SL_InferredOp<"transpose", [Pure],
+    ["getFlops"]> {
   let summary = "permute the dimensions of a tensor (ONNX Transpose)";
   let description = [{
     Result dimension `i` is input dimension `perm[i]`; `perm` is a permutation of
@@ -329,7 +334,8 @@ def SL_SwigluOp : SL_Op<"swiglu", [Pure, SameOperandsAndResultType]> {
 // type is static and the schedule turns them into attributes.
 //===--------------------------------------------------------------------------------------------===//
 
-def SL_ShapeOp : SL_InferredOp<"shape", [Pure]> {
+def SL_ShapeOp : SL_InferredOp<"shape", [Pure],
+    ["isKernel"]> {
   let summary = "the shape of a tensor, as i64 (ONNX Shape)";
   let description = [{
     The dimensions `start` to `end` (exclusive; negative values count from the end) of `input`'s
@@ -370,7 +376,8 @@ def SL_GatherOp : SL_InferredOp<"gather", [Pure]> {
   let hasFolder = 1;
 }
 
-def SL_ReshapeOp : SL_InferredOp<"reshape", [Pure]> {
+def SL_ReshapeOp : SL_InferredOp<"reshape", [Pure],
+    ["isKernel", "getDataOperandIndices"]> {
   let summary = "the same elements in a new shape (ONNX Reshape)";
   let description = [{
     `shape` gives the new dimensions: `0` copies the input's dimension at that position (unless
@@ -391,7 +398,8 @@ def SL_ReshapeOp : SL_InferredOp<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def SL_ConcatOp : SL_InferredOp<"concat", [Pure]> {
+def SL_ConcatOp : SL_InferredOp<"concat", [Pure],
+    ["getStreamKind"]> {
   let summary = "join tensors along an axis (ONNX Concat)";
   let description = [{
     All inputs have one element type and equal dimensions except along `axis` (negative counts
@@ -410,7 +418,8 @@ def SL_ConcatOp : SL_InferredOp<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_SliceOp : SL_InferredOp<"slice", [Pure, AttrSizedOperandSegments]> {
+def SL_SliceOp : SL_InferredOp<"slice", [Pure, AttrSizedOperandSegments],
+    ["getDataOperandIndices"]> {
   let summary = "a strided window of a tensor (ONNX Slice)";
   let description = [{
     For each listed axis (all axes, in order, when `axes` is absent), elements `starts` up to
@@ -434,7 +443,8 @@ def SL_SliceOp : SL_InferredOp<"slice", [Pure, AttrSizedOperandSegments]> {
   let hasFolder = 1;
 }
 
-def SL_ExpandOp : SL_InferredOp<"expand", [Pure]> {
+def SL_ExpandOp : SL_InferredOp<"expand", [Pure],
+    ["getDataOperandIndices"]> {
   let summary = "broadcast a tensor to a shape (ONNX Expand)";
   let description = [{
     Broadcasts `input` together with `shape` by NumPy's rules (a `1` in `shape` keeps the input's
@@ -454,7 +464,8 @@ def SL_ExpandOp : SL_InferredOp<"expand", [Pure]> {
   let hasFolder = 1;
 }
 
-def SL_TriluOp : SL_InferredOp<"trilu", [Pure]> {
+def SL_TriluOp : SL_InferredOp<"trilu", [Pure],
+    ["getDataOperandIndices"]> {
   let summary = "keep the upper or lower triangle of matrices (ONNX Trilu)";
   let description = [{
     Over the last two dimensions, keeps elements on and above (`upper`) or on and below the
@@ -538,7 +549,8 @@ def SL_ScatterNDOp : SL_InferredOp<"scatter_nd", [Pure]> {
   let hasFolder = 1;
 }
 
-def SL_CumSumOp : SL_InferredOp<"cumsum", [Pure]> {
+def SL_CumSumOp : SL_InferredOp<"cumsum", [Pure],
+    ["getDataOperandIndices"]> {
   let summary = "running sum along one axis (ONNX CumSum)";
   let description = [{
     `result[..., i, ...] = sum of input[..., j, ...]` over `j <= i` along `axis` (a 0-D or
@@ -621,7 +633,8 @@ def SL_SoftmaxOp : SL_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-class SL_ReduceOp<string mnemonic, string what> : SL_InferredOp<mnemonic, [Pure]> {
+class SL_ReduceOp<string mnemonic, string what>
+    : SL_InferredOp<mnemonic, [Pure], ["getDataOperandIndices"]> {
   let summary = what # " over axes (ONNX Reduce" # what # ")";
   let description = [{
     Reduces `input` over `axes` (a constant i64 vector; negative values count from the end; all
@@ -714,7 +727,8 @@ def SL_RotaryOp : SL_InferredOp<"rotary", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SL_AttentionOp : SL_InferredOp<"attention", [Pure, AttrSizedOperandSegments]> {
+def SL_AttentionOp : SL_InferredOp<"attention", [Pure, AttrSizedOperandSegments],
+    ["getFlops"]> {
   let summary = "scaled dot-product attention, causal, multi-head or grouped-query";
   let description = [{
     `softmax(q k^T * scale + mask + alibi) v` per batch and head, with `q` [B, Hq, S, D], `k`

@@ -11,6 +11,7 @@
 
 #include "sl/Analysis/CostModel.h"
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/SLDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -74,51 +75,6 @@ double elementsOf(Type type) {
 }
 
 RankedTensorType rankedOf(Value v) { return llvm::dyn_cast<RankedTensorType>(v.getType()); }
-
-/// Multiply-adds count two FLOPs. Matrix products and attention are what matter; every other
-/// computing op counts one FLOP per result element, data movement none.
-double flopsOf(Operation *op) {
-  if (llvm::isa<ParamOp, ConstantOp, ReshapeOp, TransposeOp, ShapeOp>(op))
-    return 0;
-  if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
-    auto lhs = rankedOf(matmul.getLhs());
-    int64_t k = matmul.getTransA() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getShape().back();
-    return 2 * elementsOf(matmul.getType()) * double(k);
-  }
-  if (auto gemm = llvm::dyn_cast<GemmOp>(op)) {
-    auto a = rankedOf(gemm.getA());
-    double k = double(gemm.getTransA() ? a.getShape()[0] : a.getShape()[1]);
-    return 2 * elementsOf(gemm.getType()) * k;
-  }
-  // Scores are q k^T (S x T per head) and the output scores x v; with a causal mask about half
-  // of the scores are computed. The gradient recomputes the scores and forms dV, dP, dQ and dK:
-  // 3 products of width D and 2 of width Dv.
-  auto attentionFlops = [](Value q, Value k, Value v, bool causal, HeadLayout layout,
-                           double widthsD, double widthsDv) {
-    auto qType = rankedOf(q), kType = rankedOf(k), vType = rankedOf(v);
-    double d = double(qType.getShape().back());
-    double rows = elementsOf(qType) / d; // batch x heads x S
-    double t = double(swapHeadsIf(layout, kType.getShape())[2]);
-    double dv = double(vType.getShape().back());
-    double flops = 2 * rows * t * (widthsD * d + widthsDv * dv);
-    return causal ? flops / 2 : flops;
-  };
-  if (auto attention = llvm::dyn_cast<AttentionOp>(op))
-    return attentionFlops(attention.getQ(), attention.getK(), attention.getV(),
-                          attention.getCausal(), attention.getLayout(), 1, 1);
-  if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
-    return attentionFlops(grad.getOperand(0), grad.getOperand(1), grad.getOperand(2),
-                          grad.getCausal(), grad.getLayout(), 3, 2);
-  double elements = 0;
-  for (Type type : op->getResultTypes())
-    elements += elementsOf(type);
-  return elements;
-}
-
-/// Ops that launch no kernel: their results are parameters, constants or views of an operand.
-bool isMetadataOnly(Operation *op) {
-  return llvm::isa<ParamOp, ConstantOp, ReshapeOp, ShapeOp>(op);
-}
 
 /// What measuring one function body yields: the live bytes after each op, the FLOPs, each split
 /// into the part that grows with the sub-batch and the fixed part (see Classifier), and the
@@ -185,7 +141,7 @@ FunctionProfile profileFunction(func::FuncOp func, const Classifier &classifier)
       for (Value result : op->getResults())
         dependsOnInputs.insert(result);
     profile.flops += classifier.split(flopsOf(op), dependent);
-    if (!isMetadataOnly(op))
+    if (isKernel(op))
       ++profile.kernels;
 
     for (Value operand : op->getOperands())

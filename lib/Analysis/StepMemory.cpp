@@ -2,6 +2,7 @@
 
 #include "sl/Analysis/StepMemory.h"
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 
@@ -87,7 +88,7 @@ Value rootOf(Value value) {
 bool isTemporary(Value value) {
   if (llvm::isa<BlockArgument>(value) || viewOf(value))
     return false;
-  return !llvm::isa<ParamOp, ParamShardOp, ConstantOp>(value.getDefiningOp());
+  return !isPreloaded(value.getDefiningOp());
 }
 
 } // namespace

@@ -2,11 +2,11 @@
 
 #include "sl/Dialect/MemorySpaces.h"
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/SLDialect.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/ADT/Sequence.h"
 
 using namespace mlir;
 
@@ -18,7 +18,7 @@ MemorySpace memorySpaceOf(Value value) {
   Operation *def = value.getDefiningOp();
   if (!def)
     return MemorySpace::Host; // function arguments: the step's inputs
-  if (llvm::isa<ParamOp, ParamShardOp, ConstantOp, OffloadOp>(def))
+  if (isPreloaded(def) || llvm::isa<OffloadOp>(def))
     return MemorySpace::Host;
   if (auto accumulate = llvm::dyn_cast<AccumulateOp>(def))
     return memorySpaceOf(accumulate.getAccumulator());
@@ -61,25 +61,6 @@ uint64_t storageBytes(Type type) {
   auto tensor = llvm::cast<RankedTensorType>(type);
   uint64_t elementBytes = std::max<uint64_t>(1, tensor.getElementTypeBitWidth() / 8);
   return static_cast<uint64_t>(tensor.getNumElements()) * elementBytes;
-}
-
-SmallVector<unsigned> dataOperandIndices(Operation *op) {
-  // Ops whose kernel reads operand 0 only: the rest are shapes, axes, bounds or k.
-  if (llvm::isa<ReshapeOp, ExpandOp, SliceOp, TriluOp, ReduceMeanOp, ReduceSumOp, SliceGradOp,
-                CumSumOp>(op))
-    return {0};
-  unsigned count = op->getNumOperands();
-  // An optimizer step reads the loss and the gradients; it writes the parameters.
-  if (auto step = llvm::dyn_cast<OptimizerStepOp>(op))
-    count = 1 + step.getGrads().size();
-  return llvm::to_vector(llvm::seq<unsigned>(0, count));
-}
-
-SmallVector<Value> dataOperands(Operation *op) {
-  SmallVector<Value> values;
-  for (unsigned index : dataOperandIndices(op))
-    values.push_back(op->getOperand(index));
-  return values;
 }
 
 bool isExplicitStep(Operation *func) { return func->hasAttr(kPlanAttr); }

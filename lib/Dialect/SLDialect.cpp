@@ -9,6 +9,7 @@
 
 #include "sl/SLOpsDialect.cpp.inc"
 #include "sl/SLEnums.cpp.inc"
+#include "sl/SLInterfaces.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "sl/SLAttrs.cpp.inc"
 

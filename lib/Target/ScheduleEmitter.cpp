@@ -11,6 +11,7 @@
 
 #include "sl/Analysis/StepMemory.h"
 #include "sl/Dialect/ConstantValues.h"
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/ShapeInference.h"
@@ -323,7 +324,7 @@ int64_t normalized(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank :
 
 /// The op kind of a compute op, the operands the kernel reads (shape and bound operands are
 /// attributes by now), and how to fill in its attributes.
-struct KernelPlan {
+struct KernelLowering {
   pb::OpKind kind = pb::OP_KIND_UNSPECIFIED;
   SmallVector<Value> operands;
   std::function<void(pb::Kernel &)> attributes;
@@ -332,9 +333,9 @@ struct KernelPlan {
 RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 /// SLICE / SLICE_GRAD attributes: the first index and step of every dimension of `data`.
-FailureOr<KernelPlan> sliceAttributes(KernelPlan &plan, Operation *op, RankedTensorType data,
-                                      Value startsValue, Value endsValue, Value axesValue,
-                                      Value stepsValue) {
+FailureOr<KernelLowering> sliceAttributes(KernelLowering &lowering, Operation *op,
+                                          RankedTensorType data, Value startsValue, Value endsValue,
+                                          Value axesValue, Value stepsValue) {
   auto known = [&](Value v, llvm::StringRef what) -> FailureOr<SmallVector<int64_t>> {
     if (auto values = sl::constantInts(v))
       return *values;
@@ -364,13 +365,13 @@ FailureOr<KernelPlan> sliceAttributes(KernelPlan &plan, Operation *op, RankedTen
     first[d] = sliceBounds(data.getDimSize(d), (*starts)[i], (*ends)[i], steps[i]).first;
     step[d] = steps[i];
   }
-  plan.attributes = [first, step](pb::Kernel &k) {
+  lowering.attributes = [first, step](pb::Kernel &k) {
     for (auto [f, s] : llvm::zip(first, step)) {
       k.mutable_slice()->add_starts(f);
       k.mutable_slice()->add_steps(s);
     }
   };
-  return plan;
+  return lowering;
 }
 
 /// The class a kernel table row names for a kernel the emitter writes another way.
@@ -397,23 +398,24 @@ pb::OpKind tableKind(Operation *op) {
 
 /// Sets the kernel's attribute message `field` (a Kernel::mutable_* accessor) to `attrs`.
 template <typename Attrs>
-KernelPlan &withAttributes(KernelPlan &plan, Attrs *(pb::Kernel::*field)(), const Attrs &attrs) {
-  plan.attributes = [field, attrs](pb::Kernel &k) { *(k.*field)() = attrs; };
-  return plan;
+KernelLowering &withAttributes(KernelLowering &lowering, Attrs *(pb::Kernel::*field)(),
+                               const Attrs &attrs) {
+  lowering.attributes = [field, attrs](pb::Kernel &k) { *(k.*field)() = attrs; };
+  return lowering;
 }
 
 /// The kernel of a compute op: its OpKind and operands from the kernel table, and the attributes
 /// of the ops that take some.
-FailureOr<KernelPlan> planKernel(Operation *op) {
-  KernelPlan plan;
-  plan.kind = tableKind(op);
-  plan.operands = dataOperands(op);
+FailureOr<KernelLowering> lowerKernel(Operation *op) {
+  KernelLowering lowering;
+  lowering.kind = tableKind(op);
+  lowering.operands = dataOperands(op);
   auto constantOf = [&](Value v, llvm::StringRef what) -> FailureOr<SmallVector<int64_t>> {
     if (auto values = sl::constantInts(v))
       return *values;
     return op->emitError() << what << " must be a constant by now (sl-bind-shapes folds it)";
   };
-  using Result = FailureOr<KernelPlan>;
+  using Result = FailureOr<KernelLowering>;
   return llvm::TypeSwitch<Operation *, Result>(op)
       .Case<MatmulOp>([&](MatmulOp matmul) -> Result {
         // Version 5; a product without transposes carries no attributes, as in version 4.
@@ -421,9 +423,9 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
           pb::MatmulAttributes attrs;
           attrs.set_trans_a(matmul.getTransA());
           attrs.set_trans_b(matmul.getTransB());
-          withAttributes(plan, &pb::Kernel::mutable_matmul, attrs);
+          withAttributes(lowering, &pb::Kernel::mutable_matmul, attrs);
         }
-        return plan;
+        return lowering;
       })
       .Case<GemmOp>([&](GemmOp gemm) -> Result {
         pb::GemmAttributes attrs;
@@ -431,15 +433,15 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         attrs.set_trans_b(gemm.getTransB());
         attrs.set_alpha(gemm.getAlpha().convertToFloat());
         attrs.set_beta(gemm.getBeta().convertToFloat());
-        return withAttributes(plan, &pb::Kernel::mutable_gemm, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_gemm, attrs);
       })
       .Case<TransposeOp>([&](TransposeOp transpose) -> Result {
         SmallVector<int64_t> perm(transpose.getPerm());
-        plan.attributes = [perm](pb::Kernel &k) {
+        lowering.attributes = [perm](pb::Kernel &k) {
           for (int64_t axis : perm)
             k.mutable_transpose()->add_perm(axis);
         };
-        return plan;
+        return lowering;
       })
       // The ops whose attribute is one axis, counted from the front of the named operand.
       .Case<SoftmaxOp, GatherOp, ConcatOp, GatherGradOp>([&](Operation *) -> Result {
@@ -456,20 +458,20 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         } else {
           auto grad = llvm::cast<GatherGradOp>(op);
           axis = int64_t(grad.getAxis());
-          rank = typeOf(grad.getResult(0)).getRank();
+          rank = typeOf(grad.getDdata()).getRank();
         }
         pb::AxisAttributes attrs;
         attrs.set_axis(normalized(axis, rank));
-        return withAttributes(plan, &pb::Kernel::mutable_axis, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_axis, attrs);
       })
       .Case<SliceOp>([&](SliceOp slice) -> Result {
-        return sliceAttributes(plan, op, typeOf(slice.getData()), slice.getStarts(),
+        return sliceAttributes(lowering, op, typeOf(slice.getData()), slice.getStarts(),
                                slice.getEnds(), slice.getAxes(), slice.getSteps());
       })
       .Case<SliceGradOp>([&](SliceGradOp grad) -> Result {
-        // Operands (dy, starts, ends, axes, steps); the result has the sliced data's shape.
-        return sliceAttributes(plan, op, typeOf(grad.getResult(0)), grad.getOperands()[1],
-                               grad.getOperands()[2], grad.getOperands()[3], grad.getOperands()[4]);
+        // The result has the sliced data's shape.
+        return sliceAttributes(lowering, op, typeOf(grad.getDdata()), grad.getStarts(),
+                               grad.getEnds(), grad.getAxes(), grad.getSteps());
       })
       .Case<TriluOp>([&](TriluOp trilu) -> Result {
         int64_t k = 0;
@@ -479,11 +481,11 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
             return failure();
           k = (*v)[0];
         }
-        plan.attributes = [k, upper = trilu.getUpper()](pb::Kernel &kernel) {
+        lowering.attributes = [k, upper = trilu.getUpper()](pb::Kernel &kernel) {
           kernel.mutable_trilu()->set_upper(upper);
           kernel.mutable_trilu()->set_k(k);
         };
-        return plan;
+        return lowering;
       })
       .Case<CumSumOp>([&](CumSumOp cumsum) -> Result {
         auto axis = constantOf(cumsum.getAxis(), "cumsum axis");
@@ -493,7 +495,7 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
         attrs.set_axis(normalized((*axis)[0], cumsum.getType().getRank()));
         attrs.set_exclusive(cumsum.getExclusive());
         attrs.set_reverse(cumsum.getReverse());
-        return withAttributes(plan, &pb::Kernel::mutable_cumsum, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_cumsum, attrs);
       })
       .Case<ReduceMeanOp, ReduceSumOp>([&](auto reduce) -> Result {
         int64_t rank = llvm::cast<RankedTensorType>(reduce.getInput().getType()).getRank();
@@ -509,23 +511,23 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
           axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
         llvm::sort(axes);
         axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-        plan.attributes = [axes, keep = reduce.getKeepdims()](pb::Kernel &k) {
+        lowering.attributes = [axes, keep = reduce.getKeepdims()](pb::Kernel &k) {
           for (int64_t a : axes)
             k.mutable_reduce()->add_axes(a);
           k.mutable_reduce()->set_keepdims(keep);
         };
-        return plan;
+        return lowering;
       })
       // Forward ops and their gradients take the same attribute message.
       .Case<GeluOp, GeluGradOp>([&](auto o) -> Result {
         pb::GeluAttributes attrs;
         attrs.set_tanh(o.getTanh());
-        return withAttributes(plan, &pb::Kernel::mutable_gelu, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_gelu, attrs);
       })
       .Case<RotaryOp, RotaryGradOp>([&](auto o) -> Result {
         pb::RotaryAttributes attrs;
         attrs.set_interleaved(o.getInterleaved());
-        return withAttributes(plan, &pb::Kernel::mutable_rotary, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_rotary, attrs);
       })
       .Case<AttentionOp, AttentionGradOp>([&](auto o) -> Result {
         pb::AttentionAttributes attrs;
@@ -537,26 +539,26 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
           attrs.set_alibi(bool(o.getAlibiSlopes()));
         else
           attrs.set_alibi(o.getAlibi());
-        return withAttributes(plan, &pb::Kernel::mutable_attention, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_attention, attrs);
       })
       .Case<DecodeAttentionOp>([&](DecodeAttentionOp o) -> Result {
         pb::AttentionAttributes attrs;
         attrs.set_scale(o.getScale().convertToFloat());
         attrs.set_alibi(bool(o.getAlibiSlopes()));
-        return withAttributes(plan, &pb::Kernel::mutable_attention, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_attention, attrs);
       })
       .Case<KvWriteOp>([&](KvWriteOp write) -> Result {
         // BHSD, the default, is written as no attributes (as version 6 wrote every KV_WRITE).
         if (write.getLayout() == HeadLayout::bshd)
-          plan.attributes = [](pb::Kernel &k) {
+          lowering.attributes = [](pb::Kernel &k) {
             k.mutable_kv_write()->set_layout(pb::AttentionAttributes::BSHD);
           };
-        return plan;
+        return lowering;
       })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) -> Result {
         pb::CrossEntropyAttributes attrs;
         attrs.set_ignore_index(int64_t(o.getIgnoreIndex()));
-        return withAttributes(plan, &pb::Kernel::mutable_cross_entropy, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_cross_entropy, attrs);
       })
       // The norms: the first normalised dimension (RMS norms normalise the last one).
       .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp>([&](Operation *) -> Result {
@@ -575,12 +577,12 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
           attrs.set_axis(rank - 1);
           attrs.set_epsilon(llvm::cast<RmsNormGradOp>(op).getEpsilon().convertToFloat());
         }
-        return withAttributes(plan, &pb::Kernel::mutable_norm, attrs);
+        return withAttributes(lowering, &pb::Kernel::mutable_norm, attrs);
       })
       .Default([&](Operation *) -> Result {
         // The table's ops without attributes.
-        if (plan.kind != pb::OP_KIND_UNSPECIFIED)
-          return plan;
+        if (lowering.kind != pb::OP_KIND_UNSPECIFIED)
+          return lowering;
         return op->emitError("operation '")
                << op->getName()
                << "' cannot be scheduled: its result depends on values known only at run time";
@@ -590,20 +592,20 @@ FailureOr<KernelPlan> planKernel(Operation *op) {
 } // namespace
 
 LogicalResult Emitter::addCompute(Operation *op) {
-  FailureOr<KernelPlan> plan = planKernel(op);
-  if (failed(plan))
+  FailureOr<KernelLowering> lowering = lowerKernel(op);
+  if (failed(lowering))
     return failure();
   // Place the operands first: a constant read for the first time appends its own copy kernel.
   SmallVector<uint32_t> operandBuffers;
-  for (Value operand : plan->operands) {
+  for (Value operand : lowering->operands) {
     FailureOr<uint32_t> buffer = deviceBufferOf(op->getLoc(), operand);
     if (failed(buffer))
       return failure();
     operandBuffers.push_back(*buffer);
   }
-  pb::Kernel *kernel = addKernel(plan->kind, kComputeStream, op->getLoc());
+  pb::Kernel *kernel = addKernel(lowering->kind, kComputeStream, op->getLoc());
   llvm::SmallDenseSet<uint32_t> waited;
-  for (auto [operand, buffer] : llvm::zip(plan->operands, operandBuffers)) {
+  for (auto [operand, buffer] : llvm::zip(lowering->operands, operandBuffers)) {
     kernel->add_operands(buffer);
     if (auto it = readyEvent.find(operand); it != readyEvent.end() && waited.insert(it->second).second)
       kernel->add_wait_events(it->second);
@@ -619,8 +621,8 @@ LogicalResult Emitter::addCompute(Operation *op) {
     deviceBuffer[result] = *buffer;
     producer[result] = kernelIndex;
   }
-  if (plan->attributes)
-    plan->attributes(*kernel);
+  if (lowering->attributes)
+    lowering->attributes(*kernel);
   return success();
 }
 
@@ -876,12 +878,12 @@ LogicalResult ExplicitStepEmitter::addKernels(Operation &op) {
     SmallVector<Value> operands = dataOperands(&op);
     std::function<void(pb::Kernel &)> attributes;
     if (!llvm::isa<AccumulateOp>(op)) {
-      FailureOr<KernelPlan> plan = planKernel(&op);
-      if (failed(plan))
+      FailureOr<KernelLowering> lowering = lowerKernel(&op);
+      if (failed(lowering))
         return failure();
-      kind = plan->kind;
-      operands = plan->operands;
-      attributes = plan->attributes;
+      kind = lowering->kind;
+      operands = lowering->operands;
+      attributes = lowering->attributes;
     }
     SmallVector<uint32_t> operandBuffers, resultBuffers;
     for (Value v : operands) {

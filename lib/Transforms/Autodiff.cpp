@@ -305,9 +305,13 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
         auto input = typeOf(o.getInput());
         int64_t rank = input.getRank();
         SmallVector<int64_t> axes;
-        if (o.getAxes())
-          for (int64_t a : *sl::constantInts(o.getAxes()))
+        if (o.getAxes()) {
+          std::optional<SmallVector<int64_t>> given = sl::constantInts(o.getAxes());
+          if (!given)
+            return o.emitError("sl-autodiff: the axes of a reduction must be constants");
+          for (int64_t a : *given)
             axes.push_back(a < 0 ? a + rank : a);
+        }
         if (axes.empty() && o.getNoopWithEmptyAxes())
           return single(o.getInput(), dy);
         if (axes.empty())
@@ -350,15 +354,14 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
         Value axes = o.getAxes() ? o.getAxes() : g.ints(llvm::to_vector(llvm::seq<int64_t>(0, count)));
         SmallVector<int64_t> starts(count, 0);
         Value steps = o.getSteps() ? o.getSteps() : g.ints(SmallVector<int64_t>(starts.size(), 1));
-        auto grad = g.b.create<SliceGradOp>(g.loc, TypeRange{typeOf(o.getData())},
-                                            ValueRange{dy, o.getStarts(), o.getEnds(), axes, steps});
-        return single(o.getData(), grad.getResult(0));
+        auto grad = g.b.create<SliceGradOp>(g.loc, typeOf(o.getData()), dy, o.getStarts(),
+                                            o.getEnds(), axes, steps);
+        return single(o.getData(), grad.getDdata());
       })
       .Case<GatherOp>([&](GatherOp o) {
-        auto grad = g.b.create<GatherGradOp>(g.loc, TypeRange{typeOf(o.getData())},
-                                             ValueRange{o.getIndices(), dy},
+        auto grad = g.b.create<GatherGradOp>(g.loc, typeOf(o.getData()), o.getIndices(), dy,
                                              g.b.getI64IntegerAttr(int64_t(o.getAxis())));
-        return single(o.getData(), grad.getResult(0));
+        return single(o.getData(), grad.getDdata());
       })
       .Case<TriluOp>([&](TriluOp o) {
         auto grad = g.b.create<TriluOp>(g.loc, typeOf(dy), dy, o.getK(), o.getUpper());
@@ -373,16 +376,15 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
       })
       .Case<CrossEntropyOp>([&](CrossEntropyOp o) {
         auto grad = g.b.create<CrossEntropyGradOp>(
-            g.loc, TypeRange{typeOf(o.getLogits())}, ValueRange{o.getLabels(), dy, o.getLogits()},
+            g.loc, typeOf(o.getLogits()), o.getLabels(), dy, o.getLogits(),
             g.b.getI64IntegerAttr(int64_t(o.getIgnoreIndex())));
-        return single(o.getLogits(), grad.getResult(0));
+        return single(o.getLogits(), grad.getDlogits());
       })
       .Case<RmsNormOp>([&](RmsNormOp o) {
-        auto grad = g.b.create<RmsNormGradOp>(
-            g.loc, TypeRange{typeOf(o.getInput()), typeOf(o.getScale())},
-            ValueRange{o.getInput(), o.getScale(), dy}, o.getEpsilonAttr());
-        adj.accumulate(o.getInput(), grad.getResult(0));
-        adj.accumulate(o.getScale(), grad.getResult(1));
+        auto grad = g.b.create<RmsNormGradOp>(g.loc, typeOf(o.getInput()), typeOf(o.getScale()),
+                                              o.getInput(), o.getScale(), dy, o.getEpsilonAttr());
+        adj.accumulate(o.getInput(), grad.getDinput());
+        adj.accumulate(o.getScale(), grad.getDscale());
         return success();
       })
       .Case<LayerNormOp>([&](LayerNormOp o) {
@@ -391,21 +393,19 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
         auto normalized = RankedTensorType::get(o.getType().getShape().drop_front(axis),
                                                 o.getType().getElementType());
         auto grad = g.b.create<LayerNormGradOp>(
-            g.loc, TypeRange{typeOf(o.getInput()), normalized, normalized},
-            ValueRange{o.getInput(), o.getScale(), dy}, g.b.getI64IntegerAttr(axis),
-            o.getEpsilonAttr());
-        adj.accumulate(o.getInput(), grad.getResult(0));
-        adj.accumulate(o.getScale(), grad.getResult(1));
+            g.loc, typeOf(o.getInput()), normalized, normalized, o.getInput(), o.getScale(), dy,
+            g.b.getI64IntegerAttr(axis), o.getEpsilonAttr());
+        adj.accumulate(o.getInput(), grad.getDinput());
+        adj.accumulate(o.getScale(), grad.getDscale());
         if (o.getBias())
-          adj.accumulate(o.getBias(), grad.getResult(2));
+          adj.accumulate(o.getBias(), grad.getDbias());
         return success();
       })
       .Case<RotaryOp>([&](RotaryOp o) {
         // cos and sin are position tables: constants, never trained.
-        auto grad = g.b.create<RotaryGradOp>(g.loc, TypeRange{typeOf(dy)},
-                                             ValueRange{dy, o.getCos(), o.getSin()},
+        auto grad = g.b.create<RotaryGradOp>(g.loc, typeOf(dy), dy, o.getCos(), o.getSin(),
                                              o.getInterleavedAttr());
-        return single(o.getInput(), grad.getResult(0));
+        return single(o.getInput(), grad.getDinput());
       })
       .Case<AttentionOp>([&](AttentionOp o) {
         SmallVector<Value> operands{o.getQ(), o.getK(), o.getV(), dy};
@@ -418,21 +418,21 @@ LogicalResult applyRule(Operation *op, ArrayRef<Value> dys, GradBuilder &g, Adjo
             g.loc, TypeRange{typeOf(o.getQ()), typeOf(o.getK()), typeOf(o.getV())}, operands,
             o.getCausalAttr(), o.getScaleAttr(),
             o.getAlibiSlopes() ? g.b.getUnitAttr() : UnitAttr(), o.getLayoutAttr());
-        adj.accumulate(o.getQ(), grad.getResult(0));
-        adj.accumulate(o.getK(), grad.getResult(1));
-        adj.accumulate(o.getV(), grad.getResult(2));
+        adj.accumulate(o.getQ(), grad.getDq());
+        adj.accumulate(o.getK(), grad.getDk());
+        adj.accumulate(o.getV(), grad.getDv());
         return success();
       })
       .Case<GeluOp>([&](GeluOp o) {
-        auto grad = g.b.create<GeluGradOp>(g.loc, TypeRange{typeOf(dy)},
-                                           ValueRange{o.getInput(), dy}, o.getTanhAttr());
-        return single(o.getInput(), grad.getResult(0));
+        auto grad =
+            g.b.create<GeluGradOp>(g.loc, typeOf(dy), o.getInput(), dy, o.getTanhAttr());
+        return single(o.getInput(), grad.getDinput());
       })
       .Case<SwigluOp>([&](SwigluOp o) {
-        auto grad = g.b.create<SwigluGradOp>(g.loc, TypeRange{typeOf(dy), typeOf(dy)},
-                                             ValueRange{o.getGate(), o.getUp(), dy});
-        adj.accumulate(o.getGate(), grad.getResult(0));
-        adj.accumulate(o.getUp(), grad.getResult(1));
+        auto grad = g.b.create<SwigluGradOp>(g.loc, typeOf(dy), typeOf(dy), o.getGate(),
+                                             o.getUp(), dy);
+        adj.accumulate(o.getGate(), grad.getDgate());
+        adj.accumulate(o.getUp(), grad.getDup());
         return success();
       })
       .Case<EqualOp, LessOp, ShapeOp, ConstantOfShapeOp, RangeOp>(

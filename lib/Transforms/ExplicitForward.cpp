@@ -9,6 +9,7 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/StepAttributes.h"
@@ -97,7 +98,7 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
       mapping.map(forwardArg, builder.create<PrefetchOp>(named("prefetch input"), stepArg));
 
     for (Operation &op : body.without_terminator())
-      if (!llvm::isa<ParamOp, ConstantOp>(op))
+      if (!isPreloaded(&op))
         builder.clone(op, mapping);
 
     // Outputs go back to the host pool, each into a slot of its own: a constant output too goes

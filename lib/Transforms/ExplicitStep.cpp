@@ -2,6 +2,7 @@
 
 #include "sl/Transforms/ExplicitStep.h"
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/MemorySpaces.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -78,13 +79,10 @@ void prefetchConstants(Block &body, OpBuilder &builder, Location loc) {
       onDevice.clear();
       continue;
     }
-    // Copies, views and the kernels that run on host buffers read constants where they are.
-    if (llvm::isa<ConstantOp, ParamOp, SubBatchOp, ReshapeOp, FetchParamsOp, PrefetchOp,
-                  OffloadOp, OptimizerStepOp, EmptyOp, func::ReturnOp>(op))
-      continue;
-    if (llvm::isa<KvWriteOp>(op) && memorySpaceOf(op.getResult(0)) == MemorySpace::Host)
-      continue;
-    if (llvm::isa<AccumulateOp>(op) && memorySpaceOf(op.getResult(0)) == MemorySpace::Host)
+    // Only device kernels need device copies: copies, views and the kernels that run on host
+    // buffers read constants where they are.
+    std::optional<StreamKind> stream = streamOf(&op);
+    if (!stream || (*stream != StreamKind::compute && *stream != StreamKind::collective))
       continue;
     for (unsigned index : dataOperandIndices(&op)) {
       Value v = op.getOperand(index);

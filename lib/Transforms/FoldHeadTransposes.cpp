@@ -105,20 +105,17 @@ public:
         continue;
       }
       if (auto grad = llvm::dyn_cast<RotaryGradOp>(user);
-          grad && grad.getNumOperands() == 3 && use.getOperandNumber() == 0 &&
-          tablesExchange(grad.getOperand(1), grad.getOperand(2)) &&
+          grad && use.getOperandNumber() == 0 && tablesExchange(grad.getCos(), grad.getSin()) &&
           llvm::all_of(grad->getUsers(), [&](Operation *gradUser) {
             return llvm::isa<TransposeOp>(gradUser) &&
-                   headPermuted(gradUser->getResult(0)) == grad.getResult(0);
+                   headPermuted(gradUser->getResult(0)) == grad.getDinput();
           })) {
         builder.setInsertionPoint(grad);
         auto moved = builder.create<RotaryGradOp>(
-            grad.getLoc(), TypeRange{bshd.getType()},
-            ValueRange{bshd, exchangeTable(grad.getOperand(1), grad.getLoc()),
-                       exchangeTable(grad.getOperand(2), grad.getLoc())},
-            grad.getInterleavedAttr());
+            grad.getLoc(), bshd.getType(), bshd, exchangeTable(grad.getCos(), grad.getLoc()),
+            exchangeTable(grad.getSin(), grad.getLoc()), grad.getInterleavedAttr());
         for (Operation *gradUser : llvm::to_vector(grad->getUsers())) {
-          gradUser->getResult(0).replaceAllUsesWith(moved.getResult(0));
+          gradUser->getResult(0).replaceAllUsesWith(moved.getDinput());
           gradUser->erase();
         }
         eraseNow(grad);

@@ -9,6 +9,7 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Transforms/Passes.h"

@@ -21,6 +21,7 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Transforms/BlockNames.h"
 #include "sl/Transforms/Passes.h"
@@ -48,7 +49,7 @@ namespace {
 constexpr int kPrologue = -1;
 constexpr int kUnassigned = -2;
 
-bool isHoisted(Operation *op) { return llvm::isa<sl::ParamOp, sl::ConstantOp>(op); }
+bool isHoisted(Operation *op) { return sl::isPreloaded(op); }
 
 struct Stage {
   int index; // kPrologue, a block number, or the epilogue (after every block)

@@ -27,6 +27,7 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/KernelOps.h"
 #include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Transforms/ExplicitStep.h"
@@ -184,7 +185,7 @@ private:
 LogicalResult StepBuilder::collectStages() {
   Block &body = forward.getBody().front();
   for (Operation &op : body.without_terminator()) {
-    if (llvm::isa<ParamOp, ConstantOp>(op))
+    if (isPreloaded(&op))
       continue;
     auto layer = llvm::dyn_cast<LayerOp>(op);
     if (!layer)

@@ -913,3 +913,44 @@ func.func @param_stored_as_unsupported() {
   %w = sl.param "w" from "m.onnx" at 0 stored_as bf16 : tensor<4xf32>
   return
 }
+
+// -----
+
+// Gradient ops have named operands and results: a missing operand is refused where it is written.
+func.func @rms_norm_grad_missing_dy(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
+  // expected-error @+1 {{expected 3 operands, but found 2}}
+  %dx, %dw = sl.rms_norm_grad %x, %w {epsilon = 1.0e-06 : f32} : (tensor<4x64xf32>, tensor<64xf32>) -> (tensor<4x64xf32>, tensor<64xf32>)
+  return %dx : tensor<4x64xf32>
+}
+
+// -----
+
+func.func @gelu_grad_result_type(%x: tensor<4x64xf32>, %dy: tensor<4x64xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{all of {input, dy, dinput} have same type}}
+  %dx = sl.gelu_grad %x, %dy : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x32xf32>
+  return %dx : tensor<4x32xf32>
+}
+
+// -----
+
+func.func @swiglu_grad_one_result(%g: tensor<4x64xf32>, %u: tensor<4x64xf32>, %dy: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  // expected-error @+1 {{requires 2 results}}
+  %dg = "sl.swiglu_grad"(%g, %u, %dy) : (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %dg : tensor<4x64xf32>
+}
+
+// -----
+
+func.func @gather_grad_float_indices(%ids: tensor<4x16xf32>, %dy: tensor<4x16x64xf32>) -> tensor<256x64xf32> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 64-bit signless integer or 32-bit signless integer values}}
+  %d = sl.gather_grad %ids, %dy {axis = 0 : i64} : (tensor<4x16xf32>, tensor<4x16x64xf32>) -> tensor<256x64xf32>
+  return %d : tensor<256x64xf32>
+}
+
+// -----
+
+func.func @cross_entropy_grad_logits_type(%labels: tensor<4x16xi64>, %dloss: tensor<f32>, %logits: tensor<4x16x256xf32>) -> tensor<4x16x128xf32> {
+  // expected-error @+1 {{all of {logits, dlogits} have same type}}
+  %d = sl.cross_entropy_grad %labels, %dloss, %logits : (tensor<4x16xi64>, tensor<f32>, tensor<4x16x256xf32>) -> tensor<4x16x128xf32>
+  return %d : tensor<4x16x128xf32>
+}

@@ -40,12 +40,6 @@ bool hasStorage(mlir::Value value);
 /// Bytes of a static tensor as the runtime stores it (a bool takes one byte).
 uint64_t storageBytes(mlir::Type type);
 
-/// Indices of the operands the kernel of `op` reads as tensors. The others (shapes, axes, slice
-/// bounds, trilu's k, an optimizer step's parameters) are not kernel operands: the first ones
-/// must be constants, which the emitter turns into kernel attributes.
-llvm::SmallVector<unsigned> dataOperandIndices(mlir::Operation *op);
-llvm::SmallVector<mlir::Value> dataOperands(mlir::Operation *op);
-
 /// Whether `func` is a step written by sl-schedule-subbatches.
 bool isExplicitStep(mlir::Operation *func);
 

@@ -38,10 +38,17 @@ ShardLayout shardLayout(mlir::TypeRange params, int64_t world);
 /// returned as they are.
 llvm::SmallVector<int64_t, 4> swapHeadsIf(HeadLayout layout, llvm::ArrayRef<int64_t> shape);
 
+/// The kernel interface's defaults (SLInterfaces.td): every operand index of `op`, in order, and
+/// the number of elements of its results.
+llvm::SmallVector<unsigned> allOperandIndices(mlir::Operation *op);
+double resultElements(mlir::Operation *op);
+
 /// `v` is `sl.transpose %x [0, 2, 1, 3]`, the exchange of a per-head tensor's heads and positions
 /// ([B, S, H, D] to [B, H, S, D] or back): its input `%x`, else null.
 mlir::Value headPermutationInput(mlir::Value v);
 } // namespace sl
+
+#include "sl/SLInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "sl/SLOps.h.inc"
