@@ -383,7 +383,7 @@ Value rotateHalfOf(Value v) {
   if (!concat || concat.getInputs().size() != 2)
     return {};
   int64_t rank = concat.getType().getRank();
-  if (concat.getAxis() != -1 && concat.getAxis() != rank - 1)
+  if (int64_t axis = int64_t(concat.getAxis()); axis != -1 && axis != rank - 1)
     return {};
   auto neg = defining<NegOp>(concat.getInputs()[0]);
   auto second = neg ? lastDimSlice(neg.getInput()) : std::nullopt;
@@ -406,8 +406,8 @@ Value rotateInterleavedOf(Value v) {
   if (!concat || concat.getInputs().size() != 2)
     return {};
   auto pairs = concat.getType();
-  if (pairs.getShape().back() != 2 ||
-      (concat.getAxis() != -1 && concat.getAxis() != pairs.getRank() - 1))
+  int64_t axis = int64_t(concat.getAxis());
+  if (pairs.getShape().back() != 2 || (axis != -1 && axis != pairs.getRank() - 1))
     return {};
   auto oddHalf = defining<ReshapeOp>(concat.getInputs()[0]);
   auto evenHalf = defining<ReshapeOp>(concat.getInputs()[1]);
@@ -965,7 +965,8 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
   static FailureOr<Value> fuse(MatmulOp op, PatternRewriter &rewriter, std::string &why) {
     auto softmax = probabilitiesOf(op);
     int64_t rank = softmax.getType().getRank();
-    if ((rank != 3 && rank != 4) || (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1)) {
+    int64_t axis = int64_t(softmax.getAxis());
+    if ((rank != 3 && rank != 4) || (axis != -1 && axis != rank - 1)) {
       why = "the softmax is not over the last dimension of 3-D or 4-D scores";
       return failure();
     }
@@ -1095,7 +1096,8 @@ void remarkUnfusedAttention(func::FuncOp func) {
       return;
     std::string why = "the softmax is not over the last dimension of 3-D or 4-D scores";
     int64_t rank = softmax.getType().getRank();
-    if ((rank == 3 || rank == 4) && (softmax.getAxis() == -1 || softmax.getAxis() == rank - 1) &&
+    int64_t axis = int64_t(softmax.getAxis());
+    if ((rank == 3 || rank == 4) && (axis == -1 || axis == rank - 1) &&
         matchScores(softmax.getInput(), why))
       why = "q, k and v do not make a sl.attention (shapes or the verifier)";
     softmax.emitRemark("sl-fuse-transformer: attention not fused: ") << why;

@@ -934,7 +934,7 @@ func.func @gelu_grad_result_type(%x: tensor<4x64xf32>, %dy: tensor<4x64xf32>) ->
 // -----
 
 func.func @swiglu_grad_one_result(%g: tensor<4x64xf32>, %u: tensor<4x64xf32>, %dy: tensor<4x64xf32>) -> tensor<4x64xf32> {
-  // expected-error @+1 {{requires 2 results}}
+  // expected-error @+1 {{expected 2 results}}
   %dg = "sl.swiglu_grad"(%g, %u, %dy) : (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
   return %dg : tensor<4x64xf32>
 }
