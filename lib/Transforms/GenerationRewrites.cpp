@@ -11,6 +11,7 @@
 
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
