@@ -276,7 +276,8 @@ def FoldHeadTransposesPass : Pass<"sl-fold-head-transposes", "mlir::func::FuncOp
 }
 
 def ExplicitForwardPass : Pass<"sl-explicit-forward", "mlir::ModuleOp"> {
-  let summary = "a bound @forward as one explicit inference step, every parameter resident";
+  let summary = "a bound @forward (or another function) as one explicit inference step, every "
+                "parameter resident";
   let description = [{
     Writes `@infer_step` from a `@forward` whose shapes are bound, and erases `@forward`: every
     parameter fetched to the device once (one `sl.fetch_params`, group "model", of the parameters
@@ -290,12 +291,18 @@ def ExplicitForwardPass : Pass<"sl-explicit-forward", "mlir::ModuleOp"> {
     step. Unlike `sl-schedule-subbatches forward-only` it needs no stages, so any model has one;
     a `@forward` that calls stage functions (`sl.layer`) is refused.
 
+    With `entry=NAME` the step is written from another function instead, e.g. a stage or its
+    backward function, whose arguments (parameters included) all become the step's inputs:
+    `sl-opt -o FILE.slsched --schedule-entry=NAME` schedules a function that is not a step this
+    way. The function is erased only if nothing refers to it. An input without an `sl.name` is
+    named `arg<N>`, as `sl-run --input` expects it.
+
     Example:
 
     ```mlir
     func.func @infer_step(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"})
-        attributes {sl.plan = {num_sub_batches = 1 : i64, parameter_bytes = 64 : i64,
-                               sub_batch_size = 2 : i64}} {
+        attributes {sl.plan = #sl.plan<num_sub_batches = 1, parameter_bytes = 64,
+                                       sub_batch_size = 2>} {
       %w = sl.param "w" : tensor<4x4xf32>
       %wd = sl.fetch_params %w {group = "model"} : tensor<4x4xf32>
       %xd = sl.prefetch %x : tensor<2x4xf32>
@@ -305,6 +312,10 @@ def ExplicitForwardPass : Pass<"sl-explicit-forward", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "the function the step is written from">,
+  ];
   let dependentDialects = ["::sl::SLDialect", "mlir::func::FuncDialect"];
 }
 

@@ -198,6 +198,11 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, const GeneratePipelineOption
   addStepLowering(pm);
 }
 
+void buildEntryStepPipeline(mlir::OpPassManager &pm, llvm::StringRef entry) {
+  pm.addPass(createExplicitForwardPass(ExplicitForwardPassOptions{entry.str()}));
+  addStepLowering(pm);
+}
+
 void registerPipelines() {
   mlir::PassPipelineRegistration<GeneratePipelineOptions>(
       "sl-generate",

@@ -1,9 +1,10 @@
 //===- ScheduleEmitter.cpp - write an sl module as a SpeedLoader schedule ----------------------===//
 //
-// The forward schedule of this first version: every parameter and input lives in the host pool;
-// a host-to-device copy brings each to the device arena once; compute kernels run on the compute
-// stream after the copies they need (events); each output is copied back to the host pool.
-// Buffers are laid out one after another; liveness-based reuse is sl-allocate's job.
+// Translates an explicit step (sl-schedule-subbatches, sl-explicit-forward or
+// sl-schedule-generation, lowered by sl-assign-streams, sl-allocate and sl-insert-events) into the
+// schedule sl-run reads: every buffer's space and offset, every kernel's stream and events are in
+// the IR already. Ops become kernels through the kernel table (ir/schedule/kernel_table.def) and
+// lowerKernel, which fills the attributes of the ops that take some.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -38,10 +39,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x43534c53; // 'SLSC'
 constexpr uint32_t kVersion = 7;
-// Buffers are aligned as sl-allocate aligns them (kDeviceAlignment, kHostAlignment).
-constexpr uint32_t kComputeStream = 0;
-constexpr uint32_t kHostToDeviceStream = 1;
-constexpr uint32_t kDeviceToHostStream = 2;
 
 
 FailureOr<pb::DType> dtypeOf(Location loc, Type type) {
@@ -154,167 +151,6 @@ LogicalResult describeParameter(pb::Parameter *p, ParamOp param, llvm::StringRef
     p->set_file_dtype(*fileDtype);
     p->set_bytes(storageBytes(type.clone(*stored)));
   }
-  return success();
-}
-
-class Emitter {
-public:
-  Emitter(func::FuncOp func, llvm::StringRef schedulePath) : func(func), schedulePath(schedulePath) {}
-
-  LogicalResult run(pb::Schedule &schedule);
-
-private:
-  FailureOr<uint32_t> addBuffer(Location loc, Value value, pb::MemorySpace space,
-                                llvm::StringRef name);
-  FailureOr<uint32_t> deviceBufferOf(Location loc, Value value);
-  FailureOr<uint32_t> addConstant(ConstantOp op);
-  LogicalResult addAlias(Value result, Value source, Location loc);
-  LogicalResult addParameter(ParamOp op);
-  LogicalResult addCompute(Operation *op);
-  pb::Kernel *addKernel(pb::OpKind kind, uint32_t stream, Location loc);
-  uint32_t newEvent() {
-    out->set_num_events(out->num_events() + 1);
-    return out->num_events() - 1;
-  }
-
-  func::FuncOp func;
-  llvm::StringRef schedulePath;
-  pb::Schedule *out = nullptr;
-  uint64_t deviceBytes = 0, hostBytes = 0;
-  llvm::DenseMap<Value, uint32_t> deviceBuffer;
-  // Event recorded when a value's device buffer is ready, if it was written on another stream.
-  llvm::DenseMap<Value, uint32_t> readyEvent;
-  // Index of the compute kernel that wrote a value.
-  llvm::DenseMap<Value, int> producer;
-  // Device buffer and ready event of each parameter, by name.
-  llvm::StringMap<std::pair<uint32_t, uint32_t>> paramBuffers;
-};
-
-FailureOr<uint32_t> Emitter::addBuffer(Location loc, Value value, pb::MemorySpace space,
-                                       llvm::StringRef name) {
-  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
-  if (!type)
-    return emitError(loc) << "value of type " << value.getType() << " cannot be scheduled";
-  if (!type.hasStaticShape())
-    return emitError(loc) << "'" << name << "' has dynamic shape " << type
-                          << "; bind the batch and sequence sizes first "
-                             "(--sl-infer=\"batch=N seq=N\" or --sl-bind-shapes)";
-  FailureOr<pb::DType> dtype = dtypeOf(loc, type.getElementType());
-  if (failed(dtype) || failed(checkSize(loc, type, name)))
-    return failure();
-  uint64_t bytes = uint64_t(type.getNumElements()) * std::max<uint64_t>(
-                                                          1, type.getElementTypeBitWidth() / 8);
-  uint64_t &top = space == pb::DEVICE ? deviceBytes : hostBytes;
-  uint64_t offset = alignUp(top, space == pb::DEVICE ? kDeviceAlignment : kHostAlignment);
-  top = offset + bytes;
-
-  pb::Buffer *buffer = out->add_buffers();
-  buffer->set_id(out->buffers_size() - 1);
-  buffer->set_name(name.str());
-  buffer->set_space(space);
-  buffer->set_offset(offset);
-  buffer->set_bytes(bytes);
-  buffer->set_dtype(*dtype);
-  for (int64_t dim : type.getShape())
-    buffer->add_shape(dim);
-  return buffer->id();
-}
-
-pb::Kernel *Emitter::addKernel(pb::OpKind kind, uint32_t stream, Location loc) {
-  pb::Kernel *kernel = out->add_kernels();
-  kernel->set_op(kind);
-  kernel->set_stream(stream);
-  kernel->set_name(locationName(loc));
-  return kernel;
-}
-
-
-// Host copy of a value produced outside the function body (input or parameter), brought to the
-// device by one copy that records the event its consumers wait for.
-LogicalResult Emitter::addParameter(ParamOp op) {
-  if (auto it = paramBuffers.find(op.getName()); it != paramBuffers.end()) {
-    deviceBuffer[op.getResult()] = it->second.first;
-    readyEvent[op.getResult()] = it->second.second;
-    return success();
-  }
-  pb::Parameter described;
-  if (failed(describeParameter(&described, op, schedulePath)))
-    return failure();
-  FailureOr<uint32_t> host = addBuffer(op.getLoc(), op.getResult(), pb::HOST, op.getName());
-  if (failed(host))
-    return failure();
-  uint32_t device = *addBuffer(op.getLoc(), op.getResult(), pb::DEVICE, op.getName());
-  pb::Parameter *param = out->add_parameters();
-  *param = std::move(described);
-  param->set_buffer(*host);
-
-  pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
-  copy->set_name(op.getName().str());
-  copy->add_operands(*host);
-  copy->add_results(device);
-  uint32_t event = newEvent();
-  copy->add_record_events(event);
-  deviceBuffer[op.getResult()] = device;
-  readyEvent[op.getResult()] = event;
-  paramBuffers[op.getName()] = {device, event};
-  return success();
-}
-
-FailureOr<uint32_t> Emitter::deviceBufferOf(Location loc, Value value) {
-  auto it = deviceBuffer.find(value);
-  if (it != deviceBuffer.end())
-    return it->second;
-  // Constants are placed when a kernel first reads one: those that only gave shapes or axes
-  // never reach the schedule.
-  if (auto constant = value.getDefiningOp<ConstantOp>())
-    return addConstant(constant);
-  return emitError(loc) << "operand is defined by an operation that cannot be scheduled";
-}
-
-FailureOr<uint32_t> Emitter::addConstant(ConstantOp op) {
-  std::string name = "constant " + locationName(op.getLoc());
-  FailureOr<uint32_t> host = addBuffer(op.getLoc(), op.getResult(), pb::HOST, name);
-  if (failed(host))
-    return failure();
-  uint32_t device = *addBuffer(op.getLoc(), op.getResult(), pb::DEVICE, name);
-  FailureOr<std::string> data = constantBytes(op);
-  if (failed(data))
-    return failure();
-  pb::Constant *constant = out->add_constants();
-  constant->set_buffer(*host);
-  constant->set_data(std::move(*data));
-
-  pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, op.getLoc());
-  copy->set_name(name);
-  copy->add_operands(*host);
-  copy->add_results(device);
-  uint32_t event = newEvent();
-  copy->add_record_events(event);
-  deviceBuffer[op.getResult()] = device;
-  readyEvent[op.getResult()] = event;
-  return device;
-}
-
-// A result that is its operand's bytes in another shape: a second buffer over the same bytes.
-LogicalResult Emitter::addAlias(Value result, Value source, Location loc) {
-  FailureOr<uint32_t> sourceBuffer = deviceBufferOf(loc, source);
-  if (failed(sourceBuffer))
-    return failure();
-  auto type = llvm::cast<RankedTensorType>(result.getType());
-  if (!type.hasStaticShape())
-    return emitError(loc) << "result has dynamic shape " << type;
-  pb::Buffer *buffer = out->add_buffers();
-  *buffer = out->buffers(*sourceBuffer);
-  buffer->set_id(out->buffers_size() - 1);
-  buffer->set_name(locationName(loc));
-  buffer->clear_shape();
-  for (int64_t dim : type.getShape())
-    buffer->add_shape(dim);
-  deviceBuffer[result] = buffer->id();
-  if (auto it = readyEvent.find(source); it != readyEvent.end())
-    readyEvent[result] = it->second;
-  if (auto it = producer.find(source); it != producer.end())
-    producer[result] = it->second;
   return success();
 }
 
@@ -590,128 +426,6 @@ FailureOr<KernelLowering> lowerKernel(Operation *op) {
 }
 
 } // namespace
-
-LogicalResult Emitter::addCompute(Operation *op) {
-  FailureOr<KernelLowering> lowering = lowerKernel(op);
-  if (failed(lowering))
-    return failure();
-  // Place the operands first: a constant read for the first time appends its own copy kernel.
-  SmallVector<uint32_t> operandBuffers;
-  for (Value operand : lowering->operands) {
-    FailureOr<uint32_t> buffer = deviceBufferOf(op->getLoc(), operand);
-    if (failed(buffer))
-      return failure();
-    operandBuffers.push_back(*buffer);
-  }
-  pb::Kernel *kernel = addKernel(lowering->kind, kComputeStream, op->getLoc());
-  llvm::SmallDenseSet<uint32_t> waited;
-  for (auto [operand, buffer] : llvm::zip(lowering->operands, operandBuffers)) {
-    kernel->add_operands(buffer);
-    if (auto it = readyEvent.find(operand); it != readyEvent.end() && waited.insert(it->second).second)
-      kernel->add_wait_events(it->second);
-  }
-  int kernelIndex = out->kernels_size() - 1;
-  for (Value result : op->getResults()) {
-    FailureOr<uint32_t> buffer =
-        addBuffer(op->getLoc(), result, pb::DEVICE, locationName(op->getLoc()));
-    if (failed(buffer))
-      return failure();
-    kernel = out->mutable_kernels(kernelIndex);
-    kernel->add_results(*buffer);
-    deviceBuffer[result] = *buffer;
-    producer[result] = kernelIndex;
-  }
-  if (lowering->attributes)
-    lowering->attributes(*kernel);
-  return success();
-}
-
-LogicalResult Emitter::run(pb::Schedule &schedule) {
-  out = &schedule;
-  schedule.set_magic(kMagic);
-  schedule.set_version(kVersion);
-  schedule.set_kind(func.getSymName() == kTrainStepName ? "train" : "infer");
-  for (auto [id, kind] : {std::pair(kComputeStream, pb::COMPUTE),
-                          std::pair(kHostToDeviceStream, pb::HOST_TO_DEVICE),
-                          std::pair(kDeviceToHostStream, pb::DEVICE_TO_HOST)}) {
-    pb::Stream *stream = schedule.add_streams();
-    stream->set_id(id);
-    stream->set_kind(kind);
-  }
-
-  Block &body = func.getBody().front();
-  if (!func.getBody().hasOneBlock())
-    return func.emitError("only single-block functions can be scheduled");
-
-  for (BlockArgument arg : body.getArguments()) {
-    std::string name = "arg" + std::to_string(arg.getArgNumber());
-    if (auto attr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "sl.name"))
-      name = attr.str();
-    FailureOr<uint32_t> host = addBuffer(func.getLoc(), arg, pb::HOST, name);
-    if (failed(host))
-      return failure();
-    uint32_t device = *addBuffer(func.getLoc(), arg, pb::DEVICE, name);
-    pb::Binding *binding = schedule.add_inputs();
-    binding->set_name(name);
-    binding->set_buffer(*host);
-    pb::Kernel *copy = addKernel(pb::COPY, kHostToDeviceStream, func.getLoc());
-    copy->set_name("input " + name);
-    copy->add_operands(*host);
-    copy->add_results(device);
-    uint32_t event = newEvent();
-    copy->add_record_events(event);
-    deviceBuffer[arg] = device;
-    readyEvent[arg] = event;
-  }
-
-  for (Operation &op : body.without_terminator()) {
-    LogicalResult result = success();
-    if (auto param = llvm::dyn_cast<ParamOp>(op))
-      result = addParameter(param);
-    else if (llvm::isa<ConstantOp>(op))
-      continue;
-    else if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
-      result = addAlias(reshape.getResult(), reshape.getInput(), op.getLoc());
-    else
-      result = addCompute(&op);
-    if (failed(result))
-      return failure();
-  }
-
-  auto ret = llvm::dyn_cast<func::ReturnOp>(body.getTerminator());
-  if (!ret)
-    return func.emitError("function must end in func.return");
-  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
-    std::string name = "output" + std::to_string(index);
-    if (auto attr = func.getResultAttrOfType<StringAttr>(index, "sl.name"))
-      name = attr.str();
-    FailureOr<uint32_t> device = deviceBufferOf(ret.getLoc(), value);
-    FailureOr<uint32_t> host = addBuffer(ret.getLoc(), value, pb::HOST, name);
-    if (failed(device) || failed(host))
-      return failure();
-    pb::Binding *binding = schedule.add_outputs();
-    binding->set_name(name);
-    binding->set_buffer(*host);
-    pb::Kernel *copy = addKernel(pb::COPY, kDeviceToHostStream, ret.getLoc());
-    copy->set_name("output " + name);
-    copy->add_operands(*device);
-    copy->add_results(*host);
-    // Wait for whoever wrote the value: its compute kernel, or the copy that brought it in.
-    if (auto it = producer.find(value); it != producer.end()) {
-      uint32_t event = newEvent();
-      schedule.mutable_kernels(it->second)->add_record_events(event);
-      copy->add_wait_events(event);
-    } else {
-      copy->add_wait_events(readyEvent.lookup(value));
-    }
-  }
-
-  schedule.set_end_magic(kMagic);
-  schedule.set_device_arena_bytes(alignUp(deviceBytes, kDeviceAlignment));
-  schedule.set_host_pool_bytes(alignUp(hostBytes, kHostAlignment));
-  return success();
-}
-
 
 /// Writes a step that sl-schedule-subbatches, sl-assign-streams, sl-allocate and sl-insert-events
 /// made explicit: every buffer's space and offset, every kernel's stream and events are in the IR
@@ -1094,28 +808,27 @@ LogicalResult ExplicitStepEmitter::run(pb::Schedule &schedule) {
 
 } // namespace
 
+std::string defaultScheduleEntry(ModuleOp module) {
+  for (llvm::StringRef step : {kGenerateStepName, kTrainStepName, kInferStepName})
+    if (module.lookupSymbol<func::FuncOp>(step))
+      return step.str();
+  return "forward";
+}
+
 LogicalResult emitScheduleFile(ModuleOp module, llvm::StringRef path,
                                const ScheduleEmitOptions &options) {
-  // By default a generation or training step, when the module has one, else the forward
-  // function.
-  std::string entry = options.entryName;
-  if (entry.empty()) {
-    entry = "forward";
-    for (llvm::StringRef step : {kGenerateStepName, kTrainStepName, kInferStepName})
-      if (module.lookupSymbol<func::FuncOp>(step)) {
-        entry = step.str();
-        break;
-      }
-  }
+  std::string entry = options.entryName.empty() ? defaultScheduleEntry(module) : options.entryName;
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func || func.isExternal())
     return module.emitError("no function '") << entry << "' to schedule";
+  if (!isExplicitStep(func))
+    return func.emitError("@")
+           << entry << " is not an explicit step: write one with sl-explicit-forward entry="
+           << entry << " and lower it (sl-opt -o does both)";
 
   pb::Schedule schedule;
   schedule.set_producer(options.producer);
-  LogicalResult emitted = isExplicitStep(func) ? ExplicitStepEmitter(func, path).run(schedule)
-                                               : Emitter(func, path).run(schedule);
-  if (failed(emitted))
+  if (failed(ExplicitStepEmitter(func, path).run(schedule)))
     return failure();
   for (const pb::Parameter &p : schedule.parameters())
     if (llvm::sys::path::is_absolute(p.file())) {

@@ -1,11 +1,13 @@
 //===- ExplicitForward.cpp - sl-explicit-forward: a bound @forward as one explicit step --------===//
 //
-// Writes @infer_step from a @forward whose shapes are bound: the parameters fetched to the device
-// once (one sl.fetch_params), every input prefetched, the body as it is, every output offloaded
-// to the host pool. It is the step of inference without a memory budget: everything resident,
-// one sub-batch, and what sl-assign-streams, sl-allocate (buffers reused by liveness) and
-// sl-insert-events make of it; a budget goes through sl-plan and sl-schedule-subbatches instead.
-// Unlike those it needs no stages, so any model, with or without transformer blocks, has one.
+// Writes @infer_step from a @forward whose shapes are bound (or from the function entry= names:
+// sl-opt -o schedules a function that is not a step this way): the parameters fetched to the
+// device once (one sl.fetch_params), every input prefetched, the body as it is, every output
+// offloaded to the host pool. It is the step of inference without a memory budget: everything
+// resident, one sub-batch, and what sl-assign-streams, sl-allocate (buffers reused by liveness)
+// and sl-insert-events make of it; a budget goes through sl-plan and sl-schedule-subbatches
+// instead. Unlike those it needs no stages, so any model, with or without transformer blocks, has
+// one.
 //
 //===--------------------------------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace sl {
 #define GEN_PASS_DEF_EXPLICITFORWARDPASS
@@ -31,11 +34,18 @@ using namespace sl;
 namespace {
 
 struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitForwardPass> {
+  using ExplicitForwardPassBase::ExplicitForwardPassBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    // `forward` is the function the step is written from: @forward, or the one entry= names.
+    auto forward = module.lookupSymbol<func::FuncOp>(entry);
     if (!forward || forward.isExternal()) {
-      module.emitError("sl-explicit-forward: no @forward function");
+      module.emitError("sl-explicit-forward: no @") << entry << " function";
+      return signalPassFailure();
+    }
+    if (isExplicitStep(forward)) {
+      forward.emitError("sl-explicit-forward: @") << entry << " is an explicit step already";
       return signalPassFailure();
     }
     if (module.lookupSymbol(kInferStepName)) {
@@ -43,23 +53,26 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
       return signalPassFailure();
     }
     if (!forward.getBody().hasOneBlock()) {
-      forward.emitError("sl-explicit-forward: @forward must have one block");
+      forward.emitError("sl-explicit-forward: @") << entry << " must have one block";
       return signalPassFailure();
     }
     Block &body = forward.getBody().front();
-    for (Type type : forward.getFunctionType().getInputs()) {
+    for (auto [index, type] : llvm::enumerate(forward.getFunctionType().getInputs())) {
       auto tensor = llvm::dyn_cast<RankedTensorType>(type);
       if (!tensor || !tensor.hasStaticShape()) {
-        forward.emitError("sl-explicit-forward: input of type ")
-            << type << " has no static shape; bind the shapes first (sl-bind-shapes)";
+        auto name = forward.getArgAttrOfType<StringAttr>(index, "sl.name");
+        forward.emitError("sl-explicit-forward: input '")
+            << (name ? name.str() : "arg" + std::to_string(index)) << "' of type " << type
+            << " has no static shape; bind the batch and sequence sizes first "
+               "(--sl-infer=\"batch=N seq=N\" or --sl-bind-shapes)";
         return signalPassFailure();
       }
     }
     // Calls and layers would need their callees inlined: this is for a model in one function.
     for (Operation &op : body.without_terminator())
       if (llvm::isa<LayerOp, func::CallOp>(op)) {
-        op.emitError("sl-explicit-forward: @forward calls stage functions; schedule stages with "
-                     "sl-schedule-subbatches");
+        op.emitError("sl-explicit-forward: @")
+            << entry << " calls stage functions; schedule stages with sl-schedule-subbatches";
         return signalPassFailure();
       }
 
@@ -67,8 +80,15 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
     builder.setInsertionPointAfter(forward);
     auto step = builder.create<func::FuncOp>(forward.getLoc(), kInferStepName,
                                              forward.getFunctionType());
+    // The step's inputs are named as sl-run's --input names them: by sl.name, else arg<N> (a
+    // stage function's parameters are inputs here, no longer marked sl.param).
     step.setAllArgAttrs(forward.getAllArgAttrs());
     step.setAllResultAttrs(forward.getAllResultAttrs());
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      step.removeArgAttr(i, "sl.param");
+      if (!step.getArgAttr(i, "sl.name"))
+        step.setArgAttr(i, "sl.name", builder.getStringAttr("arg" + llvm::Twine(i)));
+    }
     Block *entry = step.addEntryBlock();
     builder.setInsertionPointToStart(entry);
     Location loc = forward.getLoc();
@@ -134,7 +154,8 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
                                 int64_t(parameterBytes), /*predicted_device_bytes=*/{},
                                 /*predicted_host_bytes=*/{}, /*predicted_host_pool_bytes=*/{},
                                 /*predicted_step_seconds=*/{}, subBatchSize, /*world=*/{}));
-    forward.erase();
+    if (SymbolTable::symbolKnownUseEmpty(forward, module))
+      forward.erase();
   }
 };
 

@@ -4,6 +4,8 @@
 // RUN: sl-opt %t/dynamic.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/stages.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/twice.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/entry.mlir --sl-explicit-forward=entry=block | FileCheck %s --check-prefix=ENTRY
+// RUN: sl-opt %t/entry.mlir --sl-explicit-forward=entry=missing -verify-diagnostics -o /dev/null
 
 // A bound @forward becomes @infer_step: constants first (a device kernel reads a device copy),
 // one fetch of the parameters something computes with ("unused" is not fetched), the input
@@ -37,6 +39,21 @@
 // LOWERED: sl.add {{.*}}sl.offsets = array<i64: 256>, sl.record = 1 : i64, sl.stream = #sl.stream<compute>
 // LOWERED: sl.offload {{.*}}sl.stream = #sl.stream<d2h>, sl.wait = array<i64: 1>
 
+// entry=block: a stage function becomes the step. Its parameter argument is an input like the
+// others (no sl.param, nothing fetched), unnamed inputs are named arg<N> as sl-run's --input
+// names them, and @block stays: @forward still calls it.
+// ENTRY-LABEL: func.func private @block(
+// ENTRY-LABEL: func.func @infer_step(
+// ENTRY-SAME: %{{.+}}: tensor<2x4xf32> {sl.name = "arg0"}, %{{.+}}: tensor<4x4xf32> {sl.name = "arg1"})
+// ENTRY-SAME: attributes {sl.plan = #sl.plan<num_sub_batches = 1, parameter_bytes = 0, sub_batch_size = 2>}
+// ENTRY-NEXT: %[[X:.+]] = sl.prefetch %{{.+}} : tensor<2x4xf32>
+// ENTRY-NEXT: %[[W:.+]] = sl.prefetch %{{.+}} : tensor<4x4xf32>
+// ENTRY-NEXT: %[[Y:.+]] = sl.matmul %[[X]], %[[W]]
+// ENTRY-NEXT: %[[YH:.+]] = sl.offload %[[Y]] : tensor<2x4xf32>
+// ENTRY-NEXT: return %[[YH]]
+// ENTRY-NOT: sl.fetch_params
+// ENTRY-LABEL: func.func @forward(
+
 //--- model.mlir
 module {
   func.func @forward(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"}, tensor<4xf32> {sl.name = "c"}) {
@@ -51,7 +68,7 @@ module {
 
 //--- dynamic.mlir
 module {
-  // expected-error @+1 {{sl-explicit-forward: input of type 'tensor<?x4xf32>' has no static shape; bind the shapes first (sl-bind-shapes)}}
+  // expected-error @+1 {{sl-explicit-forward: input 'arg0' of type 'tensor<?x4xf32>' has no static shape; bind the batch and sequence sizes first (--sl-infer="batch=N seq=N" or --sl-bind-shapes)}}
   func.func @forward(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
     return %x : tensor<?x4xf32>
   }
@@ -77,5 +94,19 @@ module {
   }
   func.func @infer_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
     return %x : tensor<2x4xf32>
+  }
+}
+
+//--- entry.mlir
+// expected-error @+1 {{sl-explicit-forward: no @missing function}}
+module {
+  func.func private @block(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {sl.param}) -> tensor<2x4xf32> {
+    %y = sl.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %w = sl.param "w" : tensor<4x4xf32>
+    %h = sl.layer @block(%x) params(%w) {index = 0 : i64, stage = "block"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    return %h : tensor<2x4xf32>
   }
 }

@@ -6,14 +6,18 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
 #include "sl/Import/ONNXImporter.h"
 #include "sl/InitAll.h"
+#include "sl/Pipelines/Pipelines.h"
 #include "sl/Target/ScheduleEmitter.h"
 #include "slrt/atomic_file.h"
 #include "slrt/distinct_paths.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
@@ -49,8 +53,9 @@ llvm::cl::opt<EmitKind> emitKind(
 llvm::cl::opt<std::string> scheduleEntry(
     "schedule-entry",
     llvm::cl::desc("The function a schedule is written for (default: @generate, @train_step or "
-                   "@infer_step when there is one, else @forward); a stage or its backward function can be scheduled on "
-                   "its own, e.g. for gradient checks"),
+                   "@infer_step when there is one, else @forward); a function that is not a step, "
+                   "e.g. a stage or its backward function for gradient checks, is scheduled as "
+                   "one inference step (sl-explicit-forward entry=NAME)"),
     llvm::cl::init(""));
 
 constexpr const char *kOverview = R"(sl-opt: the SpeedLoader compiler
@@ -251,8 +256,19 @@ int main(int argc, char **argv) {
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)) ||
       mlir::failed(config.setupPassPipeline(pm)) || mlir::failed(pm.run(*module)))
     return EXIT_FAILURE;
+  // Every schedule is translated from an explicit step: a function that is not one (a bound
+  // @forward, or a stage that --schedule-entry names) becomes @infer_step first.
   sl::ScheduleEmitOptions emitOptions;
-  emitOptions.entryName = scheduleEntry;
+  emitOptions.entryName =
+      scheduleEntry.empty() ? sl::defaultScheduleEntry(*module) : std::string(scheduleEntry);
+  if (auto entry = module->lookupSymbol<mlir::func::FuncOp>(emitOptions.entryName);
+      entry && !entry.isExternal() && !sl::isExplicitStep(entry)) {
+    mlir::PassManager lowering(&context);
+    sl::buildEntryStepPipeline(lowering, emitOptions.entryName);
+    if (mlir::failed(lowering.run(*module)))
+      return EXIT_FAILURE;
+    emitOptions.entryName = sl::kInferStepName.str();
+  }
   return mlir::succeeded(sl::emitScheduleFile(*module, outputFilename, emitOptions)) ? EXIT_SUCCESS
                                                                         : EXIT_FAILURE;
 }

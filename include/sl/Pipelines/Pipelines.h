@@ -184,6 +184,12 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
 /// step (sl-explicit-forward: every parameter resident) with its streams, events and memory.
 void buildInferStepPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &options);
 
+/// A function that is not a step as one explicit inference step (sl-explicit-forward with
+/// entry=`entry`: its arguments the step's inputs, every parameter resident) with its streams,
+/// events and memory: what `sl-opt -o FILE.slsched` does with a bound @forward or the function
+/// --schedule-entry names, so that every schedule is emitted from an explicit step.
+void buildEntryStepPipeline(mlir::OpPassManager &pm, llvm::StringRef entry);
+
 void registerPipelines();
 
 } // namespace sl

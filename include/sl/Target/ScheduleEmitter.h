@@ -9,14 +9,18 @@
 namespace sl {
 
 struct ScheduleEmitOptions {
-  /// The function to emit; empty: @train_step if the module has one, else @forward.
+  /// The function to emit, an explicit step; empty: defaultScheduleEntry.
   std::string entryName;
   /// Recorded in the schedule for diagnostics (the pipeline that produced it).
   std::string producer = "sl-opt";
 };
 
-/// Lowers the static-shaped entry function of `module` to a schedule (ir/schedule/schedule.proto)
-/// and writes it to `path` atomically: the file appears complete or not at all. Parameters keep
+/// @generate, @train_step or @infer_step, whichever `module` has, else "forward".
+std::string defaultScheduleEntry(mlir::ModuleOp module);
+
+/// Translates the explicit step `options.entryName` of `module` (a function that is not a step is
+/// refused: buildEntryStepPipeline makes one) to a schedule (ir/schedule/schedule.proto) and
+/// writes it to `path` atomically: the file appears complete or not at all. Parameters keep
 /// pointing at their model files; a file beside the schedule is recorded by its name alone so the
 /// pair can be moved together. Reports errors through the context's diagnostic handler.
 mlir::LogicalResult emitScheduleFile(mlir::ModuleOp module, llvm::StringRef path,
