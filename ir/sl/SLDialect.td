@@ -41,20 +41,39 @@ class SL_Op<string mnemonic, list<Trait> traits = [], list<string> kernelRole = 
     : Op<SL_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<SL_KernelOpInterface, kernelRole>])>;
 
-// An op whose result type follows from its operands by a shape rule. A result written with `?`
-// where the rule knows the size (or the other way round) is accepted: both describe the same
-// run-time tensor.
+// An op whose result type follows from its operands by a shape rule, written as
+// `Op::inferReturnTypes(context, location, adaptor, types)` (MLIR's InferTypeOpAdaptor idiom). The
+// interface's inferReturnTypes around it checks that what the rule inferred fits in memory
+// (checkInferredSizes). A result written with `?` where the rule knows the size (or the other way
+// round) is accepted: both describe the same run-time tensor.
+def SL_InferTypeOpAdaptor : TraitList<[
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    NativeOpTrait<"InferTypeOpAdaptor", [], [{
+        static ::llvm::LogicalResult
+        inferReturnTypes(::mlir::MLIRContext *context, std::optional<::mlir::Location> location,
+                         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types);
+        static bool isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual);
+      }], [{
+        ::llvm::LogicalResult $cppClass::inferReturnTypes(
+            ::mlir::MLIRContext *context, std::optional<::mlir::Location> location,
+            ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+            ::mlir::OpaqueProperties properties, ::mlir::RegionRange regions,
+            ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+          size_t first = types.size();
+          $cppClass::Adaptor adaptor(operands, attributes, properties, regions);
+          if (::mlir::failed($cppClass::inferReturnTypes(context, location, adaptor, types)))
+            return ::mlir::failure();
+          return ::sl::checkInferredSizes(location, getOperationName(),
+                                          ::llvm::ArrayRef<::mlir::Type>(types).drop_front(first));
+        }
+        bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                                ::mlir::TypeRange actual) {
+          return ::sl::compatibleReturnTypes(inferred, actual);
+        }
+      }]>
+  ]>;
+
 class SL_InferredOp<string mnemonic, list<Trait> traits = [], list<string> kernelRole = []>
-    : SL_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<InferTypeOpInterface>]),
-            kernelRole> {
-  let extraClassDeclaration = [{
-    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual);
-  }];
-  let extraClassDefinition = [{
-    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual) {
-      return ::sl::compatibleReturnTypes(inferred, actual);
-    }
-  }];
-}
+    : SL_Op<mnemonic, !listconcat(traits, [SL_InferTypeOpAdaptor]), kernelRole>;
 
 #endif // SL_DIALECT_TD

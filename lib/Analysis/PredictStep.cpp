@@ -17,18 +17,6 @@ using namespace mlir;
 
 namespace sl {
 
-llvm::StringRef stringifyScheduleMode(ScheduleMode mode) {
-  return mode == ScheduleMode::SpeedLoader ? "speedloader" : "canonical";
-}
-
-std::optional<ScheduleMode> parseScheduleMode(llvm::StringRef text) {
-  if (text == "speedloader")
-    return ScheduleMode::SpeedLoader;
-  if (text == "canonical")
-    return ScheduleMode::Canonical;
-  return std::nullopt;
-}
-
 namespace {
 
 /// The stages whose parameters are on the device together: the prologue, K consecutive blocks,
@@ -156,7 +144,7 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
   // Traffic and compute per phase. Both modes offload every group's outputs and input gradients
   // per sub-batch and prefetch them back; SpeedLoader fetches each group's parameters once per
   // pass over all the sub-batches, canonical once per sub-batch.
-  bool speedloader = config.mode == ScheduleMode::SpeedLoader;
+  bool speedloader = config.mode == PlanMode::speedloader;
   double fetches = speedloader ? 1 : n;
   SmallVector<Phase> phases;
   for (auto [kind, g] : order) {

@@ -501,8 +501,8 @@ LogicalResult CrossEntropyOp::verify() {
 // Every result type a rule infers is checked to fit in memory at all (fewer than 2^63 bytes):
 // a shape built from a model's numbers ([3, 2^62] for ConstantOfShape) would otherwise wrap
 // every later element count and byte size (getNumElements, the fold limit, the memory plan).
-static LogicalResult checkResultSizes(std::optional<Location> loc, llvm::StringRef op,
-                               ArrayRef<Type> types) {
+LogicalResult checkInferredSizes(std::optional<Location> loc, llvm::StringRef op,
+                                 ArrayRef<Type> types) {
   for (Type type : types) {
     auto ranked = llvm::dyn_cast<RankedTensorType>(type);
     if (!ranked || !ranked.getElementType().isIntOrFloat())
@@ -515,80 +515,80 @@ static LogicalResult checkResultSizes(std::optional<Location> loc, llvm::StringR
   return success();
 }
 
-// The rule of Op is written as the body of a static function of a helper struct whose Adaptor is
-// Op's; Op::inferReturnTypes runs it and checks the sizes of what it inferred.
-#define SL_INFER(Op)                                                                               \
-  namespace {                                                                                      \
-  struct Op##Rule {                                                                                \
-    using Adaptor = Op::Adaptor;                                                                   \
-    static LogicalResult infer(MLIRContext *context, std::optional<Location> loc,                 \
-                               ValueRange operands, DictionaryAttr attributes,                     \
-                               OpaqueProperties properties, RegionRange regions,                   \
-                               SmallVectorImpl<Type> &types);                                      \
-  };                                                                                               \
-  }                                                                                                \
-  LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,          \
-                                     ValueRange operands, DictionaryAttr attributes,              \
-                                     OpaqueProperties properties, RegionRange regions,            \
-                                     SmallVectorImpl<Type> &types) {                              \
-    size_t first = types.size();                                                                   \
-    if (failed(Op##Rule::infer(context, loc, operands, attributes, properties, regions, types)))   \
-      return failure();                                                                            \
-    return checkResultSizes(loc, Op::getOperationName(), ArrayRef<Type>(types).drop_front(first)); \
-  }                                                                                                \
-  LogicalResult Op##Rule::infer(MLIRContext *context, std::optional<Location> loc,                \
-                                ValueRange operands, DictionaryAttr attributes,                    \
-                                OpaqueProperties properties, RegionRange regions,                  \
-                                SmallVectorImpl<Type> &types)
-
-SL_INFER(MatmulOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+// Each rule is Op::inferReturnTypes with Op's adaptor (SL_InferTypeOpAdaptor, SLDialect.td);
+// the generated inferReturnTypes around it checks the sizes of what it inferred.
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return pushInferred(inferMatmulType(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType(),
                                       adaptor.getTransA(), adaptor.getTransB()),
                       types);
 }
 
-SL_INFER(GemmOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Type cType = adaptor.getC() ? adaptor.getC().getType() : Type();
   return pushInferred(inferGemmType(loc, adaptor.getA().getType(), adaptor.getB().getType(), cType,
                                     adaptor.getTransA(), adaptor.getTransB()),
                       types);
 }
 
-SL_INFER(TransposeOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return pushInferred(inferTransposeType(loc, adaptor.getInput().getType(), adaptor.getPerm()),
                       types);
 }
 
-#define SL_INFER_BROADCAST(Op, name)                                                               \
-  SL_INFER(Op) {                                                                                   \
-    Adaptor adaptor(operands, attributes, properties, regions);                                    \
-    return pushInferred(                                                                           \
-        inferBroadcastType(loc, name, adaptor.getLhs().getType(), adaptor.getRhs().getType()),     \
-        types);                                                                                    \
-  }
-SL_INFER_BROADCAST(AddOp, "sl.add")
-SL_INFER_BROADCAST(SubOp, "sl.sub")
-SL_INFER_BROADCAST(MulOp, "sl.mul")
-SL_INFER_BROADCAST(DivOp, "sl.div")
-SL_INFER_BROADCAST(PowOp, "sl.pow")
+static LogicalResult inferBroadcastOp(std::optional<Location> loc, llvm::StringRef name, Value lhs,
+                                      Value rhs, SmallVectorImpl<Type> &types) {
+  return pushInferred(inferBroadcastType(loc, name, lhs.getType(), rhs.getType()), types);
+}
 
-#define SL_INFER_COMPARISON(Op, name)                                                              \
-  SL_INFER(Op) {                                                                                   \
-    Adaptor adaptor(operands, attributes, properties, regions);                                    \
-    auto type =                                                                                    \
-        inferBroadcastType(loc, name, adaptor.getLhs().getType(), adaptor.getRhs().getType());     \
-    if (failed(type))                                                                              \
-      return failure();                                                                            \
-    return pushType(types, type->getShape(), IntegerType::get(context, 1));                        \
-  }
-SL_INFER_COMPARISON(EqualOp, "sl.equal")
-SL_INFER_COMPARISON(LessOp, "sl.less")
+static LogicalResult inferComparisonOp(MLIRContext *context, std::optional<Location> loc,
+                                       llvm::StringRef name, Value lhs, Value rhs,
+                                       SmallVectorImpl<Type> &types) {
+  auto type = inferBroadcastType(loc, name, lhs.getType(), rhs.getType());
+  if (failed(type))
+    return failure();
+  return pushType(types, type->getShape(), IntegerType::get(context, 1));
+}
 
-SL_INFER(WhereOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult AddOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcastOp(loc, "sl.add", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult SubOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcastOp(loc, "sl.sub", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult MulOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcastOp(loc, "sl.mul", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult DivOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcastOp(loc, "sl.div", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult PowOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcastOp(loc, "sl.pow", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult EqualOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferComparisonOp(context, loc, "sl.equal", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult LessOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferComparisonOp(context, loc, "sl.less", adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto x = rankedType(adaptor.getX()), y = rankedType(adaptor.getY());
   auto c = rankedType(adaptor.getCondition());
   if (x.getElementType() != y.getElementType())
@@ -603,13 +603,13 @@ SL_INFER(WhereOp) {
   return pushType(types, *shape, x.getElementType());
 }
 
-SL_INFER(CastOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult CastOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return pushType(types, rankedType(adaptor.getInput()).getShape(), adaptor.getTo());
 }
 
-SL_INFER(ShapeOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   int64_t rank = rankedType(adaptor.getInput()).getRank();
   // ONNX clamps start and end into [0, rank] after adding rank to negative values.
   auto clampIndex = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t(0), rank); };
@@ -618,8 +618,8 @@ SL_INFER(ShapeOp) {
   return pushType(types, {std::max<int64_t>(end - start, 0)}, IntegerType::get(context, 64));
 }
 
-SL_INFER(GatherOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   auto indices = rankedType(adaptor.getIndices());
   if (data.getRank() == 0)
@@ -633,8 +633,8 @@ SL_INFER(GatherOp) {
   return pushType(types, shape, data.getElementType());
 }
 
-SL_INFER(ReshapeOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   auto shapeType = rankedType(adaptor.getShape());
   if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
@@ -693,8 +693,8 @@ SL_INFER(ReshapeOp) {
   return pushType(types, shape, input.getElementType());
 }
 
-SL_INFER(ConcatOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "sl.concat: needs at least one input");
   auto first = rankedType(adaptor.getInputs().front());
@@ -745,8 +745,8 @@ std::pair<int64_t, int64_t> sliceBounds(int64_t dim, int64_t start, int64_t end,
   return {start, count};
 }
 
-SL_INFER(SliceOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   int64_t rank = data.getRank();
   auto starts = constantInts(adaptor.getStarts()), ends = constantInts(adaptor.getEnds());
@@ -789,8 +789,8 @@ SL_INFER(SliceOp) {
   return pushType(types, shape, data.getElementType());
 }
 
-SL_INFER(ExpandOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   auto shapeType = rankedType(adaptor.getShape());
   if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
@@ -807,8 +807,8 @@ SL_INFER(ExpandOp) {
   return pushType(types, *shape, input.getElementType());
 }
 
-SL_INFER(TriluOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult TriluOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   if (input.getRank() < 2)
     return emitOptionalError(loc, "sl.trilu: input must have rank >= 2, got ", quoted(input));
@@ -818,8 +818,8 @@ SL_INFER(TriluOp) {
   return success();
 }
 
-SL_INFER(TileOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult TileOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   auto repeatsType = rankedType(adaptor.getRepeats());
   if (repeatsType.getRank() != 1 || repeatsType.getDimSize(0) != input.getRank())
@@ -837,8 +837,8 @@ SL_INFER(TileOp) {
   return pushType(types, shape, input.getElementType());
 }
 
-SL_INFER(GatherElementsOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   auto indices = rankedType(adaptor.getIndices());
   if (data.getRank() == 0 || indices.getRank() != data.getRank())
@@ -851,8 +851,8 @@ SL_INFER(GatherElementsOp) {
   return pushType(types, indices.getShape(), data.getElementType());
 }
 
-SL_INFER(ScatterNDOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   auto indices = rankedType(adaptor.getIndices());
   auto updates = rankedType(adaptor.getUpdates());
@@ -886,8 +886,8 @@ SL_INFER(ScatterNDOp) {
   return success();
 }
 
-SL_INFER(CumSumOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult CumSumOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   if (rankedType(adaptor.getAxis()).getNumElements() > 1)
     return emitOptionalError(loc, "sl.cumsum: axis must be a single value");
@@ -903,8 +903,8 @@ SL_INFER(CumSumOp) {
   return success();
 }
 
-SL_INFER(ConstantOfShapeOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto value = llvm::cast<ElementsAttr>(adaptor.getValue());
   if (value.getNumElements() != 1)
     return emitOptionalError(loc, "sl.constant_of_shape: value must have one element");
@@ -922,8 +922,8 @@ SL_INFER(ConstantOfShapeOp) {
   return pushType(types, SmallVector<int64_t>(shapeType.getDimSize(0), kDynamic), element);
 }
 
-SL_INFER(RangeOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult RangeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto type = rankedType(adaptor.getStart());
   for (Value v : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()})
     if (rankedType(v).getNumElements() != 1 || rankedType(v).getElementType() != type.getElementType())
@@ -1015,40 +1015,40 @@ static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op
   return pushType(types, shape, input.getElementType());
 }
 
-SL_INFER(ReduceMeanOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferReduce(loc, "sl.reduce_mean", adaptor.getInput(), adaptor.getAxes(),
                      adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
 }
 
-SL_INFER(ReduceSumOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferReduce(loc, "sl.reduce_sum", adaptor.getInput(), adaptor.getAxes(),
                      adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
 }
 
 // The normalisations and the rotary embedding keep their input's type; attention's result is
 // [B, Hq, S, Dv]. Their verifiers check the rest.
-SL_INFER(LayerNormOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getInput().getType());
   return success();
 }
 
-SL_INFER(RmsNormOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getInput().getType());
   return success();
 }
 
-SL_INFER(RotaryOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult RotaryOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getInput().getType());
   return success();
 }
 
-SL_INFER(AttentionOp) {
-  Adaptor adaptor(operands, attributes, properties, regions);
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto q = rankedType(adaptor.getQ()), v = rankedType(adaptor.getV());
   if (q.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "sl.attention: q, k and v must have rank 4, got ", quoted(q),

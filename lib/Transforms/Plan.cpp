@@ -107,7 +107,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     // Errors name the module, not print it: the whole model would follow the message.
     auto emitError = [&] { return mlir::emitError(module.getLoc()); };
 
-    std::optional<sl::ScheduleMode> scheduleMode = sl::parseScheduleMode(mode);
+    std::optional<sl::PlanMode> scheduleMode = sl::symbolizePlanMode(mode);
     if (!scheduleMode) {
       emitError() << "sl-plan: mode must be speedloader or canonical, not '" << mode << "'";
       return signalPassFailure();
@@ -174,7 +174,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     SmallVector<sl::StepFootprint> perProbe;
   };
 
-  Scheduled *schedule(sl::ScheduleMode mode, int64_t liveBlocks, int64_t count) {
+  Scheduled *schedule(sl::PlanMode mode, int64_t liveBlocks, int64_t count) {
     auto key = std::make_tuple(int(mode), liveBlocks, count);
     if (auto it = state->scheduled.find(key); it != state->scheduled.end())
       return it->second.get();
@@ -185,7 +185,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
       // The configuration goes to step-pipeline's sl-schedule-subbatches as the copy's plan.
       (*copy)->setAttr(sl::kPlanAttr,
                        sl::PlanAttr::get(&getContext(), /*boundary_activation_bytes=*/{},
-                                         liveBlocks, planMode(mode), count,
+                                         liveBlocks, mode, count,
                                          /*parameter_bytes=*/{}, /*predicted_device_bytes=*/{},
                                          /*predicted_host_bytes=*/{},
                                          /*predicted_host_pool_bytes=*/{},
@@ -202,7 +202,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
       if (!step) {
         if (!state->schedulingFailed)
           mlir::emitError(getOperation().getLoc(), "sl-plan: scheduling a copy of the model (")
-              << sl::stringifyScheduleMode(mode) << ", " << count
+              << sl::stringifyPlanMode(mode) << ", " << count
               << " sub-batches, live-blocks=" << liveBlocks
               << ") to predict its memory failed (see the errors above)";
         state->schedulingFailed = true;
@@ -338,7 +338,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     double above = step.hostPoolBytes - step.hostInputBytes;
     double fragmentation = above - step.hostLivePeak;
     double live = step.hostLivePeak;
-    if (config.mode == sl::ScheduleMode::SpeedLoader)
+    if (config.mode == sl::PlanMode::speedloader)
       live = step.hostLiveLines.at(n);
     double bound = std::max(above, std::ceil(live) + fragmentation + step.hostLargestSlot);
     return inputBytes(costs, b, n) +
@@ -419,16 +419,11 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     auto bytes = [](double value) { return int64_t(std::ceil(value)); };
     return sl::PlanAttr::get(
         &getContext(), bytes(prediction.boundaryActivationBytes), config.liveBlocks,
-        planMode(config.mode), config.numSubBatches, costs.parameterBytes,
+        config.mode, config.numSubBatches, costs.parameterBytes,
         bytes(prediction.deviceBytes), bytes(prediction.hostBytes), bytes(prediction.hostPoolBytes),
         llvm::APFloat(prediction.stepSeconds), config.subBatchSize,
         // Absent for one rank; sl-shard-parameters shards the step over `world` ranks.
         config.world > 1 ? std::optional<int64_t>(config.world) : std::nullopt);
-  }
-
-  static sl::PlanMode planMode(sl::ScheduleMode mode) {
-    return mode == sl::ScheduleMode::SpeedLoader ? sl::PlanMode::speedloader
-                                                 : sl::PlanMode::canonical;
   }
 
   static void printReport(llvm::raw_ostream &os, const sl::ModelCosts &costs,
@@ -441,7 +436,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     };
     int64_t b = config.subBatchSize;
     os << "sl-plan: " << (costs.forwardOnly ? "inference, " : "")
-       << sl::stringifyScheduleMode(config.mode) << ", " << config.numSubBatches
+       << sl::stringifyPlanMode(config.mode) << ", " << config.numSubBatches
        << " sub-batches of " << b << " (batch " << b * config.numSubBatches << "), live-blocks "
        << config.liveBlocks << ", world " << config.world << "\n";
     os << "  machine " << machine.profile << "\n";
@@ -488,12 +483,12 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
       os << llvm::formatv("  {0,-62}{1}\n", "optimizer state (fp32 master weights, 2 moments)",
                           bytes(prediction.optimizerStateBytes));
     os << "bytes moved per step:\n";
-    for (sl::ScheduleMode mode : {sl::ScheduleMode::SpeedLoader, sl::ScheduleMode::Canonical}) {
+    for (sl::PlanMode mode : {sl::PlanMode::speedloader, sl::PlanMode::canonical}) {
       sl::PlanConfig other = config;
       other.mode = mode;
       sl::Prediction moved = sl::predict(costs, other, machine, memory);
       os << llvm::formatv("  {0,-12} host->device {1}, device->host {2}\n",
-                          sl::stringifyScheduleMode(mode), bytes(moved.hostToDeviceBytes),
+                          sl::stringifyPlanMode(mode), bytes(moved.hostToDeviceBytes),
                           bytes(moved.deviceToHostBytes));
     }
     os << llvm::formatv("step time:                  {0:e4} s predicted ({1:e4} s of compute",

@@ -55,8 +55,6 @@ using namespace mlir;
 namespace sl {
 namespace {
 
-enum class Mode { SpeedLoader, Canonical };
-
 struct Stage {
   LayerOp layer;
   func::FuncOp body, backward;
@@ -97,7 +95,7 @@ RankedTensorType accumulationType(Type type) {
 
 class StepBuilder {
 public:
-  StepBuilder(ModuleOp module, func::FuncOp forward, Mode mode, int64_t numSubBatches,
+  StepBuilder(ModuleOp module, func::FuncOp forward, PlanMode mode, int64_t numSubBatches,
               int64_t liveBlocks, int64_t world, bool forwardOnly)
       : module(module), forward(forward), mode(mode), n(numSubBatches), k(liveBlocks),
         world(world), forwardOnly(forwardOnly), builder(module.getContext()) {}
@@ -148,7 +146,7 @@ private:
 
   ModuleOp module;
   func::FuncOp forward, step;
-  Mode mode;
+  PlanMode mode;
   int64_t n, k, world;
   bool forwardOnly;
   OpBuilder builder;
@@ -327,7 +325,7 @@ SmallVector<GroupPass> StepBuilder::passOrder() const {
     for (unsigned g = last + 1; g-- > 0;)
       passes.push_back({g, true, SmallVector<int64_t>(subBatches)});
   };
-  if (mode == Mode::SpeedLoader)
+  if (mode == PlanMode::speedloader)
     oneStep(all);
   else
     for (int64_t j : all)
@@ -580,7 +578,7 @@ void StepBuilder::emitBackwardPass(const GroupPass &pass, const IRMapping &param
     total = total ? builder.create<AccumulateOp>(named("accumulate gradient of " + name), total,
                                                  host)
                   : host;
-    if (mode == Mode::SpeedLoader && --groupsLeft[p] == 0)
+    if (mode == PlanMode::speedloader && --groupsLeft[p] == 0)
       finished.push_back(p);
   }
   if (!finished.empty())
@@ -653,7 +651,7 @@ PlanAttr StepBuilder::planAttribute() {
   };
   return PlanAttr::get(
       module.getContext(), int64_t(boundaryBytes), k,
-      mode == Mode::SpeedLoader ? PlanMode::speedloader : PlanMode::canonical, n,
+      mode, n,
       int64_t(parameterBytes), predicted(&PlanAttr::getPredictedDeviceBytes),
       predicted(&PlanAttr::getPredictedHostBytes), predicted(&PlanAttr::getPredictedHostPoolBytes),
       planned ? planned.getPredictedStepSeconds() : std::nullopt, subBatchSize,
@@ -702,7 +700,7 @@ LogicalResult StepBuilder::build() {
     step->setAttr(kPlanAttr, planAttribute());
     return success();
   }
-  if (mode == Mode::Canonical) {
+  if (mode == PlanMode::canonical) {
     // Every group's gradients are final only after the last sub-batch.
     for (unsigned g = groups.size(); g-- > 0;) {
       SmallVector<Value> finished;
@@ -766,14 +764,13 @@ struct ScheduleSubBatchesPass
     int64_t n = numSubBatches > 0 ? int64_t(numSubBatches) : plannedOr(&PlanAttr::getNumSubBatches);
     int64_t k = liveBlocks > 0 ? int64_t(liveBlocks) : plannedOr(&PlanAttr::getLiveBlocks);
     int64_t w = world > 0 ? int64_t(world) : plannedOr(&PlanAttr::getWorld);
-    std::string modeName = mode;
-    if (modeName.empty() && planned && planned.getMode())
-      modeName = stringifyPlanMode(*planned.getMode()).str();
-    if (modeName.empty())
-      modeName = "speedloader";
-    if (modeName != "speedloader" && modeName != "canonical") {
+    // The option, else the plan's mode, else speedloader.
+    std::optional<PlanMode> planMode =
+        !mode.empty() ? symbolizePlanMode(mode)
+                      : (planned && planned.getMode() ? planned.getMode() : PlanMode::speedloader);
+    if (!planMode) {
       module.emitError("sl-schedule-subbatches: mode must be 'speedloader' or 'canonical', got '")
-          << modeName << "'";
+          << mode << "'";
       return signalPassFailure();
     }
     if (n < 1 || k < 1 || w < 1) {
@@ -791,9 +788,7 @@ struct ScheduleSubBatchesPass
           << first.getDimSize(0) << "; give a batch that splits into equal sub-batches";
       return signalPassFailure();
     }
-    StepBuilder builder(module, forward,
-                        modeName == "speedloader" ? Mode::SpeedLoader : Mode::Canonical, n, k, w,
-                        forwardOnly);
+    StepBuilder builder(module, forward, *planMode, n, k, w, forwardOnly);
     if (failed(builder.build()))
       signalPassFailure();
   }

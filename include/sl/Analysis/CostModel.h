@@ -11,6 +11,8 @@
 #ifndef SL_ANALYSIS_COSTMODEL_H
 #define SL_ANALYSIS_COSTMODEL_H
 
+#include "sl/Dialect/SLDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 
@@ -114,13 +116,9 @@ mlir::FailureOr<ModelCosts> analyseBoundModule(mlir::ModuleOp module, bool forwa
 mlir::FailureOr<ModelCosts> fitModules(mlir::ModuleOp atB1, int64_t b1, mlir::ModuleOp atB2,
                                        int64_t b2, bool forwardOnly = false);
 
-enum class ScheduleMode { SpeedLoader, Canonical };
-
-llvm::StringRef stringifyScheduleMode(ScheduleMode mode);
-std::optional<ScheduleMode> parseScheduleMode(llvm::StringRef text);
-
 struct PlanConfig {
-  ScheduleMode mode = ScheduleMode::SpeedLoader;
+  /// The order the step runs its sub-batches and blocks in (the plan's mode, SLAttrs.td).
+  PlanMode mode = PlanMode::speedloader;
   int64_t subBatchSize = 1;
   int64_t numSubBatches = 1;
   int64_t liveBlocks = 1;
@@ -230,7 +228,7 @@ Prediction predict(const ModelCosts &costs, const PlanConfig &config, const Mach
 
 /// What the user fixed (0: choose it) and the budgets (none: unlimited).
 struct PlanRequest {
-  ScheduleMode mode = ScheduleMode::SpeedLoader;
+  PlanMode mode = PlanMode::speedloader;
   int64_t batch = 0;
   int64_t subBatchSize = 0;
   int64_t numSubBatches = 0;

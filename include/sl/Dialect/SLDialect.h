@@ -22,6 +22,11 @@ namespace sl {
 /// a `?` where inference knows the size (or the other way round) describes the same tensor.
 bool compatibleReturnTypes(mlir::TypeRange inferred, mlir::TypeRange actual);
 
+/// Checks that every tensor type a shape rule inferred fits in memory at all (fewer than 2^63
+/// bytes); `op` names the op in the error.
+llvm::LogicalResult checkInferredSizes(std::optional<mlir::Location> loc, llvm::StringRef op,
+                                       llvm::ArrayRef<mlir::Type> types);
+
 /// Where a sharded group's parameters lie in its flattened vector (sl.param_shard): each starts at
 /// a multiple of kShardElementAlignment elements (16 bytes of f32, so every parameter view of the
 /// gathered vector is vector-aligned), and the vector is padded with zeros to a multiple of
