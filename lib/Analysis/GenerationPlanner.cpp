@@ -97,11 +97,11 @@ chooseGeneration(const GenerationRequest &request, GenerationMeasureFn measure,
     return numSubBatches > 0 ? numSubBatches : 1;
   };
 
-  std::optional<GenerationFootprint> smallest;
+  std::optional<GenerationMemory> smallest;
   bool chosen = false;
   for (int64_t size : sizes) {
     for (GenerationResidence keep : choices) {
-      FailureOr<GenerationFootprint> f = measure(size, countFor(size), keep);
+      FailureOr<GenerationMemory> f = measure(size, countFor(size), keep);
       if (failed(f))
         return emitError() << "sl-split-generation: compiling a copy of the step at sub-batch "
                               "size "
@@ -133,7 +133,7 @@ chooseGeneration(const GenerationRequest &request, GenerationMeasureFn measure,
   count = countFor(b);
   if (hostLimited && batch <= 0 && numSubBatches <= 0) {
     // The pool grows linearly with the sub-batches (KV caches, activations): the most that fit.
-    FailureOr<GenerationFootprint> two = measure(b, 2, plan.residence);
+    FailureOr<GenerationMemory> two = measure(b, 2, plan.residence);
     if (failed(two))
       return failure();
     double perSubBatch = double(two->host) - double(plan.predicted.host);
@@ -141,7 +141,7 @@ chooseGeneration(const GenerationRequest &request, GenerationMeasureFn measure,
       count = std::max<int64_t>(1, 1 + int64_t((host - double(plan.predicted.host)) / perSubBatch));
     count = std::min<int64_t>(count, 4096);
     for (;;) {
-      FailureOr<GenerationFootprint> f = measure(b, count, plan.residence);
+      FailureOr<GenerationMemory> f = measure(b, count, plan.residence);
       if (failed(f))
         return failure();
       plan.predicted = *f;

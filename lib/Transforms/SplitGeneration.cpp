@@ -70,8 +70,8 @@ private:
   FailureOr<OwningOpRef<ModuleOp>> compile(int64_t batch, int64_t seq);
   /// The arena and pool of the whole generation step at sub-batch size b, N sub-batches, compiled
   /// by step-pipeline.
-  FailureOr<sl::GenerationFootprint> measure(int64_t b, int64_t count,
-                                             sl::GenerationResidence residence);
+  FailureOr<sl::GenerationMemory> measure(int64_t b, int64_t count,
+                                          sl::GenerationResidence residence);
   /// A copy of the module in which @forward has become the prefill and decode functions at
   /// sub-batch size b, its sl.generation holding the shapes; compiled once per b (planning
   /// measures several counts and residences at each size, and the tables copy once in all).
@@ -79,7 +79,7 @@ private:
   /// Completes sl.generation on a split module with the sub-batch count, what stays on the
   /// device and the predicted memory.
   static void setPlan(ModuleOp split, int64_t count, sl::GenerationResidence residence,
-                      sl::GenerationFootprint predicted);
+                      sl::GenerationMemory predicted);
   /// splitAt's compiled copies for one run of the pass; a copy of the pass starts empty.
   struct SplitCache {
     SplitCache() = default;
@@ -102,13 +102,13 @@ FailureOr<OwningOpRef<ModuleOp>> SplitGenerationPass::compile(int64_t batch, int
   return copy;
 }
 
-FailureOr<sl::GenerationFootprint>
-SplitGenerationPass::measure(int64_t b, int64_t count, sl::GenerationResidence residence) {
+FailureOr<sl::GenerationMemory> SplitGenerationPass::measure(int64_t b, int64_t count,
+                                                             sl::GenerationResidence residence) {
   FailureOr<ModuleOp> split = splitAt(b);
   if (failed(split))
     return failure();
   OwningOpRef<ModuleOp> copy = split->clone();
-  setPlan(*copy, count, residence, sl::GenerationFootprint{});
+  setPlan(*copy, count, residence, sl::GenerationMemory{});
   if (failed(runOnCopy(kSteps, *copy)))
     return failure();
   auto step = (*copy).lookupSymbol<func::FuncOp>(sl::kGenerateStepName);
@@ -122,7 +122,7 @@ SplitGenerationPass::measure(int64_t b, int64_t count, sl::GenerationResidence r
     return mlir::emitError(getOperation().getLoc(), "sl-split-generation: step-pipeline='")
            << stepPipeline << "' did not lay out @" << sl::kGenerateStepName
            << " (it needs sl-assign-streams and sl-allocate)";
-  return sl::GenerationFootprint{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
+  return sl::GenerationMemory{uint64_t(arena.getInt()), uint64_t(pool.getInt())};
 }
 
 void SplitGenerationPass::runOnOperation() {
@@ -240,9 +240,8 @@ FailureOr<ModuleOp> SplitGenerationPass::splitAt(int64_t b) {
   return result;
 }
 
-void SplitGenerationPass::setPlan(ModuleOp split, int64_t count,
-                                  sl::GenerationResidence residence,
-                                  sl::GenerationFootprint predicted) {
+void SplitGenerationPass::setPlan(ModuleOp split, int64_t count, sl::GenerationResidence residence,
+                                  sl::GenerationMemory predicted) {
   auto sizes = split->getAttrOfType<sl::GenerationPlanAttr>(sl::kGenerationAttr);
   split->setAttr(sl::kGenerationAttr,
                  sl::GenerationPlanAttr::get(

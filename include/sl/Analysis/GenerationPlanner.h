@@ -29,7 +29,7 @@ struct GenerationResidence {
 };
 
 /// The device arena and the host pool of a generation step, as sl-allocate lays it out.
-struct GenerationFootprint {
+struct GenerationMemory {
   uint64_t device = 0;
   uint64_t host = 0;
 };
@@ -52,13 +52,13 @@ struct GenerationPlan {
   int64_t subBatchSize = 1;
   int64_t numSubBatches = 1;
   GenerationResidence residence;
-  /// The step's footprint, measured when a budget planned it (else 0).
-  GenerationFootprint predicted;
+  /// The step's arena and pool, measured when a budget planned it (else 0).
+  GenerationMemory predicted;
 };
 
 /// Compiles and lays out the step of `numSubBatches` sub-batches of `subBatchSize` with the
 /// weights and caches where `residence` says.
-using GenerationMeasureFn = llvm::function_ref<mlir::FailureOr<GenerationFootprint>(
+using GenerationMeasureFn = llvm::function_ref<mlir::FailureOr<GenerationMemory>(
     int64_t subBatchSize, int64_t numSubBatches, GenerationResidence residence)>;
 
 /// Chooses the plan. b and N come from batch, sub-batch-size and num-sub-batches (any two, or one
