@@ -63,8 +63,6 @@ uint64_t storageBytes(Type type) {
   return static_cast<uint64_t>(tensor.getNumElements()) * elementBytes;
 }
 
-bool isExplicitStep(Operation *func) { return func->hasAttr(kPlanAttr); }
-
 std::optional<uint64_t> allocatedOffset(Value value) {
   if (auto arg = llvm::dyn_cast<BlockArgument>(value)) {
     auto func = llvm::dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());

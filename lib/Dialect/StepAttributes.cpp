@@ -184,6 +184,8 @@ LogicalResult BindShapesAttr::verify(llvm::function_ref<InFlightDiagnostic()> em
   return check.result();
 }
 
+bool isExplicitStep(mlir::Operation *func) { return func->hasAttr(kPlanAttr); }
+
 } // namespace sl
 
 LogicalResult sl::SLDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {

@@ -1,8 +1,8 @@
 //===- AssignStreams.cpp - sl-assign-streams: a stream for every kernel of an explicit step -----===//
 
 #include "sl/Dialect/KernelOps.h"
-#include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
+#include "sl/Dialect/StepAttributes.h"
 #include "sl/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

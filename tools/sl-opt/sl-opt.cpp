@@ -6,7 +6,6 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
-#include "sl/Dialect/MemorySpaces.h"
 #include "sl/Dialect/SLDialect.h"
 #include "sl/Dialect/StepAttributes.h"
 #include "sl/Import/ONNXImporter.h"

@@ -40,9 +40,6 @@ bool hasStorage(mlir::Value value);
 /// Bytes of a static tensor as the runtime stores it (a bool takes one byte).
 uint64_t storageBytes(mlir::Type type);
 
-/// Whether `func` is a step written by sl-schedule-subbatches.
-bool isExplicitStep(mlir::Operation *func);
-
 /// The byte offset sl-allocate gave `value` in its memory space, if it has one.
 std::optional<uint64_t> allocatedOffset(mlir::Value value);
 

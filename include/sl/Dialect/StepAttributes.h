@@ -48,6 +48,10 @@ inline constexpr llvm::StringLiteral kTrainStepName = "train_step";
 inline constexpr llvm::StringLiteral kInferStepName = "infer_step";
 inline constexpr llvm::StringLiteral kGenerateStepName = "generate";
 
+/// Whether `func` is an explicit step (sl-schedule-subbatches, sl-explicit-forward or
+/// sl-schedule-generation wrote it): a function with an sl.plan.
+bool isExplicitStep(mlir::Operation *func);
+
 /// The check behind SLDialect::verifyOperationAttribute.
 mlir::LogicalResult verifyStepAttribute(mlir::Operation *op, mlir::NamedAttribute attribute);
 
