@@ -518,14 +518,14 @@ LogicalResult checkInferredSizes(std::optional<Location> loc, llvm::StringRef op
 // Each rule is Op::inferReturnTypes with Op's adaptor (SL_InferTypeOpAdaptor, SLDialect.td);
 // the generated inferReturnTypes around it checks the sizes of what it inferred.
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return pushInferred(inferMatmulType(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType(),
                                       adaptor.getTransA(), adaptor.getTransB()),
                       types);
 }
 
 LogicalResult GemmOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
   Type cType = adaptor.getC() ? adaptor.getC().getType() : Type();
   return pushInferred(inferGemmType(loc, adaptor.getA().getType(), adaptor.getB().getType(), cType,
                                     adaptor.getTransA(), adaptor.getTransB()),
@@ -533,7 +533,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *context, std::optional<Locat
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return pushInferred(inferTransposeType(loc, adaptor.getInput().getType(), adaptor.getPerm()),
                       types);
 }
@@ -553,42 +553,42 @@ static LogicalResult inferComparisonOp(MLIRContext *context, std::optional<Locat
 }
 
 LogicalResult AddOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferBroadcastOp(loc, "sl.add", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult SubOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferBroadcastOp(loc, "sl.sub", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult MulOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferBroadcastOp(loc, "sl.mul", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult DivOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferBroadcastOp(loc, "sl.div", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult PowOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferBroadcastOp(loc, "sl.pow", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult EqualOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferComparisonOp(context, loc, "sl.equal", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult LessOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferComparisonOp(context, loc, "sl.less", adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto x = rankedType(adaptor.getX()), y = rankedType(adaptor.getY());
   auto c = rankedType(adaptor.getCondition());
   if (x.getElementType() != y.getElementType())
@@ -604,12 +604,12 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *context, std::optional<Loca
 }
 
 LogicalResult CastOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return pushType(types, rankedType(adaptor.getInput()).getShape(), adaptor.getTo());
 }
 
 LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   int64_t rank = rankedType(adaptor.getInput()).getRank();
   // ONNX clamps start and end into [0, rank] after adding rank to negative values.
   auto clampIndex = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t(0), rank); };
@@ -619,7 +619,7 @@ LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context, std::optional<Loca
 }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   auto indices = rankedType(adaptor.getIndices());
   if (data.getRank() == 0)
@@ -634,7 +634,7 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
 }
 
 LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   auto shapeType = rankedType(adaptor.getShape());
   if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
@@ -694,7 +694,7 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *context, std::optional<Lo
 }
 
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "sl.concat: needs at least one input");
   auto first = rankedType(adaptor.getInputs().front());
@@ -746,7 +746,7 @@ std::pair<int64_t, int64_t> sliceBounds(int64_t dim, int64_t start, int64_t end,
 }
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   int64_t rank = data.getRank();
   auto starts = constantInts(adaptor.getStarts()), ends = constantInts(adaptor.getEnds());
@@ -790,7 +790,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *context, std::optional<Loca
 }
 
 LogicalResult ExpandOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   auto shapeType = rankedType(adaptor.getShape());
   if (shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
@@ -808,7 +808,7 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
 }
 
 LogicalResult TriluOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   if (input.getRank() < 2)
     return emitOptionalError(loc, "sl.trilu: input must have rank >= 2, got ", quoted(input));
@@ -819,7 +819,7 @@ LogicalResult TriluOp::inferReturnTypes(MLIRContext *context, std::optional<Loca
 }
 
 LogicalResult TileOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   auto repeatsType = rankedType(adaptor.getRepeats());
   if (repeatsType.getRank() != 1 || repeatsType.getDimSize(0) != input.getRank())
@@ -838,7 +838,7 @@ LogicalResult TileOp::inferReturnTypes(MLIRContext *context, std::optional<Locat
 }
 
 LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   auto indices = rankedType(adaptor.getIndices());
   if (data.getRank() == 0 || indices.getRank() != data.getRank())
@@ -852,7 +852,7 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *context, std::opti
 }
 
 LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = rankedType(adaptor.getData());
   auto indices = rankedType(adaptor.getIndices());
   auto updates = rankedType(adaptor.getUpdates());
@@ -887,7 +887,7 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *context, std::optional<
 }
 
 LogicalResult CumSumOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto input = rankedType(adaptor.getInput());
   if (rankedType(adaptor.getAxis()).getNumElements() > 1)
     return emitOptionalError(loc, "sl.cumsum: axis must be a single value");
@@ -904,7 +904,7 @@ LogicalResult CumSumOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
 }
 
 LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto value = llvm::cast<ElementsAttr>(adaptor.getValue());
   if (value.getNumElements() != 1)
     return emitOptionalError(loc, "sl.constant_of_shape: value must have one element");
@@ -923,7 +923,7 @@ LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *context, std::opt
 }
 
 LogicalResult RangeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto type = rankedType(adaptor.getStart());
   for (Value v : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()})
     if (rankedType(v).getNumElements() != 1 || rankedType(v).getElementType() != type.getElementType())
@@ -1016,13 +1016,13 @@ static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op
 }
 
 LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferReduce(loc, "sl.reduce_mean", adaptor.getInput(), adaptor.getAxes(),
                      adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
 }
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferReduce(loc, "sl.reduce_sum", adaptor.getInput(), adaptor.getAxes(),
                      adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), types);
 }
@@ -1030,25 +1030,25 @@ LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *context, std::optional<
 // The normalisations and the rotary embedding keep their input's type; attention's result is
 // [B, Hq, S, Dv]. Their verifiers check the rest.
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getInput().getType());
   return success();
 }
 
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getInput().getType());
   return success();
 }
 
 LogicalResult RotaryOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getInput().getType());
   return success();
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto q = rankedType(adaptor.getQ()), v = rankedType(adaptor.getV());
   if (q.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "sl.attention: q, k and v must have rank 4, got ", quoted(q),
