@@ -5,6 +5,7 @@
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/rotary_pairs.h"
 
 namespace slrt::cpu {
 namespace {
@@ -56,40 +57,13 @@ void attentionAs(const Kernel &kernel, const Operands &operands, const TensorRef
               });
 }
 
-// result = x * cos + rotate(x) * sin. Each pair (j, partner(j)) is read whole before either slot
-// is written, so the kernel runs exactly in place.
+// result = x * cos + rotate(x) * sin, rotate(x) being (-x[second], x[first]) on each pair.
 template <typename T>
 void rotaryAs(const Kernel &kernel, const Operands &operands, const TensorRef *y) {
-  const TensorRef *x = operands[0], *cosRef = operands[1], *sinRef = operands[2];
-  int64_t dim = x->shape.back(), half = dim / 2;
-  if (dim == 0)
-    return;
-  // Rows of x are contiguous; cos and sin rows start where their broadcast strides say.
-  Shape rowShape(x->shape.begin(), x->shape.end() - 1);
-  std::vector<int64_t> cosStrides = broadcastStrides(cosRef->shape, x->shape);
-  std::vector<int64_t> sinStrides = broadcastStrides(sinRef->shape, x->shape);
-  int64_t cosStep = cosStrides.back(), sinStep = sinStrides.back();
-  cosStrides.pop_back();
-  sinStrides.pop_back();
-  const T *px = in<T>(x), *pc = in<T>(cosRef), *ps = in<T>(sinRef);
-  T *py = out<T>(y);
-  bool interleaved = kernel.rotary().interleaved();
-  parallelForEachElement<2>(rowShape, {cosStrides, sinStrides}, 3 * dim,
-                            [&](int64_t row, const std::array<int64_t, 2> &at) {
-                              const T *xr = px + row * dim, *cr = pc + at[0], *sr = ps + at[1];
-                              T *yr = py + row * dim;
-                              for (int64_t j = 0; j < half; ++j) {
-                                // rotate(x) is (-x[second], x[first]) on each pair: (2j, 2j+1)
-                                // interleaved, (j, j+D/2) for rotate-half.
-                                int64_t first = interleaved ? 2 * j : j,
-                                        second = interleaved ? 2 * j + 1 : j + half;
-                                T a = xr[first], b = xr[second];
-                                T c0 = cr[first * cosStep], c1 = cr[second * cosStep];
-                                T s0 = sr[first * sinStep], s1 = sr[second * sinStep];
-                                yr[first] = a * c0 - b * s0;
-                                yr[second] = b * c1 + a * s1;
-                              }
-                            });
+  forEachRotaryPair<T>(kernel, operands[0], operands[1], operands[2], out<T>(y),
+                       [](T a, T b, T c0, T c1, T s0, T s1) {
+                         return std::array<T, 2>{a * c0 - b * s0, b * c1 + a * s1};
+                       });
 }
 
 } // namespace

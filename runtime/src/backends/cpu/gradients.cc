@@ -14,6 +14,7 @@
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/rotary_pairs.h"
 #include "backends/cpu/vector_math.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
@@ -239,37 +240,13 @@ void layerNormGradAs(const Kernel &kernel, const Operands &operands, const Resul
 }
 
 // The forward maps each pair (a, b) to (a c0 - b s0, b c1 + a s1); its transpose maps (d0, d1) to
-// (d0 c0 + d1 s1, d1 c1 - d0 s0). Pair-local, so it runs exactly in place on dy.
+// (d0 c0 + d1 s1, d1 c1 - d0 s0).
 template <typename T>
 void rotaryGradAs(const Kernel &kernel, const Operands &operands, const Results &results) {
-  const TensorRef *dy = operands[0], *cosRef = operands[1], *sinRef = operands[2];
-  int64_t dim = dy->shape.back(), half = dim / 2;
-  if (dim == 0)
-    return;
-  Shape rowShape(dy->shape.begin(), dy->shape.end() - 1);
-  std::vector<int64_t> cosStrides = broadcastStrides(cosRef->shape, dy->shape);
-  std::vector<int64_t> sinStrides = broadcastStrides(sinRef->shape, dy->shape);
-  int64_t cosStep = cosStrides.back(), sinStep = sinStrides.back();
-  cosStrides.pop_back();
-  sinStrides.pop_back();
-  const T *pdy = in<T>(dy), *pc = in<T>(cosRef), *ps = in<T>(sinRef);
-  T *pdx = out<T>(results[0]);
-  bool interleaved = kernel.rotary().interleaved();
-  parallelForEachElement<2>(rowShape, {cosStrides, sinStrides}, 3 * dim,
-                            [&](int64_t row, const std::array<int64_t, 2> &at) {
-                              const T *dyr = pdy + row * dim, *cr = pc + at[0],
-                                          *sr = ps + at[1];
-                              T *dxr = pdx + row * dim;
-                              for (int64_t j = 0; j < half; ++j) {
-                                int64_t first = interleaved ? 2 * j : j,
-                                        second = interleaved ? 2 * j + 1 : j + half;
-                                T d0 = dyr[first], d1 = dyr[second];
-                                T c0 = cr[first * cosStep], c1 = cr[second * cosStep];
-                                T s0 = sr[first * sinStep], s1 = sr[second * sinStep];
-                                dxr[first] = d0 * c0 + d1 * s1;
-                                dxr[second] = d1 * c1 - d0 * s0;
-                              }
-                            });
+  forEachRotaryPair<T>(kernel, operands[0], operands[1], operands[2], out<T>(results[0]),
+                       [](T d0, T d1, T c0, T c1, T s0, T s1) {
+                         return std::array<T, 2>{d0 * c0 + d1 * s1, d1 * c1 - d0 * s0};
+                       });
 }
 
 // With p = softmax(scores) per query row, dp_j = dy . v_j, delta = sum_j p_j dp_j and
