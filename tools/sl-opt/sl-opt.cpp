@@ -262,6 +262,10 @@ int main(int argc, char **argv) {
       scheduleEntry.empty() ? sl::defaultScheduleEntry(*module) : std::string(scheduleEntry);
   if (auto entry = module->lookupSymbol<mlir::func::FuncOp>(emitOptions.entryName);
       entry && !entry.isExternal() && !sl::isExplicitStep(entry)) {
+    // The schedule is this function's alone: an @infer_step the pipeline wrote (a planned
+    // --sl-infer keeps its stages beside it) gives way to the one written from `entry`.
+    if (auto step = module->lookupSymbol<mlir::func::FuncOp>(sl::kInferStepName))
+      step.erase();
     mlir::PassManager lowering(&context);
     sl::buildEntryStepPipeline(lowering, emitOptions.entryName);
     if (mlir::failed(lowering.run(*module)))
