@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 MODELS = {
-    "llama": ["--arch", "llama", "--layers", "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2",
-              "--ffn", "128", "--vocab", "128", "--max-positions", "64"],
+    "llama": ["--arch", "llama", "--layers", "2", "--hidden", "64", "--heads", "4",
+              "--kv-heads", "2", "--ffn", "128", "--vocab", "128", "--max-positions", "64"],
     "gpt2-tied": ["--arch", "gpt2", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab",
                   "128", "--max-positions", "64", "--tie-embeddings"],
     "opt": ["--arch", "opt", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "128",

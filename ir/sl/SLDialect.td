@@ -34,8 +34,8 @@ def SL_Dialect : Dialect {
   }];
 }
 
-// Every op has the kernel interface (SLInterfaces.td) with its defaults: a compute kernel that reads
-// every operand as data and performs one FLOP per result element. `kernelRole` names the
+// Every op has the kernel interface (SLInterfaces.td) with its defaults: a compute kernel that
+// reads every operand as data and performs one FLOP per result element. `kernelRole` names the
 // interface methods an op overrides (lib/Dialect/KernelOps.cpp).
 class SL_Op<string mnemonic, list<Trait> traits = [], list<string> kernelRole = []>
     : Op<SL_Dialect, mnemonic,

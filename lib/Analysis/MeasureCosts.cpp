@@ -60,11 +60,6 @@ double bytesOf(Type type) {
          double((ranked.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
-double elementsOf(Type type) {
-  auto ranked = llvm::dyn_cast<RankedTensorType>(type);
-  return ranked && ranked.hasStaticShape() ? double(ranked.getNumElements()) : 0;
-}
-
 RankedTensorType rankedOf(Value v) { return llvm::dyn_cast<RankedTensorType>(v.getType()); }
 
 /// What measuring one function body yields: the live bytes after each op, the FLOPs, each split

@@ -15,12 +15,12 @@ using namespace mlir;
 
 namespace sl {
 
-namespace {
-
 double elementsOf(Type type) {
   auto ranked = llvm::dyn_cast<RankedTensorType>(type);
   return ranked && ranked.hasStaticShape() ? double(ranked.getNumElements()) : 0;
 }
+
+namespace {
 
 RankedTensorType rankedOf(Value v) { return llvm::dyn_cast<RankedTensorType>(v.getType()); }
 

@@ -33,6 +33,13 @@ using namespace sl;
 
 namespace {
 
+/// The name sl-run's --input gives argument `index` of `func`: its sl.name, else arg<index>.
+std::string inputName(func::FuncOp func, unsigned index) {
+  if (auto name = func.getArgAttrOfType<StringAttr>(index, "sl.name"))
+    return name.str();
+  return "arg" + std::to_string(index);
+}
+
 struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitForwardPass> {
   using ExplicitForwardPassBase::ExplicitForwardPassBase;
 
@@ -60,9 +67,8 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
     for (auto [index, type] : llvm::enumerate(forward.getFunctionType().getInputs())) {
       auto tensor = llvm::dyn_cast<RankedTensorType>(type);
       if (!tensor || !tensor.hasStaticShape()) {
-        auto name = forward.getArgAttrOfType<StringAttr>(index, "sl.name");
         forward.emitError("sl-explicit-forward: input '")
-            << (name ? name.str() : "arg" + std::to_string(index)) << "' of type " << type
+            << inputName(forward, index) << "' of type " << type
             << " has no static shape; bind the batch and sequence sizes first "
                "(--sl-infer=\"batch=N seq=N\" or --sl-bind-shapes)";
         return signalPassFailure();
@@ -80,14 +86,13 @@ struct ExplicitForwardPass : public sl::impl::ExplicitForwardPassBase<ExplicitFo
     builder.setInsertionPointAfter(forward);
     auto step = builder.create<func::FuncOp>(forward.getLoc(), kInferStepName,
                                              forward.getFunctionType());
-    // The step's inputs are named as sl-run's --input names them: by sl.name, else arg<N> (a
-    // stage function's parameters are inputs here, no longer marked sl.param).
+    // Every input named as sl-run's --input names it (a stage function's parameters are inputs
+    // here, no longer marked sl.param).
     step.setAllArgAttrs(forward.getAllArgAttrs());
     step.setAllResultAttrs(forward.getAllResultAttrs());
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       step.removeArgAttr(i, "sl.param");
-      if (!step.getArgAttr(i, "sl.name"))
-        step.setArgAttr(i, "sl.name", builder.getStringAttr("arg" + llvm::Twine(i)));
+      step.setArgAttr(i, "sl.name", builder.getStringAttr(inputName(forward, i)));
     }
     Block *entry = step.addEntryBlock();
     builder.setInsertionPointToStart(entry);

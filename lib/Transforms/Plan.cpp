@@ -107,8 +107,8 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     // Errors name the module, not print it: the whole model would follow the message.
     auto emitError = [&] { return mlir::emitError(module.getLoc()); };
 
-    std::optional<sl::PlanMode> scheduleMode = sl::symbolizePlanMode(mode);
-    if (!scheduleMode) {
+    std::optional<sl::PlanMode> planMode = sl::symbolizePlanMode(mode);
+    if (!planMode) {
       emitError() << "sl-plan: mode must be speedloader or canonical, not '" << mode << "'";
       return signalPassFailure();
     }
@@ -117,7 +117,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
       return signalPassFailure();
     }
     sl::PlanRequest request;
-    request.mode = *scheduleMode;
+    request.mode = *planMode;
     request.batch = batch;
     request.subBatchSize = subBatchSize;
     request.numSubBatches = numSubBatches;

@@ -650,9 +650,8 @@ PlanAttr StepBuilder::planAttribute() {
     return planned ? (planned.*field)() : std::nullopt;
   };
   return PlanAttr::get(
-      module.getContext(), int64_t(boundaryBytes), k,
-      mode, n,
-      int64_t(parameterBytes), predicted(&PlanAttr::getPredictedDeviceBytes),
+      module.getContext(), int64_t(boundaryBytes), k, mode, n, int64_t(parameterBytes),
+      predicted(&PlanAttr::getPredictedDeviceBytes),
       predicted(&PlanAttr::getPredictedHostBytes), predicted(&PlanAttr::getPredictedHostPoolBytes),
       planned ? planned.getPredictedStepSeconds() : std::nullopt, subBatchSize,
       world > 1 ? std::optional<int64_t>(world) : std::nullopt); // absent: one rank

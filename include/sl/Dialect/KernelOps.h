@@ -33,6 +33,10 @@ std::optional<StreamKind> streamOf(mlir::Operation *op);
 llvm::SmallVector<unsigned> dataOperandIndices(mlir::Operation *op);
 llvm::SmallVector<mlir::Value> dataOperands(mlir::Operation *op);
 
+/// The elements of a static tensor type (0 for any other type), as a double for FLOP and byte
+/// counts.
+double elementsOf(mlir::Type type);
+
 /// The FLOPs of `op`'s kernel (a multiply-add counts two); none when it launches no kernel.
 double flopsOf(mlir::Operation *op);
 
