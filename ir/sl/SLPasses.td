@@ -99,7 +99,17 @@ def FuseTransformerPass : Pass<"sl-fuse-transformer", "mlir::func::FuncOp"> {
 
     Example: `sl.mul %w, (sl.mul %x, (sl.div 1, (sl.sqrt (sl.add (sl.reduce_mean (sl.pow %x, 2)),
     1e-6))))` becomes `sl.rms_norm %x, %w {epsilon = 1.0e-06}`.
+
+    A mask is judged from the ops that compute it, one row at a time as runs of columns
+    (sl/Analysis/AttentionMasks.h), so a causal mask of any context length is recognised without
+    its S x T values; a mask built in a way that model does not cover is evaluated by folding
+    instead (up to 2^26 elements).
   }];
+  let options = [
+    Option<"checkMasks", "check-masks", "bool", /*default=*/"false",
+           "Also evaluate every mask judged row by row (up to 2^26 elements) and fail where the "
+           "two verdicts differ: a test of the row model on real exporters' masks">
+  ];
   let dependentDialects = ["::sl::SLDialect"];
 }
 

@@ -19,6 +19,7 @@
 //
 //===--------------------------------------------------------------------------------------------===//
 
+#include "sl/Analysis/AttentionMasks.h"
 #include "sl/Dialect/ConstantValues.h"
 #include "sl/Dialect/FoldMemo.h"
 #include "sl/Dialect/SLDialect.h"
@@ -477,8 +478,6 @@ Value unrepeatKv(Value v) {
   return ok ? split.getInput() : v;
 }
 
-enum class MaskKind;
-
 /// What evaluate() and classifyMask() found during one run of the pass, by value: every layer's
 /// attention reads the same causal mask (millions of elements at a realistic length), which is
 /// then evaluated and classified once, not once per layer. Only what was evaluated is kept, with
@@ -488,6 +487,15 @@ enum class MaskKind;
 struct EvaluationCache : RewriterBase::Listener {
   DenseMap<Value, std::pair<int64_t, DenseElementsAttr>> values; // fold limit, value
   DenseMap<Value, SmallVector<std::tuple<int64_t, int64_t, MaskKind>, 1>> masks; // S, T, kind
+  // check-masks: every mask is evaluated too, and a verdict read row by row that differs from
+  // the verdict on the evaluated values is kept here for the pass to report.
+  bool checkMasks = false;
+  struct Disagreement {
+    Location mask;
+    std::string what;
+  };
+  SmallVector<Disagreement> disagreements;
+  int64_t judgedBoth = 0, rowsOnly = 0, valuesOnly = 0;
 
   void notifyOperationErased(Operation *op) override {
     for (Value result : op->getResults()) {
@@ -541,38 +549,31 @@ DenseElementsAttr evaluateUncached(Value v, int depth) {
   return evaluate(llvm::cast<Value>(results[0]), depth + 1);
 }
 
-/// What a mask over [.., S, T] scores means, judged by its values.
-enum class MaskKind {
-  Unknown,    // not a constant, or a pattern that is none of the below
-  Zero,       // adds nothing (an all-zero padding mask once folded, beta * zeros)
-  Causal,     // keeps (true / 0) what causal masking keeps, drops (false / very negative) the rest
-  AntiCausal, // a boolean mask that is true exactly where causal masking drops (masked_fill's)
-  CausalOnes, // a float multiplier: 1 where causal masking keeps, 0 where it drops
-};
+MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t, bool &judged);
 
-MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t);
-MaskKind classifyValues(DenseElementsAttr dense, RankedTensorType type, int64_t s, int64_t t);
-
-/// Classifies `mask` against [.., S, T] scores. Broadcasts of the mask (the exporter's expand to
-/// [B, 1, S, T]) are looked through: only the [S, T] pattern matters. Float masks are additive
-/// (kept entries are 0 and dropped ones at most -1e4) or multipliers (kept 1, dropped 0).
+/// Classifies `mask` against [.., S, T] scores (sl/Analysis/AttentionMasks.h). Broadcasts of the
+/// mask (the exporter's expand to [B, 1, S, T]) are looked through: only the [S, T] pattern
+/// matters.
 MaskKind classifyMask(Value mask, int64_t s, int64_t t) {
   while (auto expand = defining<ExpandOp>(mask))
     mask = expand.getInput();
+  bool judged = false;
   if (!evaluationCache)
-    return classifyMaskUncached(mask, s, t);
+    return classifyMaskUncached(mask, s, t, judged);
   if (auto it = evaluationCache->masks.find(mask); it != evaluationCache->masks.end())
     for (auto [rows, cols, kind] : it->second)
       if (rows == s && cols == t)
         return kind;
-  MaskKind kind = classifyMaskUncached(mask, s, t);
-  // Kept only when the mask was evaluated: a verdict on values, not on a failure to get them.
-  if (evaluationCache->values.count(mask))
+  MaskKind kind = classifyMaskUncached(mask, s, t, judged);
+  // Kept only when the mask's values were read: a verdict on values, not on a failure to get them.
+  if (judged)
     evaluationCache->masks[mask].emplace_back(s, t, kind);
   return kind;
 }
 
-MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t) {
+/// `judged` is set when the verdict is on the mask's values (read row by row from the ops that
+/// compute it, or evaluated), not on a failure to get them.
+MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t, bool &judged) {
   auto type = typeOf(mask);
   if (!type.hasStaticShape())
     return MaskKind::Unknown;
@@ -581,11 +582,29 @@ MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t) {
   int64_t cols = rank >= 1 ? type.getShape().back() : 1;
   if ((rows != s && rows != 1) || (cols != t && cols != 1))
     return MaskKind::Unknown;
-  // Causal masks of long sequences are millions of elements; allow that much, here only.
+  // Row by row from its expression first: no S x T values, at any length.
+  std::optional<MaskKind> byRows = classifyMaskRows(mask, s, t);
+  bool check = evaluationCache && evaluationCache->checkMasks;
+  if (byRows && !check) {
+    judged = true;
+    return *byRows;
+  }
+  // Otherwise evaluated: causal masks of long sequences are millions of elements; allow that
+  // much, here only.
   ScopedFoldLimit limit(int64_t(1) << 26);
   DenseElementsAttr dense = evaluate(mask);
-  if (!dense)
-    return MaskKind::Unknown;
+  if (!dense) {
+    judged = byRows.has_value();
+    if (check && byRows)
+      ++evaluationCache->rowsOnly;
+    return byRows.value_or(MaskKind::Unknown);
+  }
+  judged = true;
+  bool countValuesOnly = false;
+  if (check && byRows)
+    ++evaluationCache->judgedBoth;
+  else if (check)
+    countValuesOnly = true; // counted below if its values make it a mask
   // The same mask is classified again in every copy of the model that sl-plan and
   // sl-split-generation compile: the verdict on its values is remembered with the context.
   MLIRContext *context = mask.getContext();
@@ -593,54 +612,26 @@ MaskKind classifyMaskUncached(Value mask, int64_t s, int64_t t) {
   auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(context, 64), v); };
   Attribute key = ArrayAttr::get(
       context, {StringAttr::get(context, "sl-fuse-transformer.mask-kind"), dense, i64(s), i64(t)});
+  std::optional<MaskKind> kind;
   if (memo)
     if (std::optional<Attribute> known = memo->lookup(key))
-      return MaskKind(llvm::cast<IntegerAttr>(*known).getInt());
-  MaskKind kind = classifyValues(dense, type, s, t);
-  if (memo)
-    memo->remember(key, i64(int64_t(kind)));
-  return kind;
-}
-
-/// classifyMask's verdict on the values of a mask of `type` (static, its last two dimensions S or
-/// 1 and T or 1).
-MaskKind classifyValues(DenseElementsAttr dense, RankedTensorType type, int64_t s, int64_t t) {
-  int64_t rank = type.getRank();
-  int64_t rows = rank >= 2 ? type.getShape()[rank - 2] : 1;
-  int64_t cols = rank >= 1 ? type.getShape().back() : 1;
-  bool boolean = type.getElementType().isInteger(1);
-  std::optional<SmallVector<double>> floats;
-  std::optional<SmallVector<int64_t>> ints;
-  if (boolean)
-    ints = sl::constantInts(dense);
-  else
-    floats = constantFloats(dense);
-  if (!floats && !ints)
-    return MaskKind::Unknown;
-  int64_t n = type.getNumElements();
-  bool zero = !boolean, causal = rows == s && cols == t, anti = boolean && causal;
-  bool ones = !boolean && causal;
-  for (int64_t i = 0; i < n && (zero || causal || anti || ones); ++i) {
-    int64_t row = (i / cols) % rows, col = i % cols;
-    bool kept = col <= row + t - s;
-    if (boolean) {
-      bool set = (*ints)[i] != 0;
-      causal &= set == kept;
-      anti &= set != kept;
-    } else {
-      double value = (*floats)[i];
-      zero &= value == 0.0;
-      causal &= kept ? value == 0.0 : value <= -1e4;
-      ones &= value == (kept ? 1.0 : 0.0);
-    }
+      kind = MaskKind(llvm::cast<IntegerAttr>(*known).getInt());
+  if (!kind) {
+    kind = classifyMaskValues(dense, type, s, t);
+    if (memo)
+      memo->remember(key, i64(int64_t(*kind)));
   }
-  if (zero)
-    return MaskKind::Zero;
-  if (causal)
-    return MaskKind::Causal;
-  if (ones)
-    return MaskKind::CausalOnes;
-  return anti ? MaskKind::AntiCausal : MaskKind::Unknown;
+  if (countValuesOnly && *kind != MaskKind::Unknown)
+    ++evaluationCache->valuesOnly;
+  if (check && byRows && *byRows != *kind)
+    evaluationCache->disagreements.push_back(
+        {mask.getLoc(), (llvm::Twine("read row by row, this mask is ") + maskKindName(*byRows) +
+                         "; evaluated, it is " + maskKindName(*kind))
+                            .str()});
+  if (check && byRows)
+    if (std::string differ = maskRowsDiffer(mask, dense); !differ.empty())
+      evaluationCache->disagreements.push_back({mask.getLoc(), differ});
+  return *kind;
 }
 
 /// Through reshapes that keep the last two dimensions (between [B, H, S, T] and [B * H, S, T])
@@ -1105,6 +1096,8 @@ void remarkUnfusedAttention(func::FuncOp func) {
 }
 
 struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransformerPass> {
+  using FuseTransformerPassBase::FuseTransformerPassBase;
+
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
@@ -1114,12 +1107,23 @@ struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransf
     // SiLU fusion (mul of sigmoid) first, so SwiGLU sees sl.silu.
     MulOp::getCanonicalizationPatterns(patterns, context);
     EvaluationCache cache;
+    cache.checkMasks = checkMasks;
     evaluationCache = &cache;
     auto reset = llvm::make_scope_exit([] { evaluationCache = nullptr; });
     GreedyRewriteConfig config;
     config.listener = &cache;
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config)))
+    // The masks are judged before any rewrite that erases them: report while their ops live.
+    bool rewritten =
+        succeeded(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config));
+    for (const EvaluationCache::Disagreement &d : cache.disagreements)
+      emitError(d.mask) << "sl-fuse-transformer: check-masks: " << d.what;
+    if (!rewritten || !cache.disagreements.empty())
       return signalPassFailure();
+    if (checkMasks && cache.judgedBoth + cache.rowsOnly + cache.valuesOnly > 0)
+      getOperation().emitRemark("sl-fuse-transformer: check-masks: ")
+          << cache.judgedBoth << " terms read row by row and evaluated, alike; " << cache.rowsOnly
+          << " read row by row only (too big to evaluate); " << cache.valuesOnly
+          << " masks evaluated only (built in a way the row model does not cover)";
     remarkUnfusedAttention(getOperation());
   }
 };
