@@ -367,7 +367,8 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
     (outputs...)`, from stages that need no backward functions: each group's forward pass in
     order (SpeedLoader: a group's parameters fetched once for all N sub-batches; canonical: per
     sub-batch), each sub-batch's outputs of @forward offloaded and, for N > 1, joined along
-    axis 0 by a `sl.concat` of host values (a host kernel). One rank only.
+    axis 0 by a `sl.concat` of host values (a host kernel). With `world` > 1 each rank runs it
+    on its own batch, and `sl-shard-parameters` shards its weights.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"\"",
@@ -392,7 +393,7 @@ def ScheduleSubBatchesPass : Pass<"sl-schedule-subbatches", "mlir::ModuleOp"> {
 }
 
 def ShardParametersPass : Pass<"sl-shard-parameters", "mlir::ModuleOp"> {
-  let summary = "ZeRO-3: parameters, gradients and optimizer state of the training step sharded over ranks";
+  let summary = "ZeRO-3: parameters, gradients and optimizer state of a step sharded over ranks";
   let description = [{
     Rewrites the `@train_step` that `sl-schedule-subbatches` writes for `world` = W > 1 ranks
     (`sl.plan`'s `world`; with one rank the pass changes nothing) into the data-parallel,
@@ -412,6 +413,11 @@ def ShardParametersPass : Pass<"sl-shard-parameters", "mlir::ModuleOp"> {
     - Optimizer steps run on shards: with `mode=speedloader` as soon as the last group that
       reads a shard has done its backward pass, with `mode=canonical` after the last sub-batch.
       The step returns `loss` and `grad_shard:<group>` per shard instead of `grad:<param>`.
+
+    A planned inference step (`@infer_step` with `sl.plan`, `sl-schedule-subbatches
+    {forward-only=true}`'s) is sharded the same way, fetches only: each rank keeps 1/W of every
+    group's weights and all-gathers a group before its pass (ZeRO-Inference); its outputs are
+    those of the rank's own batch.
 
     A parameter computed in bf16 whose model file stores f32 (`stored_as f32`) is sharded as f32:
     the step's `sl.param` becomes f32 (the shard holds the optimizer's master), and after the
@@ -512,7 +518,7 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     step of each candidate is written on the copies by `step-pipeline` (by default what
     `--sl-train` runs: `sl-schedule-subbatches`, `sl-shard-parameters`, `cse`; with
     `forward-only`, what `--sl-infer` runs: `sl-schedule-subbatches{forward-only=true}`,
-    `cse`), the candidate in the copy's `sl.plan`. Both pipelines run as this pass's own pipelines (`Pass::runPipeline`):
+    `sl-shard-parameters`, `cse`), the candidate in the copy's `sl.plan`. Both pipelines run as this pass's own pipelines (`Pass::runPipeline`):
     IR printing, timing and crash reproducers show every pass they run.
 
     The result is the module attribute `sl.plan`, read by `sl-bind-shapes`,
@@ -540,7 +546,8 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     Option<"hostMemory", "host-memory", "std::string", /*default=*/"\"\"",
            "Host memory budget per rank in bytes, with an optional unit (none: unlimited)">,
     Option<"world", "world", "int64_t", /*default=*/"1",
-           "Ranks sharing parameters, gradients and optimizer state (ZeRO-3)">,
+           "Ranks sharing parameters, gradients and optimizer state (ZeRO-3; inference: "
+           "parameters)">,
     Option<"batch", "batch", "int64_t", /*default=*/"0",
            "Sequences per step, sub-batch-size x num-sub-batches (0: not fixed)">,
     Option<"subBatchSize", "sub-batch-size", "int64_t", /*default=*/"0",
@@ -584,7 +591,8 @@ def PlanPass : Pass<"sl-plan", "mlir::ModuleOp"> {
     Option<"stepPipeline", "step-pipeline", "std::string", /*default=*/"\"\"",
            "The passes that write the step of a configuration (the copy's sl.plan) on a "
            "measured copy (none: builtin.module(sl-schedule-subbatches,sl-shard-parameters,cse), "
-           "or with forward-only builtin.module(sl-schedule-subbatches{forward-only=true},cse))">,
+           "or with forward-only builtin.module(sl-schedule-subbatches{forward-only=true},"
+           "sl-shard-parameters,cse))">,
   ];
   let dependentDialects = ["::sl::SLDialect", "::mlir::func::FuncDialect"];
 }

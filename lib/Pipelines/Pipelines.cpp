@@ -106,6 +106,7 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   // sub-batch size, count and live blocks, and the module is bound at the chosen size.
   PlanPassOptions plan = planOptionsOf(options);
   plan.forwardOnly = true;
+  plan.world = options.world;
   int64_t seq = options.seq, past = options.past;
   bool fuse = options.fuse;
   std::string precision = options.precision;
@@ -121,6 +122,8 @@ void buildInferPipeline(mlir::OpPassManager &pm, const InferPipelineOptions &opt
   step.batch = options.batch;
   step.forwardOnly = true;
   pm.addPass(createScheduleSubBatchesPass(step));
+  // With world > 1: each rank keeps 1/world of the weights and all-gathers a group's.
+  pm.addPass(createShardParametersPass());
   pm.addPass(mlir::createCSEPass());
   addStepLowering(pm);
 }

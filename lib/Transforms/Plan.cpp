@@ -51,12 +51,13 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
   enum Pipeline : unsigned { kStages, kSteps };
   /// stage-pipeline, and step-pipeline, whose default (empty) is what --sl-train and --sl-infer
   /// run after binding: sl-schedule-subbatches (forward-only as this pass is),
-  /// sl-shard-parameters for training (nothing to shard on one rank), then cse.
+  /// sl-shard-parameters (nothing to shard on one rank), then cse.
   SmallVector<std::pair<llvm::StringRef, std::string>, 2> pipelineOptions() const override {
     std::string steps = stepPipeline;
     if (steps.empty())
       steps = forwardOnly
-                  ? "builtin.module(sl-schedule-subbatches{forward-only=true},cse)"
+                  ? "builtin.module(sl-schedule-subbatches{forward-only=true},sl-shard-parameters,"
+                    "cse)"
                   : "builtin.module(sl-schedule-subbatches,sl-shard-parameters,cse)";
     return {{"stage-pipeline", stagePipeline}, {"step-pipeline", steps}};
   }
@@ -110,10 +111,6 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     std::optional<sl::PlanMode> planMode = sl::symbolizePlanMode(mode);
     if (!planMode) {
       emitError() << "sl-plan: mode must be speedloader or canonical, not '" << mode << "'";
-      return signalPassFailure();
-    }
-    if (forwardOnly && world != 1) {
-      emitError() << "sl-plan: an inference step runs on one rank, not world=" << int64_t(world);
       return signalPassFailure();
     }
     sl::PlanRequest request;

@@ -742,10 +742,6 @@ struct ScheduleSubBatchesPass
       module.emitError("sl-schedule-subbatches: the module already has a @") << stepName;
       return signalPassFailure();
     }
-    if (forwardOnly && world > 1) {
-      module.emitError("sl-schedule-subbatches: a forward-only step runs on one rank (world 1)");
-      return signalPassFailure();
-    }
     if (numSubBatches < 0 || liveBlocks < 0) {
       module.emitError("sl-schedule-subbatches: num-sub-batches and live-blocks must be at "
                        "least 1, got ")

@@ -1,6 +1,8 @@
-//===- ShardParameters.cpp - sl-shard-parameters: ZeRO-3 sharding of the training step ----------===//
+//===- ShardParameters.cpp - sl-shard-parameters: ZeRO-3 sharding of a step
+//---------------------===//
 //
-// Input: @train_step as sl-schedule-subbatches writes it for world = W > 1 (sl.plan's `world`):
+// Input: @train_step (or the forward-only @infer_step, which has no gradients: only its fetches
+// change) as sl-schedule-subbatches writes it for world = W > 1 (sl.plan's `world`):
 // unsharded, each pass's parameters fetched by one sl.fetch_params holding all its group's
 // parameters, each group's device gradients offloaded and summed on the host per parameter,
 // optimizer steps per parameter, and `grad:<param>` results.
@@ -97,9 +99,9 @@ Operation *firstUser(Value v) {
 
 class Sharder {
 public:
-  Sharder(func::FuncOp step, int64_t world, bool speedLoader)
+  Sharder(func::FuncOp step, int64_t world, bool speedLoader, bool forwardOnly)
       : step(step), body(step.getBody().front()), world(world), speedLoader(speedLoader),
-        builder(step.getContext()), loc(step.getLoc()) {}
+        forwardOnly(forwardOnly), builder(step.getContext()), loc(step.getLoc()) {}
 
   LogicalResult run();
 
@@ -122,6 +124,7 @@ private:
   Block &body;
   int64_t world;
   bool speedLoader;
+  bool forwardOnly; // @infer_step: fetches only, no gradients or optimizer steps
   OpBuilder builder;
   Location loc;
 
@@ -145,7 +148,17 @@ LogicalResult Sharder::collect() {
     params.push_back(param);
   ret = llvm::cast<func::ReturnOp>(body.getTerminator());
   if (!body.getOps<ParamShardOp>().empty())
-    return step.emitError("sl-shard-parameters: @train_step is already sharded");
+    return step.emitError("sl-shard-parameters: @") << step.getSymName() << " is already sharded";
+  if (forwardOnly) {
+    for (auto fetch : body.getOps<FetchParamsOp>()) {
+      for (Value p : fetch.getParams())
+        if (!p.getDefiningOp<ParamOp>())
+          return fetch.emitError("sl-shard-parameters: fetches a value that is not an sl.param "
+                                 "of the step");
+      fetches.push_back(fetch);
+    }
+    return success();
+  }
   // The step returns the loss and each parameter's gradient, summed on the host from offloads.
   if (ret.getNumOperands() != params.size() + 1)
     return step.emitError("sl-shard-parameters: @train_step returns ")
@@ -484,6 +497,11 @@ LogicalResult Sharder::run() {
   createShards();
   for (FetchParamsOp fetch : fetches)
     gather(fetch);
+  if (forwardOnly) {
+    // What the fetches gathered that no stage reads.
+    eraseUnusedOps(body);
+    return success();
+  }
   for (const GradientRun &run : runs)
     if (failed(reduceScatter(run)))
       return failure();
@@ -535,9 +553,16 @@ struct ShardParametersPass : public impl::ShardParametersPassBase<ShardParameter
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>(kTrainStepName);
+    bool forwardOnly = false;
     if (!step || step.isExternal()) {
-      module.emitError("sl-shard-parameters: no @") << kTrainStepName
-                                                    << "; run sl-schedule-subbatches first";
+      // A planned inference step (sl-schedule-subbatches{forward-only=true}).
+      step = module.lookupSymbol<func::FuncOp>(kInferStepName);
+      forwardOnly = step && !step.isExternal() && step->hasAttr(kPlanAttr);
+    }
+    if (!step || step.isExternal() || (!forwardOnly && step.getSymName() != kTrainStepName)) {
+      module.emitError("sl-shard-parameters: no @")
+          << kTrainStepName << " or planned @" << kInferStepName
+          << "; run sl-schedule-subbatches first";
       return signalPassFailure();
     }
     auto plan = step->getAttrOfType<PlanAttr>(kPlanAttr);
@@ -550,7 +575,7 @@ struct ShardParametersPass : public impl::ShardParametersPassBase<ShardParameter
                      "'canonical'");
       return signalPassFailure();
     }
-    if (failed(Sharder(step, world, *mode == PlanMode::speedloader).run()))
+    if (failed(Sharder(step, world, *mode == PlanMode::speedloader, forwardOnly).run()))
       signalPassFailure();
   }
 };

@@ -1,6 +1,6 @@
 // RUN: sl-opt %s -split-input-file --sl-shard-parameters -verify-diagnostics
 
-// expected-error @+1 {{sl-shard-parameters: no @train_step; run sl-schedule-subbatches first}}
+// expected-error @+1 {{sl-shard-parameters: no @train_step or planned @infer_step; run sl-schedule-subbatches first}}
 module {
   func.func @forward(%x: tensor<2xf32>) -> tensor<2xf32> {
     return %x : tensor<2xf32>

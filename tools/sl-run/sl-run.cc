@@ -32,7 +32,10 @@ int main(int argc, char **argv) {
   inferOptions.push_back(
       app.add_option("--input,-i", o.inputArgs,
                      "An input as NAME=FILE.npy, or FILE.npy when the schedule has one input; "
-                     "repeat for each input (inference)")
+                     "repeat for each input (inference). With several ranks (a schedule compiled "
+                     "with world=W, under mpirun -np W) the file holds every rank's rows along "
+                     "its first axis, rank r's from row r x batch, and rank 0 writes every rank's "
+                     "outputs in that order")
           ->expected(1)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));

@@ -111,6 +111,13 @@ struct InferPipelineOptions : public PlanningOptions<InferPipelineOptions> {
       llvm::cl::desc("Inputs the model gets from the pipeline instead of the run: "
                      "attention_mask (all ones), position_ids (0..seq-1); without padding, "
                      "binding both lets attention fuse")};
+  Option<int64_t> world{
+      *this, "world",
+      llvm::cl::desc("Ranks (sl-run under mpirun): each runs batch= sequences of its own, and "
+                     "each layer's weights are sharded over them (ZeRO-Inference: every rank "
+                     "keeps 1/world of them and all-gathers a group before its pass); plans the "
+                     "run"),
+      llvm::cl::init(1)};
   Option<bool> step{*this, "step",
                     llvm::cl::desc("Write the explicit @infer_step with its streams, events and "
                                    "memory (false: stop at the bound, simplified @forward, for "
@@ -120,8 +127,8 @@ struct InferPipelineOptions : public PlanningOptions<InferPipelineOptions> {
   /// Whether the options ask for a planned run (an explicit step of sub-batches, whose weights
   /// stay in host memory).
   bool planned() const {
-    return !deviceMemory.empty() || !hostMemory.empty() || subBatchSize > 0 ||
-           numSubBatches > 0 || liveBlocks > 0 || !mode.empty() || planReport;
+    return !deviceMemory.empty() || !hostMemory.empty() || subBatchSize > 0 || numSubBatches > 0 ||
+           liveBlocks > 0 || !mode.empty() || planReport || world != 1;
   }
 };
 

@@ -8,6 +8,7 @@
 #include "slrt/error.h"
 #include "slrt/executor.h"
 #include "slrt/npy.h"
+#include "slrt/rank_agreement.h"
 #include "slrt/report.h"
 
 namespace slrt::tooling {
@@ -63,6 +64,49 @@ HostTensor bfloat16Input(const sl::schedule::Schedule &schedule, const std::stri
     return roundedToBfloat16(tensor);
   }
   return tensor;
+}
+
+// A schedule of world > 1 (sl-opt --sl-infer="... world=W") runs on W ranks, each on batch= rows
+// of its own: an input file holds every rank's rows, rank r's being rows [r B, (r + 1) B) of its
+// first axis (B the schedule's), and the outputs are every rank's rows in the same order.
+HostTensor rowsOfRank(HostTensor whole, const sl::schedule::Schedule &schedule,
+                      const std::string &name, uint32_t world, int rank) {
+  const sl::schedule::Binding *binding = nullptr;
+  for (const sl::schedule::Binding &b : schedule.inputs())
+    if (b.name() == name)
+      binding = &b;
+  const sl::schedule::Buffer &buffer = schedule.buffers(static_cast<int>(binding->buffer()));
+  if (buffer.shape_size() == 0 || whole.shape.empty())
+    throw makeError("input '", name, "': a schedule for ", world,
+                    " ranks splits its inputs along their first axis, and this one has none");
+  int64_t rows = static_cast<int64_t>(buffer.shape(0)), ranks = static_cast<int64_t>(world);
+  if (whole.shape[0] != rows * ranks)
+    throw makeError("input '", name, "' has ", whole.shape[0],
+                    " rows along its first axis; the "
+                    "schedule is for ",
+                    world, " ranks of ", rows, " each (compiled with world=", world,
+                    "), so it takes ", rows * ranks, ": every rank's rows, rank r's from row r x ",
+                    rows);
+  HostTensor mine;
+  mine.dtype = whole.dtype;
+  mine.shape = whole.shape;
+  mine.shape[0] = rows;
+  uint64_t bytes = whole.data.size() / world;
+  mine.data.assign(whole.data.begin() + static_cast<std::ptrdiff_t>(bytes * uint64_t(rank)),
+                   whole.data.begin() + static_cast<std::ptrdiff_t>(bytes * uint64_t(rank + 1)));
+  return mine;
+}
+
+// Every rank's rows of an output, in rank order along its first axis.
+HostTensor rowsOfEveryRank(const HostTensor &mine, Communicator &comm, const std::string &name) {
+  HostTensor whole;
+  whole.dtype = mine.dtype;
+  whole.shape = mine.shape;
+  whole.shape[0] *= comm.size();
+  whole.data.resize(mine.data.size() * static_cast<size_t>(comm.size()));
+  comm.allGatherBytes(mine.data.data(), whole.data.data(), mine.data.size(),
+                      "output '" + name + "': every rank's rows");
+  return whole;
 }
 
 } // namespace
@@ -123,6 +167,23 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
     if (!inputFiles.count(b.name()))
       throw makeError("missing input '", b.name(), "': give --input ",
                       schedule.inputs_size() == 1 ? "FILE.npy" : b.name() + "=FILE.npy");
+  const uint32_t world = std::max<uint32_t>(1, schedule.world());
+  const int rank = options.comm ? options.comm->rank() : 0;
+  const int ranks = options.comm ? options.comm->size() : 1;
+  if (world > 1 && static_cast<uint32_t>(ranks) != world)
+    throw makeError(loaded.path, ": the schedule is for ", world,
+                    " ranks (compiled with world=", world, "), but ",
+                    ranks == 1 ? "this is a run of one rank; launch it with mpirun -np " +
+                                     std::to_string(world)
+                               : "the job has " + std::to_string(ranks) + " ranks");
+  if (world > 1) {
+    // Ranks that would compute different things stop here, before any collective of the
+    // schedule. Inputs count by their contents, so they may lie at other paths on other nodes.
+    std::vector<AgreementField> fields = {scheduleField(loaded), modelFilesField(loaded)};
+    for (const auto &[name, file] : inputFiles)
+      fields.push_back(fileField("--input " + name, file, "input file"));
+    checkRanksAgree(fields, *options.comm);
+  }
   std::map<std::string, HostTensor> inputs;
   for (const auto &[name, file] : inputFiles) {
     // Twice the input's bytes (an f32 file for a bf16 input, or a wider integer type, which
@@ -132,10 +193,16 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
     for (const sl::schedule::Binding &b : schedule.inputs())
       if (b.name() == name)
         inputBytes = schedule.buffers(static_cast<int>(b.buffer())).bytes();
-    HostTensor tensor = readNpy(file, saturatingMulAdd<uint64_t>(inputBytes, 2, uint64_t{1} << 20),
-                                "twice the input's bytes, and 1 MiB for the header");
+    HostTensor tensor =
+        readNpy(file,
+                saturatingMulAdd<uint64_t>(saturatingMul<uint64_t>(inputBytes, world), 2,
+                                           uint64_t{1} << 20),
+                world > 1 ? "twice every rank's input bytes, and 1 MiB for the header"
+                          : "twice the input's bytes, and 1 MiB for the header");
     try {
       tensor = bfloat16Input(schedule, name, std::move(tensor));
+      if (world > 1)
+        tensor = rowsOfRank(std::move(tensor), schedule, name, world, rank);
       checkInput(schedule, name, tensor);
     } catch (const Error &e) {
       throw makeError(file, ": ", e.what());
@@ -153,6 +220,15 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
 
   Executor executor(loaded, backend, executorOptions(options));
   std::vector<NamedTensor> outputs = executor.run(inputs);
+  if (world > 1) {
+    for (NamedTensor &out : outputs)
+      out.tensor = rowsOfEveryRank(out.tensor, *options.comm, out.name);
+    // Rank 0 writes the outputs and the report; each rank its trace.
+    if (!options.tracePath.empty())
+      executor.writeTrace(tracePathOf(options));
+    if (rank != 0)
+      return 0;
+  }
 
   for (const NamedTensor &out : outputs) {
     auto file = outputFiles.find(out.name);
@@ -168,7 +244,7 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
     describeRun(report, options);
     writeReport(options.reportPath, report);
   }
-  if (!options.tracePath.empty())
+  if (!options.tracePath.empty() && world == 1)
     executor.writeTrace(options.tracePath);
   return 0;
 }
