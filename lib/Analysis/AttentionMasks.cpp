@@ -33,6 +33,51 @@ llvm::StringRef maskKindName(MaskKind kind) {
   return "unknown";
 }
 
+namespace {
+
+/// The verdicts a mask's values still allow, narrowed stretch by stretch (value by value, or a
+/// run of a row at a time). Causal masking keeps key j for query i where j <= i + T - S.
+class Verdicts {
+public:
+  /// A boolean mask (keep / drop), or a float one (additive, or a multiplier); `causalShape`:
+  /// its last two dimensions are S and T, not broadcast.
+  Verdicts(bool boolean, bool causalShape)
+      : boolean(boolean), zero(!boolean), causal(causalShape), anti(boolean && causalShape),
+        ones(!boolean && causalShape) {}
+
+  bool open() const { return zero || causal || anti || ones; }
+
+  /// A stretch of values that causal masking keeps (or drops), from `first` to `last`: all of
+  /// them between the two (one value: first == last; a row's integer line: its ends).
+  void see(bool kept, double first, double last) {
+    auto allAre = [&](double x) { return first == x && last == x; };
+    if (boolean) {
+      bool set = first != 0; // a boolean stretch is one value
+      causal &= set == kept;
+      anti &= set != kept;
+      return;
+    }
+    zero &= allAre(0.0);
+    causal &= kept ? allAre(0.0) : std::max(first, last) <= -1e4;
+    ones &= allAre(kept ? 1.0 : 0.0);
+  }
+
+  MaskKind kind() const {
+    if (zero)
+      return MaskKind::Zero;
+    if (causal)
+      return MaskKind::Causal;
+    if (ones)
+      return MaskKind::CausalOnes;
+    return anti ? MaskKind::AntiCausal : MaskKind::Unknown;
+  }
+
+private:
+  bool boolean, zero, causal, anti, ones;
+};
+
+} // namespace
+
 MaskKind classifyMaskValues(DenseElementsAttr dense, RankedTensorType type, int64_t s, int64_t t) {
   int64_t rank = type.getRank();
   int64_t rows = rank >= 2 ? type.getShape()[rank - 2] : 1;
@@ -46,30 +91,14 @@ MaskKind classifyMaskValues(DenseElementsAttr dense, RankedTensorType type, int6
     floats = constantFloats(dense);
   if (!floats && !ints)
     return MaskKind::Unknown;
+  Verdicts verdicts(boolean, rows == s && cols == t);
   int64_t n = type.getNumElements();
-  bool zero = !boolean, causal = rows == s && cols == t, anti = boolean && causal;
-  bool ones = !boolean && causal;
-  for (int64_t i = 0; i < n && (zero || causal || anti || ones); ++i) {
+  for (int64_t i = 0; i < n && verdicts.open(); ++i) {
     int64_t row = (i / cols) % rows, col = i % cols;
-    bool kept = col <= row + t - s;
-    if (boolean) {
-      bool set = (*ints)[i] != 0;
-      causal &= set == kept;
-      anti &= set != kept;
-    } else {
-      double value = (*floats)[i];
-      zero &= value == 0.0;
-      causal &= kept ? value == 0.0 : value <= -1e4;
-      ones &= value == (kept ? 1.0 : 0.0);
-    }
+    double value = boolean ? double((*ints)[i]) : (*floats)[i];
+    verdicts.see(col <= row + t - s, value, value);
   }
-  if (zero)
-    return MaskKind::Zero;
-  if (causal)
-    return MaskKind::Causal;
-  if (ones)
-    return MaskKind::CausalOnes;
-  return anti ? MaskKind::AntiCausal : MaskKind::Unknown;
+  return verdicts.kind();
 }
 
 namespace {
@@ -133,7 +162,6 @@ struct Element {
       if (!(v >= lowest && v <= highest) || v != std::trunc(v))
         return std::nullopt;
       return v + 0.0; // an integer has no -0
-
     case F32:
       return double(float(v));
     case F64:
@@ -190,17 +218,18 @@ bool sameValue(double x, double y) { return x == y && std::signbit(x) == std::si
 /// value by value, as folding computes it, may give -0.0 (-(0.0), 0.0 * -2, -0.0 - 0.0).
 bool storeAndAppend(Row &row, const Element &element, Run run,
                     llvm::function_ref<double(int64_t)> atZero = nullptr) {
-  if (!element.store(run))
-    return false;
-  if (!atZero || !element.isFloat() || run.b == 0 || std::fmod(run.a, run.b) != 0)
-    return append(row, run);
-  int64_t zero = int64_t(-run.a / run.b);
-  if (zero < run.begin || zero >= run.end)
-    return append(row, run);
-  Run before{run.begin, zero, run.a, run.b}, after{zero + 1, run.end, run.a, run.b};
-  Run at{zero, zero + 1, atZero(zero), 0};
-  return element.store(before) && append(row, before) && element.store(at) && append(row, at) &&
-         element.store(after) && append(row, after);
+  // The zero column is found before storing: a run of one column stores as a constant.
+  bool integral = run.a == std::trunc(run.a) && run.b == std::trunc(run.b);
+  if (atZero && element.isFloat() && run.b != 0 && integral && std::fmod(run.a, run.b) == 0) {
+    int64_t zero = int64_t(-run.a / run.b);
+    if (zero >= run.begin && zero < run.end) {
+      Run before{run.begin, zero, run.a, run.b}, after{zero + 1, run.end, run.a, run.b};
+      Run at{zero, zero + 1, atZero(zero), 0};
+      return element.store(before) && append(row, before) && element.store(at) && append(row, at) &&
+             element.store(after) && append(row, after);
+    }
+  }
+  return element.store(run) && append(row, run);
 }
 
 /// A row of one column (an operand broadcast along the columns) stretched to `cols` columns.
@@ -760,6 +789,8 @@ private:
         case Mul:
           if (x.b != 0 && y.b != 0)
             return failure();
+          if (constant) // (the slope stays 0: inf * 0 would make it NaN)
+            return emit(Run{begin, end, x.a * y.a, 0});
           // A float line times 0, -0 or an infinity: a constant on each side of its zero,
           // whose sign (or NaN) follows the line's.
           if (floats && !constant)
@@ -784,6 +815,8 @@ private:
                 return failure();
             return success();
           }
+          if (floats && constant) // (the slope stays 0: 0 / 0 would make it NaN)
+            return emit(Run{begin, end, x.a / y.a, 0});
           if (floats)
             return emitSigned(Run{begin, end, x.a / y.a, x.b / y.a},
                               [](double l, double r) { return l / r; });
@@ -859,10 +892,9 @@ std::optional<MaskKind> classifyMaskRows(Value mask, int64_t s, int64_t t) {
   if (node->element.kind == Element::Int)
     return MaskKind::Unknown; // as classifyMaskValues: neither a boolean nor a float mask
   int64_t rows = node->rows, cols = node->cols;
-  bool zero = !boolean, causal = rows == s && cols == t, anti = boolean && causal;
-  bool ones = !boolean && causal;
+  Verdicts verdicts(boolean, rows == s && cols == t);
   Row row;
-  for (int64_t i = 0; i < rows && (zero || causal || anti || ones); ++i) {
+  for (int64_t i = 0; i < rows && verdicts.open(); ++i) {
     if (failed(node->row(i, row)))
       return std::nullopt;
     // Causal masking keeps columns [0, i + t - s].
@@ -875,31 +907,14 @@ std::optional<MaskKind> classifyMaskRows(Value mask, int64_t s, int64_t t) {
       for (bool kept : {true, false}) {
         int64_t begin = kept ? run.begin : std::max(run.begin, keptEnd);
         int64_t end = kept ? std::min(run.end, keptEnd) : run.end;
-        if (begin >= end)
-          continue;
-        double first = run.at(begin), last = run.at(end - 1);
-        auto allAre = [&](double x) { return first == x && last == x; };
-        if (boolean) {
-          bool set = first != 0; // boolean runs are constant
-          causal &= set == kept;
-          anti &= set != kept;
-        } else {
-          zero &= allAre(0.0);
-          causal &= kept ? allAre(0.0) : std::max(first, last) <= -1e4;
-          ones &= allAre(kept ? 1.0 : 0.0);
-        }
+        if (begin < end)
+          verdicts.see(kept, run.at(begin), run.at(end - 1));
       }
     }
     if (covered != cols)
       return std::nullopt;
   }
-  if (zero)
-    return MaskKind::Zero;
-  if (causal)
-    return MaskKind::Causal;
-  if (ones)
-    return MaskKind::CausalOnes;
-  return anti ? MaskKind::AntiCausal : MaskKind::Unknown;
+  return verdicts.kind();
 }
 
 std::string maskRowsDiffer(Value mask, DenseElementsAttr values) {

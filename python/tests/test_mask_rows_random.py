@@ -50,6 +50,17 @@ class Builder:
     def shape_vec(self, shape) -> str:
         return self.const("[" + ", ".join(str(d) for d in shape) + "]", "i64", (len(shape),))
 
+    def range(self, start: int, delta: int, n: int) -> str:
+        """sl.range start, start + n delta, delta: n i64 values."""
+        return self.emit(f"sl.range {self.const(start, 'i64')}, "
+                         f"{self.const(start + n * delta, 'i64')}, {self.const(delta, 'i64')} : "
+                         f"tensor<i64>, tensor<i64>, tensor<i64> -> {ty((n,), 'i64')}")
+
+    def column(self, vector: str, n: int) -> str:
+        """An [n] vector reshaped to [n, 1]: one value per row."""
+        return self.emit(f"sl.reshape {vector}, {self.shape_vec((n, 1))} : {ty((n,), 'i64')}, "
+                         f"tensor<2xi64> -> {ty((n, 1), 'i64')}")
+
 
 def ty(shape, elem):
     return "tensor<" + "x".join(str(d) for d in shape) + ("x" if shape else "") + elem + ">"
@@ -64,18 +75,12 @@ def int_vector(b: Builder, n: int, along_rows: bool) -> tuple[str, tuple]:
     """A range (or a short-run constant) of n integers, shaped [n] or [n, 1]."""
     rng = b.rng
     if rng.random() < 0.75:
-        start, delta = rng.randint(-5, 5), rng.choice([1, 1, 1, 2, -1, 3])
-        r = b.emit(f"sl.range {b.const(start, 'i64')}, {b.const(start + n * delta, 'i64')}, "
-                   f"{b.const(delta, 'i64')} : tensor<i64>, tensor<i64>, tensor<i64> -> "
-                   f"{ty((n,), 'i64')}")
+        r = b.range(rng.randint(-5, 5), rng.choice([1, 1, 1, 2, -1, 3]), n)
     else:
         cut = rng.randint(0, n)
         values = [rng.randint(-2, 2)] * cut + [rng.randint(-2, 2)] * (n - cut)
         r = b.const("[" + ", ".join(map(str, values)) + "]", "i64", (n,))
-    if not along_rows:
-        return r, (n,)
-    return (b.emit(f"sl.reshape {r}, {b.shape_vec((n, 1))} : {ty((n,), 'i64')}, "
-                   f"tensor<2xi64> -> {ty((n, 1), 'i64')}"), (n, 1))
+    return (b.column(r, n), (n, 1)) if along_rows else (r, (n,))
 
 
 def int_matrix(b: Builder, rows: int, cols: int, depth: int) -> str:
@@ -189,14 +194,8 @@ def causal(b: Builder, s: int, t: int, additive: bool) -> str:
     diagonal shifted by a random -1, 0 or +1: a near miss a third of the time."""
     rng = b.rng
     shift = rng.choice([0, 0, -1, 1])
-    keys = b.emit(f"sl.range {b.const(0, 'i64')}, {b.const(t, 'i64')}, {b.const(1, 'i64')} : "
-                  f"tensor<i64>, tensor<i64>, tensor<i64> -> {ty((t,), 'i64')}")
-    first = t - s + 1 + shift  # query i keeps keys below first + i
-    limits = b.emit(f"sl.range {b.const(first, 'i64')}, {b.const(first + s, 'i64')}, "
-                    f"{b.const(1, 'i64')} : tensor<i64>, tensor<i64>, tensor<i64> -> "
-                    f"{ty((s,), 'i64')}")
-    rows = b.emit(f"sl.reshape {limits}, {b.shape_vec((s, 1))} : {ty((s,), 'i64')}, "
-                  f"tensor<2xi64> -> {ty((s, 1), 'i64')}")
+    keys = b.range(0, 1, t)
+    rows = b.column(b.range(t - s + 1 + shift, 1, s), s)  # query i keeps keys below t - s + 1 + i
     keep = b.emit(f"sl.less {keys}, {rows} : {ty((t,), 'i64')}, {ty((s, 1), 'i64')} -> "
                   f"{ty((s, t), 'i1')}")
     if not additive:
