@@ -1112,7 +1112,7 @@ struct FuseTransformerPass : public sl::impl::FuseTransformerPassBase<FuseTransf
     auto reset = llvm::make_scope_exit([] { evaluationCache = nullptr; });
     GreedyRewriteConfig config;
     config.listener = &cache;
-    // The masks are judged before any rewrite that erases them: report while their ops live.
+    // A disagreement keeps the mask's location: its ops may be gone once attention fused.
     bool rewritten =
         succeeded(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config));
     for (const EvaluationCache::Disagreement &d : cache.disagreements)

@@ -1,5 +1,4 @@
-//===- ShardParameters.cpp - sl-shard-parameters: ZeRO-3 sharding of a step
-//---------------------===//
+//===- ShardParameters.cpp - sl-shard-parameters: ZeRO-3 sharding of a step -------------------===//
 //
 // Input: @train_step (or the forward-only @infer_step, which has no gradients: only its fetches
 // change) as sl-schedule-subbatches writes it for world = W > 1 (sl.plan's `world`):

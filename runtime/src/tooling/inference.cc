@@ -81,12 +81,10 @@ HostTensor rowsOfRank(HostTensor whole, const sl::schedule::Schedule &schedule,
                     " ranks splits its inputs along their first axis, and this one has none");
   int64_t rows = static_cast<int64_t>(buffer.shape(0)), ranks = static_cast<int64_t>(world);
   if (whole.shape[0] != rows * ranks)
-    throw makeError("input '", name, "' has ", whole.shape[0],
-                    " rows along its first axis; the "
-                    "schedule is for ",
-                    world, " ranks of ", rows, " each (compiled with world=", world,
-                    "), so it takes ", rows * ranks, ": every rank's rows, rank r's from row r x ",
-                    rows);
+    throw makeError("input '", name, "' has ", whole.shape[0], " rows along its first axis; ",
+                    "the schedule is for ", world, " ranks of ", rows,
+                    " each (compiled with world=", world, "), so it takes ", rows * ranks,
+                    ": every rank's rows, rank r's from row r x ", rows);
   HostTensor mine;
   mine.dtype = whole.dtype;
   mine.shape = whole.shape;
