@@ -51,6 +51,12 @@ MAX_PROMPT, NEW_TOKENS = 7, 5
 # backends sum in different orders, so a value can land on either side of a rounding boundary.
 BF16 = {"llama-gqa", "gpt2-tied", "llama-d64"}
 BF16_LOSS_RTOL, BF16_OUTPUT_RTOL = 2e-2, 2e-2
+# A long context, inference only (f32, and bf16 through cuDNN at head dim 64): one sequence of
+# LONG_SEQ tokens, whose causal mask sl-fuse-transformer reads row by row (never evaluated), so
+# the attention kernels run with 16384 keys per row. The CPU backend takes about a second for it.
+LONG = {"llama-long": LlamaConfig(layers=1, hidden=128, heads=2, kv_heads=1, ffn=256, vocab=256,
+                                  max_positions=16384)}
+LONG_SEQ = 16384
 
 
 def run(cmd):
@@ -150,6 +156,23 @@ def main():
                 entries.append({"name": f"{name}/generate-bf16", "kind": "generate",
                                 "schedule": f"{name}/generate-bf16.slsched",
                                 "prompts": f"{name}/prompts.jsonl"})
+    for name, config in LONG.items():
+        d = args.out / name
+        d.mkdir(parents=True, exist_ok=True)
+        export_model("llama", config, d / "model.onnx", seed=0, constant_folding=False, batch=1,
+                     seq=8)
+        rng = np.random.default_rng(11)
+        np.save(d / "input_ids.npy",
+                rng.integers(0, config.vocab, size=(1, LONG_SEQ), dtype=np.int64))
+        for precision in ("f32", "bf16"):
+            sched = f"infer-{precision}.slsched"
+            run([args.sl_opt, d / "model.onnx",
+                 f"--sl-infer=batch=1 seq={LONG_SEQ} precision={precision}", "-o", d / sched])
+            entry = {"name": f"{name}/infer-{precision}", "kind": "infer",
+                     "schedule": f"{name}/{sched}", "input": f"{name}/input_ids.npy"}
+            if precision == "bf16":
+                entry["output_rtol"] = BF16_OUTPUT_RTOL
+            entries.append(entry)
     (args.out / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"{len(entries)} schedules in {args.out}")
 
