@@ -22,11 +22,15 @@ MemorySpace memorySpaceOf(Value value) {
     return MemorySpace::Host;
   if (auto accumulate = llvm::dyn_cast<AccumulateOp>(def))
     return memorySpaceOf(accumulate.getAccumulator());
-  // An inference step joins its sub-batches' offloaded outputs on the host.
+  // An inference step joins its sub-batches' offloaded outputs on the host. A concatenation of
+  // constants alone (a rotary table too big to fold: HF LLaMA's cat(freqs, freqs) at a long
+  // context) is a device kernel like any other that reads constants: they are prefetched for it.
   if (auto concat = llvm::dyn_cast<ConcatOp>(def))
     if (concat->getNumOperands() > 0 &&
         llvm::all_of(concat->getOperands(),
-                     [](Value v) { return memorySpaceOf(v) == MemorySpace::Host; }))
+                     [](Value v) { return memorySpaceOf(v) == MemorySpace::Host; }) &&
+        !llvm::all_of(concat->getOperands(),
+                      [](Value v) { return v.getDefiningOp<ConstantOp>() != nullptr; }))
       return MemorySpace::Host;
   return MemorySpace::Device;
 }

@@ -13,6 +13,10 @@ values, past the fold limit, so it stays a computation in the IR):
   evaluated values, and fails on any difference; every mask must be read row by row (none left
   to evaluation alone);
 - `--sl-infer` at that length fuses every attention (no "attention not fused" remark).
+
+And one end to end past what evaluation could judge: HF LLaMA at 9000 positions (a mask of 81M
+values, past 2^26; its rotary table is too big to fold, so `cat(freqs, freqs)` is a kernel on
+the device), run by sl-run against PyTorch's logits, every block fused.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ if os.environ.get("SL_REQUIRE_TRANSFORMERS") == "1":
 else:
     pytest.importorskip("transformers")
 
-from hf_harness import build_model, export  # noqa: E402
+from hf_harness import build_model, check_inference, export  # noqa: E402
 from sl_helpers import check_ok  # noqa: E402
 from test_hf_architectures import ARCHS  # noqa: E402
 
@@ -68,3 +72,12 @@ def test_mask_read_row_by_row_agrees_with_its_values(sl_tools, tmp_path, arch):
     proc = sl_tools.compile(onnx_path, tmp_path / "m.slsched", batch=1, seq=SEQ)
     check_ok(proc)
     assert "attention not fused" not in proc.stderr, proc.stderr
+
+
+def test_hf_llama_at_9000_positions_runs_fused_as_pytorch(sl_tools, tmp_path):
+    arch = next(a for a in ARCHS if a.name == "llama-gqa-untied")
+    long = dataclasses.replace(arch, name="llama-9000",
+                               kwargs=dict(arch.kwargs, max_position_embeddings=9000))
+    model = build_model(long)
+    export(model, tmp_path / "model.onnx", training=False)
+    check_inference(long, model, tmp_path / "model.onnx", sl_tools, tmp_path, batch=1, seq=9000)

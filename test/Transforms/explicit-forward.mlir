@@ -6,6 +6,7 @@
 // RUN: sl-opt %t/twice.mlir --sl-explicit-forward -verify-diagnostics -o /dev/null
 // RUN: sl-opt %t/entry.mlir --sl-explicit-forward=entry=block | FileCheck %s --check-prefix=ENTRY
 // RUN: sl-opt %t/entry.mlir --sl-explicit-forward=entry=missing -verify-diagnostics -o /dev/null
+// RUN: sl-opt %t/table.mlir --sl-explicit-forward --sl-assign-streams | FileCheck %s --check-prefix=TABLE
 
 // A bound @forward becomes @infer_step: constants first (a device kernel reads a device copy),
 // one fetch of the parameters something computes with ("unused" is not fetched), the input
@@ -53,6 +54,16 @@
 // ENTRY-NEXT: return %[[YH]]
 // ENTRY-NOT: sl.fetch_params
 // ENTRY-LABEL: func.func @forward(
+
+// A concatenation of constants alone (HF LLaMA's cat(freqs, freqs) when the rotary table is too
+// big to fold, at a long context) is a device kernel: its constants are prefetched for it, and
+// the cosine reads a device value. (It was taken for a host join of offloaded outputs, and the
+// schedule emitter refused the cosine: "a compute kernel reads a host value".)
+// TABLE-LABEL: func.func @infer_step
+// TABLE-DAG: %[[F:.+]] = sl.constant dense<{{.+}}> : tensor<2x2xf32>
+// TABLE-DAG: %[[FD:.+]] = sl.prefetch %[[F]] {sl.stream = #sl.stream<h2d>} : tensor<2x2xf32>
+// TABLE: %[[T:.+]] = sl.concat %[[FD]], %[[FD]] {axis = -1 : i64, sl.stream = #sl.stream<compute>}
+// TABLE: sl.cos %[[T]] {sl.stream = #sl.stream<compute>}
 
 //--- model.mlir
 module {
@@ -108,5 +119,16 @@ module {
     %w = sl.param "w" : tensor<4x4xf32>
     %h = sl.layer @block(%x) params(%w) {index = 0 : i64, stage = "block"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     return %h : tensor<2x4xf32>
+  }
+}
+
+//--- table.mlir
+module {
+  func.func @forward(%x: tensor<2x4xf32> {sl.name = "x"}) -> (tensor<2x4xf32> {sl.name = "y"}) {
+    %f = sl.constant dense<[[0.5, 1.0], [1.5, 2.0]]> : tensor<2x2xf32>
+    %t = sl.concat %f, %f {axis = -1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+    %c = sl.cos %t : tensor<2x4xf32>
+    %y = sl.mul %x, %c : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
   }
 }
