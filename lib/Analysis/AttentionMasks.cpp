@@ -727,17 +727,9 @@ private:
       for (Run run : in) {
         if (element.kind == Element::Bool && run.b != 0) {
           // An integer line is zero in at most one column.
-          int64_t a = int64_t(run.a), b = int64_t(run.b);
-          int64_t zeroAt = a % b == 0 ? -a / b : run.begin - 1;
-          if (zeroAt < run.begin || zeroAt >= run.end) {
-            if (!append(row, Run{run.begin, run.end, 1, 0}))
+          for (auto [from, to] : signRanges(run, run.begin, run.end))
+            if (!append(row, Run{from, to, double(run.at(from) != 0), 0}))
               return failure();
-            continue;
-          }
-          if (!append(row, Run{run.begin, zeroAt, 1, 0}) ||
-              !append(row, Run{zeroAt, zeroAt + 1, 0, 0}) ||
-              !append(row, Run{zeroAt + 1, run.end, 1, 0}))
-            return failure();
           continue;
         }
         // Floats to integers truncate (a line's values are integers already); integers to
