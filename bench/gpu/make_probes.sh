@@ -36,6 +36,15 @@ PYTHONPATH="$root/python" /usr/bin/python3 -m speedloader.export --preset "$pres
 # Generation: $batch prompts of $seq tokens, 32 new tokens each, bf16, weights streamed from the host.
 "$slopt" "$work/model.onnx" -o "$out/generate.slsched" \
   --sl-generate="batch=$batch max-prompt-len=$seq max-new-tokens=32 precision=bf16"
+# The whole of llama2-7b (32 layers), the same 4 x 2048 tokens per step, parameters, gradients and
+# AdamW state in host memory (about 113 GiB: run-7b-step.sh), in both schedule modes. Named
+# step7b-* so that run-gpu-perf.sh's train-* variants do not include them.
+PYTHONPATH="$root/python" /usr/bin/python3 -m speedloader.export --preset "$preset" \
+  --weightless --out "$work/model7b.onnx" > /dev/null
+for mode in speedloader canonical; do
+  "$slopt" "$work/model7b.onnx" -o "$out/step7b-$mode.slsched" \
+    --sl-train="batch=$batch seq=$seq num-sub-batches=$subbatches live-blocks=1 precision=bf16 mode=$mode"
+done
 /usr/bin/python3 -c "import json, numpy as np; rng = np.random.default_rng(1); \
 open('$out/prompts.jsonl', 'w').writelines(json.dumps({'tokens': rng.integers(0, $vocab, $seq).tolist()}) + '\\n' for _ in range($batch))"
 /usr/bin/python3 -c "import numpy as np; rng = np.random.default_rng(0); \

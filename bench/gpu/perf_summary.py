@@ -72,6 +72,15 @@ def main():
         if op_rates:
             mm_s = ops.get("MATMUL", {}).get("seconds", 0) + ops.get("GEMM", {}).get("seconds", 0)
             at_s = sum(ops.get(k, {}).get("seconds", 0) for k in ("ATTENTION", "ATTENTION_GRAD"))
+            # sl-run reports each op's FLOPs from its kernels' shapes (since 2026-11-27): the
+            # products the schedule really runs (the head is not recomputed, a pass may skip a
+            # product), where the model above assumes every product in every pass. The H100
+            # run of 2026-11-26 printed 860 GEMM TFLOP/s from that model; the schedule's own
+            # FLOPs gave 772.
+            if "flops" in ops.get("MATMUL", {}) or "flops" in ops.get("GEMM", {}):
+                matmul_flops = sum(ops.get(k, {}).get("flops", 0) for k in ("MATMUL", "GEMM"))
+                attn_flops, attn_passes = sum(ops.get(k, {}).get("flops", 0)
+                                              for k in ("ATTENTION", "ATTENTION_GRAD")), 1
             rows.append((kind, "GEMM TFLOP/s", matmul_flops / mm_s / 1e12 if mm_s else 0,
                          best_bf16))
             rows.append((kind, "attention TFLOP/s",
@@ -88,6 +97,8 @@ def main():
                          f"are host times (op_seconds_clock: {clock}), which measure only the "
                          "issuing of asynchronous kernels; rerun with an sl-run that times "
                          "kernels on the GPU", None))
+        if r.get("warmup_seconds"):
+            rows.append((kind, "first run s (warm-up)", r["warmup_seconds"][0], None))
         tps = tokens / seconds
         model_flops = (6 if kind == "train" else 2) * matmul_params * tps
         rows.append((kind, "tokens/s", tps, None))

@@ -41,7 +41,7 @@ timeout -k 10 "$(allow 150 25)" "$b/bin/sl-run" "$probes/train.slsched" --backen
   --data "$probes/tokens.bin" --steps 3 --vocab "$vocab" --report "$out/train-report.json" \
   --trace "$work/train-trace.json" || status=1
 timeout -k 10 "$(allow 80 3)" "$b/bin/sl-run" "$probes/infer.slsched" --backend cuda --random-weights 0 \
-  --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
+  --warmup-runs 1 --input "$probes/input_ids.npy" --output "$work/logits.npy" --report "$out/infer-report.json" \
   --trace "$work/infer-trace.json" || status=1
 # The planner's machine profile of this GPU (link, f32/bf16 GEMM, host AdamW, cost per kernel),
 # printed into perf.log: sl-opt's `target=` reads it once saved as a .json file.

@@ -16,20 +16,21 @@ PROBE = {"layers": 1, "hidden": 64, "ffn": 128, "vocab": 100, "heads": 4, "seq":
 MATMUL_PARAMS = 47360
 
 
-def summary(tmp_path, backend, clock):
+def summary(tmp_path, backend, clock, ops=None, extra=None):
     (tmp_path / "probe.json").write_text(json.dumps(PROBE))
     (tmp_path / "roofline.json").write_text(json.dumps(
         {"gemm": [{"dtype": "bfloat16", "tflops": 500.0}], "attention": [], "copies": {}}))
     report = {
         "backend": backend,
         "wall_seconds": 0.5,
-        "ops": {"MATMUL": {"count": 10, "seconds": 1e-6}},
+        "ops": ops or {"MATMUL": {"count": 10, "seconds": 1e-6}},
         "streams": [{"kind": "h2d", "busy_seconds": 0.001}],
         "bytes_moved": {"host_to_device": 10**6},
         "train": {"tokens_per_step": 32, "step_seconds": [0.5]},
     }
     if clock is not None:
         report["op_seconds_clock"] = clock
+    report.update(extra or {})
     (tmp_path / "train.json").write_text(json.dumps(report))
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--probe", str(tmp_path / "probe.json"), "--roofline",
@@ -67,3 +68,20 @@ def test_cpu_reports_host_times_are_the_kernels(tmp_path):
     text = summary(tmp_path, "cpu", "host")
     assert gemm_rate(text) is not None
     assert "not computed" not in text
+
+
+def test_flops_that_sl_run_reports_replace_the_model(tmp_path):
+    # sl-run reports each op's FLOPs from its kernels' shapes: the rates come from those, not from
+    # the probe's parameter count times 4 passes (which counted a head that is not recomputed).
+    ops = {"MATMUL": {"count": 10, "seconds": 2e-6, "flops": 3e6},
+           "ATTENTION": {"count": 2, "seconds": 1e-6, "flops": 1e5},
+           "ATTENTION_GRAD": {"count": 1, "seconds": 1e-6, "flops": 2.5e5}}
+    text = summary(tmp_path, "cuda", "device", ops)
+    assert abs(gemm_rate(text) - 3e6 / 2e-6 / 1e12) < 1e-9
+    rows = [line.split() for line in text.splitlines() if "attention TFLOP/s" in line]
+    assert abs(float(rows[0][3]) - 3.5e5 / 2e-6 / 1e12) < 1e-9
+
+
+def test_the_first_run_of_an_inference_with_warmups_is_shown(tmp_path):
+    text = summary(tmp_path, "cpu", "host", extra={"warmup_seconds": [0.679]})
+    assert "first run s (warm-up)" in text and "0.679" in text

@@ -11,11 +11,12 @@
 #include <thread>
 #include <unordered_map>
 
-#include "kernel_verifier.h"
 #include "gather_indices.h"
+#include "kernel_verifier.h"
 #include "slrt/atomic_file.h"
 #include "slrt/dtype.h"
 #include "slrt/error.h"
+#include "slrt/kernel_flops.h"
 #include "slrt/parameter_loader.h"
 
 namespace slrt {
@@ -189,6 +190,7 @@ void Executor::prepareKernels() {
   for (int index = 0; index < s.kernels_size(); ++index) {
     const sl::schedule::Kernel &k = s.kernels(index);
     BoundKernel &bound = bound_[static_cast<size_t>(index)];
+    bound.flops = kernelFlops(s, k);
     auto touch = [&](uint32_t id) {
       const sl::schedule::Buffer &b = s.buffers(static_cast<int>(id));
       uint64_t &end = b.space() == sl::schedule::DEVICE ? bound.deviceEnd : bound.hostEnd;
@@ -447,6 +449,7 @@ void Executor::mergeStats(bool tracing, uint32_t program,
       OpStats &total = stats_.perOp[name];
       total.count += op.count;
       total.seconds += op.seconds;
+      total.flops += op.flops;
     }
     StreamStats &stream = stats_.perStream[run->stream];
     stream.kernels = r.kernels;
@@ -562,6 +565,7 @@ void Executor::runStream(StreamRun &run, bool tracing, bool timing, uint32_t pro
     double seconds = std::chrono::duration<double>(kernelEnd - kernelStart).count();
     OpStats &op = run.stats.perOp[sl::schedule::OpKind_Name(kernel.op())];
     ++op.count;
+    op.flops += bound.flops;
     if (timed) {
       run.timed.push_back(
           {index, bound.mark, seconds, tracing ? run.spans.size() : StreamRun::kNoSpan});

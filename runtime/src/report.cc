@@ -7,8 +7,11 @@ namespace slrt {
 nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &backendName,
                           const RunStats &stats, const std::vector<NamedTensor> &outputs) {
   nlohmann::json ops = nlohmann::json::object();
-  for (const auto &[name, op] : stats.perOp)
+  for (const auto &[name, op] : stats.perOp) {
     ops[name] = {{"count", op.count}, {"seconds", op.seconds}};
+    if (op.flops > 0)
+      ops[name]["flops"] = op.flops;
+  }
   nlohmann::json streams = nlohmann::json::array();
   for (const StreamStats &stream : stats.perStream)
     streams.push_back({{"id", stream.id},

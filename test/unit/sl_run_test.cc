@@ -315,6 +315,34 @@ TEST_F(SlRunAttentionTest, TakesI64InputsAndWritesEveryDType) {
   EXPECT_EQ(report["outputs"][1]["dtype"], "bool");
 }
 
+// Warm-up runs change nothing the run computes; the report describes the last run and lists the
+// warm-ups' wall times apart. The attention's FLOPs are its products over the causal pairs:
+// 2 x B 1 x H 2 x (4 x 5 / 2 = 10 pairs) x (D 4 + Dv 4).
+TEST_F(SlRunAttentionTest, WarmupRunsAreReportedApartAndChangeNoOutput) {
+  Result r = slRun(schedule + " -i " + ids + " -o y=" + dir.file("y0.npy") + " --report " +
+                   dir.file("r0.json"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  r = slRun(schedule + " -i " + ids + " -o y=" + dir.file("y2.npy") + " --warmup-runs 2" +
+            " --report " + dir.file("r2.json"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_EQ(toFloats(readNpy(dir.file("y0.npy"))), toFloats(readNpy(dir.file("y2.npy"))));
+  nlohmann::json cold = nlohmann::json::parse(readFile(dir.file("r0.json")));
+  nlohmann::json warm = nlohmann::json::parse(readFile(dir.file("r2.json")));
+  EXPECT_EQ(cold["warmup_seconds"].size(), 0u);
+  ASSERT_EQ(warm["warmup_seconds"].size(), 2u);
+  for (const nlohmann::json &seconds : warm["warmup_seconds"])
+    EXPECT_GT(seconds.get<double>(), 0);
+  // One run's kernels, not three runs'.
+  EXPECT_EQ(warm["kernels"], cold["kernels"]);
+  EXPECT_EQ(warm["ops"]["ATTENTION"]["count"], 1);
+  EXPECT_EQ(warm["ops"]["ATTENTION"]["flops"], 320.0);
+  EXPECT_EQ(warm["ops"]["MATMUL"]["flops"], cold["ops"]["MATMUL"]["flops"]);
+  EXPECT_FALSE(warm["ops"]["ADD"].contains("flops"));
+  r = slRun(schedule + " -i " + ids + " --warmup-runs -1");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("--warmup-runs: Value -1 not in range 0 to 1000"));
+}
+
 TEST_F(SlRunAttentionTest, PrintsI64AndBoolOutputs) {
   Result r = slRun(schedule + " --input ids=" + ids);
   ASSERT_EQ(r.exitCode, 0) << r.output;
@@ -489,6 +517,10 @@ TEST_F(SlRunTrainTest, TrainingOptionsNeedATrainScheduleAndViceVersa) {
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: --input: a train schedule reads its inputs "
                                   "from --data"));
+  r = slRun(train("--steps 1 --warmup-runs 1"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --warmup-runs: only an inference schedule takes "
+                                  "it"));
   r = slRun(schedule + " --steps 1");
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("is a train schedule: give --data FILE"));
@@ -742,6 +774,10 @@ TEST_F(SlRunGenerateTest, OptionsOfOtherKindsAreRefusedAndViceVersa) {
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("sl-run: error: --input: a generate schedule reads its prompts "
                                   "from --prompts, not .npy files"));
+  r = slRun(schedule + " --prompts " + prompts + " --warmup-runs 1");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("sl-run: error: --warmup-runs: only an inference schedule takes "
+                                  "it"));
   r = slRun(schedule);
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr(schedule + " is a generate schedule: give --prompts FILE.jsonl"));

@@ -49,6 +49,14 @@ int main(int argc, char **argv) {
           ->expected(1)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
           ->type_name("[NAME=]FILE"));
+  inferOptions.push_back(
+      app.add_option("--warmup-runs", o.warmupRuns,
+                     "Inference: run the schedule N times on the same inputs before the run that "
+                     "is reported, traced last and written, so that what a backend does once "
+                     "(loading kernels, building cuDNN's attention graphs) stays out of its "
+                     "timings; the report lists their wall times as \"warmup_seconds\"")
+          ->check(CLI::Range(int64_t{0}, int64_t{1000}))
+          ->type_name("N"));
   app.add_option("--report", o.reportPath,
                  "Write a JSON report (timings, seconds per op kind, kernels, bytes moved per "
                  "direction, arena and pool sizes and peak use, busy and wait seconds per stream, "

@@ -29,6 +29,9 @@ struct OpStats {
   // host runs (an OPTIMIZER_STEP, a collective, a kernel writing the host pool) always counts
   // its host time.
   double seconds = 0;
+  // The arithmetic of the op's kernels (kernelFlops: the matrix products of MATMUL, GEMM,
+  // ATTENTION and ATTENTION_GRAD; 0 for the others), so that flops / seconds is the op's rate.
+  double flops = 0;
 };
 
 struct StreamStats {
@@ -233,6 +236,8 @@ private:
     std::vector<const TensorRef *> operands, results;
     std::vector<uint32_t> waitSlots, recordSlots;
     uint64_t deviceEnd = 0, hostEnd = 0;
+    // Its kernelFlops, counted into OpStats::flops each time it runs.
+    double flops = 0;
     // Run on the host (an OPTIMIZER_STEP, a collective, a kernel writing the host pool): its
     // events are waited for on the host, after the stream's own earlier work.
     bool onHost = false;

@@ -177,7 +177,8 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
   if (world > 1) {
     // Ranks that would compute different things stop here, before any collective of the
     // schedule. Inputs count by their contents, so they may lie at other paths on other nodes.
-    std::vector<AgreementField> fields = {scheduleField(loaded), modelFilesField(loaded)};
+    std::vector<AgreementField> fields = {scheduleField(loaded), modelFilesField(loaded),
+                                          integerField("--warmup-runs", options.warmupRuns)};
     for (const auto &[name, file] : inputFiles)
       fields.push_back(fileField("--input " + name, file, "input file"));
     checkRanksAgree(fields, *options.comm);
@@ -217,6 +218,14 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
   checkMemory(loaded, backend, memory);
 
   Executor executor(loaded, backend, executorOptions(options));
+  // Warm-up runs pay what a backend does once (loading kernels, building attention graphs, the
+  // first touch of memory), so that the run reported is a steady one; their wall times are
+  // reported apart.
+  std::vector<double> warmupSeconds;
+  for (int64_t i = 0; i < options.warmupRuns; ++i) {
+    executor.run(inputs);
+    warmupSeconds.push_back(executor.stats().wallSeconds);
+  }
   std::vector<NamedTensor> outputs = executor.run(inputs);
   if (world > 1) {
     for (NamedTensor &out : outputs)
@@ -240,6 +249,7 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
   if (!options.reportPath.empty()) {
     nlohmann::json report = makeReport(loaded, backend.name(), executor.stats(), outputs);
     describeRun(report, options);
+    report["warmup_seconds"] = warmupSeconds;
     writeReport(options.reportPath, report);
   }
   if (!options.tracePath.empty() && world == 1)

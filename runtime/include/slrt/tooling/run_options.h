@@ -42,6 +42,8 @@ struct RunOptions {
   std::string calibratePath;
   double calibrateSeconds = 0.3;
   std::vector<std::string> inputArgs, outputArgs;
+  // --warmup-runs: inference runs before the one that is reported, timed and written.
+  int64_t warmupRuns = 0;
   // Training.
   std::string dataPath, dataDType = "uint16", savePath, resumePath, exportOnnxPath;
   int64_t steps = 0, vocab = 0;
