@@ -24,6 +24,8 @@ HostTensor HostTensor::zeros(DType dtype, Shape shape) {
 
 uint64_t HostTensor::numel() const { return slrt::numel(shape).value_or(0); }
 
+uint64_t HostTensorView::numel() const { return slrt::numel(shape).value_or(0); }
+
 HostTensor widenedToF32(const HostTensor &tensor) {
   if (tensor.dtype != sl::schedule::BF16)
     throw makeError("widenedToF32 takes a bf16 tensor, not ", dtypeName(tensor.dtype));

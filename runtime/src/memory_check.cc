@@ -117,8 +117,7 @@ MemoryNeed runMemoryNeed(const sl::schedule::Schedule &schedule, const RunMemory
       if (b.buffer() < static_cast<uint32_t>(schedule.buffers_size()))
         outputs = saturatingAdd<uint64_t>(outputs,
                                           schedule.buffers(static_cast<int>(b.buffer())).bytes());
-    if (options.writeOutputs)
-      outputs = saturatingMul<uint64_t>(outputs, 2);
+    outputs = saturatingMul<uint64_t>(outputs, options.outputCopies);
     if (outputs > 0)
       need.host.push_back({"outputs", outputs});
   }

@@ -1,10 +1,13 @@
 #include "slrt/npy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "slrt/atomic_file.h"
+#include "slrt/bfloat16.h"
 #include "slrt/checked.h"
 #include "slrt/error.h"
 #include "slrt/read_file.h"
@@ -217,18 +220,22 @@ HostTensor decodeNpy(const std::string &bytes, const std::string &source) {
   return tensor;
 }
 
-std::string encodeNpy(const HostTensor &tensor) {
+namespace {
+
+// The file's bytes before the data: magic, version, header length and the header dictionary for a
+// C-order array of `dtype` and `shape`. Throws Error for a dtype .npy cannot express here.
+std::string npyPreamble(DType dtype, const Shape &shape) {
   const DescrEntry *entry = nullptr;
   for (const DescrEntry &candidate : kDescrs)
-    if (tensor.dtype == candidate.dtype)
+    if (dtype == candidate.dtype)
       entry = &candidate;
   if (!entry)
-    throw makeError("cannot write a ", dtypeName(tensor.dtype), " tensor as .npy");
+    throw makeError("cannot write a ", dtypeName(dtype), " tensor as .npy");
 
   std::string dims;
-  for (size_t i = 0; i < tensor.shape.size(); ++i)
-    dims += (i ? ", " : "") + std::to_string(tensor.shape[i]);
-  if (tensor.shape.size() == 1)
+  for (size_t i = 0; i < shape.size(); ++i)
+    dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1)
     dims += ","; // Python's one-element tuple
   std::string dict = std::string("{'descr': '") + entry->descr +
                      "', 'fortran_order': False, 'shape': (" + dims + "), }";
@@ -254,6 +261,29 @@ std::string encodeNpy(const HostTensor &tensor) {
   for (size_t i = 0; i < preamble - kMagicSize - 2; ++i)
     out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
   out += header;
+  return out;
+}
+
+// Streams the preamble and then what `writeData` writes into one AtomicWriter: the data never
+// becomes one more copy of the tensor in memory. Error "PATH: REASON" on failure, `path` untouched.
+template <typename WriteData>
+void writeNpyStreamed(const std::string &path, DType dtype, const Shape &shape,
+                      WriteData &&writeData) {
+  std::string preamble;
+  try {
+    preamble = npyPreamble(dtype, shape);
+  } catch (const Error &e) {
+    throw makeError(path, ": ", e.what());
+  }
+  AtomicWriter writer;
+  if (!writer.open(path) || !writer.write(preamble) || !writeData(writer) || !writer.commit())
+    throw makeError(path, ": ", writer.error());
+}
+
+} // namespace
+
+std::string encodeNpy(const HostTensor &tensor) {
+  std::string out = npyPreamble(tensor.dtype, tensor.shape);
   out.append(reinterpret_cast<const char *>(tensor.data.data()), tensor.data.size());
   return out;
 }
@@ -262,14 +292,33 @@ HostTensor readNpy(const std::string &path, uint64_t maxBytes, const char *limit
   return decodeNpy(readFile(path, maxBytes, limitReason), path);
 }
 
-void writeNpy(const std::string &path, const HostTensor &tensor) {
-  std::string bytes;
-  try {
-    bytes = encodeNpy(tensor);
-  } catch (const Error &e) {
-    throw makeError(path, ": ", e.what());
+void writeNpy(const std::string &path, const HostTensor &tensor) { writeNpy(path, tensor.view()); }
+
+void writeNpy(const std::string &path, const HostTensorView &tensor) {
+  writeNpyStreamed(path, tensor.dtype, tensor.shape, [&](AtomicWriter &writer) {
+    return tensor.bytes == 0 || writer.write(tensor.data, tensor.bytes);
+  });
+}
+
+void writeNpyAsF32(const std::string &path, const HostTensorView &tensor) {
+  if (tensor.dtype != sl::schedule::BF16) {
+    writeNpy(path, tensor);
+    return;
   }
-  writeFileAtomically(path, bytes);
+  writeNpyStreamed(path, sl::schedule::F32, tensor.shape, [&](AtomicWriter &writer) {
+    // Widened a chunk at a time (exactly: every bf16 value is an f32 value).
+    constexpr uint64_t kChunk = uint64_t{1} << 20;
+    std::vector<float> wide(static_cast<size_t>(std::min<uint64_t>(kChunk, tensor.numel())));
+    const uint16_t *narrow = tensor.as<uint16_t>();
+    for (uint64_t done = 0, n = tensor.numel(); done < n;) {
+      uint64_t count = std::min(kChunk, n - done);
+      widenBfloat16(narrow + done, wide.data(), count);
+      if (!writer.write(wide.data(), static_cast<size_t>(count) * sizeof(float)))
+        return false;
+      done += count;
+    }
+    return true;
+  });
 }
 
 } // namespace slrt

@@ -4,8 +4,15 @@
 
 namespace slrt {
 
+std::vector<ReportedOutput> reportedOutputs(const std::vector<NamedTensor> &outputs) {
+  std::vector<ReportedOutput> reported;
+  for (const NamedTensor &out : outputs)
+    reported.push_back({out.name, out.tensor.dtype, out.tensor.shape});
+  return reported;
+}
+
 nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &backendName,
-                          const RunStats &stats, const std::vector<NamedTensor> &outputs) {
+                          const RunStats &stats, const std::vector<ReportedOutput> &outputs) {
   nlohmann::json ops = nlohmann::json::object();
   for (const auto &[name, op] : stats.perOp) {
     ops[name] = {{"count", op.count}, {"seconds", op.seconds}};
@@ -34,9 +41,8 @@ nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &bac
             {"boundary_activation_bytes", p.boundary_activation_bytes()}};
   }
   nlohmann::json outs = nlohmann::json::array();
-  for (const NamedTensor &out : outputs)
-    outs.push_back(
-        {{"name", out.name}, {"dtype", dtypeName(out.tensor.dtype)}, {"shape", out.tensor.shape}});
+  for (const ReportedOutput &out : outputs)
+    outs.push_back({{"name", out.name}, {"dtype", dtypeName(out.dtype)}, {"shape", out.shape}});
   return {
       {"schedule", schedule.path},
       {"kind", schedule.schedule.kind()},

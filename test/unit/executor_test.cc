@@ -87,7 +87,8 @@ TEST_F(ExecutorTest, CollectsStats) {
 TEST_F(ExecutorTest, ReportHasTheRun) {
   Executor executor(loaded, *backend);
   std::vector<NamedTensor> outputs = executor.run({{"x", randomInput(4)}});
-  nlohmann::json report = makeReport(loaded, backend->name(), executor.stats(), outputs);
+  nlohmann::json report =
+      makeReport(loaded, backend->name(), executor.stats(), reportedOutputs(outputs));
   EXPECT_EQ(report["schedule"], loaded.path);
   EXPECT_EQ(report["kind"], "infer");
   EXPECT_EQ(report["backend"], "cpu");

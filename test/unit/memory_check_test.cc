@@ -50,7 +50,8 @@ TEST(MemoryNeedTest, CountsTheArenaPoolAndWhatTheRunKeepsBeside) {
   need = runMemoryNeed(s, {true, /*resume=*/true});
   EXPECT_EQ(need.host[2].bytes, 180u);
 
-  // Inference: the outputs copied out, twice when they are written to files.
+  // Inference: the outputs copied out once by default, not at all when they are read where they
+  // lie, 1 + W times on W ranks.
   sl::schedule::Schedule infer;
   infer.set_host_pool_bytes(64);
   sl::schedule::Buffer *y = infer.add_buffers();
@@ -59,9 +60,11 @@ TEST(MemoryNeedTest, CountsTheArenaPoolAndWhatTheRunKeepsBeside) {
   need = runMemoryNeed(infer, {});
   ASSERT_EQ(need.host.size(), 2u);
   EXPECT_EQ(need.host[1].bytes, 24u);
-  RunMemoryOptions write;
-  write.writeOutputs = true;
-  EXPECT_EQ(runMemoryNeed(infer, write).host[1].bytes, 48u);
+  RunMemoryOptions copies;
+  copies.outputCopies = 3;
+  EXPECT_EQ(runMemoryNeed(infer, copies).host[1].bytes, 72u);
+  copies.outputCopies = 0;
+  EXPECT_EQ(runMemoryNeed(infer, copies).host.size(), 1u);
 }
 
 TEST(MemoryNeedTest, HugeParametersSaturate) {

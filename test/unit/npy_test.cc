@@ -7,6 +7,7 @@
 
 #include "slrt/error.h"
 #include "slrt/npy.h"
+#include "slrt/read_file.h"
 #include "test_support.h"
 
 namespace slrt::test {
@@ -119,6 +120,29 @@ TEST(NpyTest, FileRoundTripIsAtomic) {
   HostTensor bf16 = HostTensor::zeros(BF16, {2});
   EXPECT_THROW(writeNpy(dir.file("bf16.npy"), bf16), Error);
   EXPECT_FALSE(std::filesystem::exists(dir.file("bf16.npy")));
+}
+
+// A streamed file is the bytes encodeNpy makes; a bf16 tensor is written as f32 widened exactly,
+// across more than one of the writer's chunks of 2^20 elements, with the header of the f32 shape.
+TEST(NpyTest, StreamedWritesAreTheEncodedBytesAndWidenBf16InChunks) {
+  TempDir dir;
+  HostTensor t = f32Tensor({3, 2}, {1.5f, -2, 3, 4, -0.0f, 6});
+  writeNpy(dir.file("t.npy"), t.view());
+  EXPECT_EQ(readFile(dir.file("t.npy")), encodeNpy(t));
+
+  const uint64_t n = (uint64_t{1} << 20) * 2 + 3;
+  HostTensor narrow = HostTensor::zeros(BF16, {3, static_cast<int64_t>(n / 3)});
+  uint16_t *bits = reinterpret_cast<uint16_t *>(narrow.data.data());
+  for (uint64_t i = 0; i < n; ++i)
+    bits[i] = static_cast<uint16_t>((i * 2654435761u) >> 7); // every sign, exponent and NaN
+  writeNpyAsF32(dir.file("wide.npy"), narrow.view());
+  HostTensor wide = readNpy(dir.file("wide.npy"));
+  EXPECT_EQ(wide.dtype, F32);
+  EXPECT_EQ(wide.shape, narrow.shape);
+  EXPECT_EQ(wide.data, widenedToF32(narrow).data); // bytewise: NaN payloads and -0 kept
+  // Other dtypes are written as they are.
+  writeNpyAsF32(dir.file("same.npy"), t.view());
+  EXPECT_EQ(readFile(dir.file("same.npy")), encodeNpy(t));
 }
 
 struct BadNpy {

@@ -11,6 +11,18 @@
 
 namespace slrt {
 
+// A tensor's bytes where they lie (a HostTensor's, or an executor's output buffer), read-only and
+// not owned: valid as long as what it views.
+struct HostTensorView {
+  DType dtype = DType::DTYPE_UNSPECIFIED;
+  Shape shape;
+  const std::byte *data = nullptr;
+  uint64_t bytes = 0;
+
+  uint64_t numel() const;
+  template <typename T> const T *as() const { return reinterpret_cast<const T *>(data); }
+};
+
 struct HostTensor {
   DType dtype = DType::DTYPE_UNSPECIFIED;
   Shape shape;
@@ -20,6 +32,7 @@ struct HostTensor {
   static HostTensor zeros(DType dtype, Shape shape);
 
   uint64_t numel() const;
+  HostTensorView view() const { return {dtype, shape, data.data(), data.size()}; }
 
   // Typed views; the caller picks T to match dtype.
   template <typename T> T *as() { return reinterpret_cast<T *>(data.data()); }

@@ -43,8 +43,10 @@ struct RunMemoryOptions {
   bool resume = false;
   // --save copies the state into a checkpoint and encodes it: twice the three tensors.
   bool save = false;
-  // Inference: every output is copied out of the pool, and encoded again when written to a file.
-  bool writeOutputs = false;
+  // Inference: how many copies of its outputs the run holds in host memory beside the pool: one
+  // (copied out, as Executor::run does), none (sl-run's inference on one rank writes and prints
+  // them where they lie, streaming a file), or 1 + W on W ranks (its own rows, then every rank's).
+  uint64_t outputCopies = 1;
 };
 
 // The memory a run of `schedule` with `options` needs. Sums saturate at UINT64_MAX.

@@ -25,7 +25,13 @@ HostTensor readNpy(const std::string &path,
                    uint64_t maxBytes = std::numeric_limits<uint64_t>::max(),
                    const char *limitReason = nullptr);
 
-// Writes atomically: readers see the old file or the whole new one, never a partial file.
+// Writes atomically: readers see the old file or the whole new one, never a partial file. The
+// data is streamed from the tensor, not copied. Error "PATH: REASON" on failure.
 void writeNpy(const std::string &path, const HostTensor &tensor);
+void writeNpy(const std::string &path, const HostTensorView &tensor);
+
+// As writeNpy, but a bf16 tensor (which NumPy has no dtype for) is written as float32, widened
+// exactly a chunk at a time as it is written, never as a whole f32 copy; other dtypes as they are.
+void writeNpyAsF32(const std::string &path, const HostTensorView &tensor);
 
 } // namespace slrt

@@ -26,8 +26,16 @@ namespace slrt {
 // "op_seconds_clock" says what the seconds of the kernels the backend ran on its streams ("ops",
 // "busy_seconds") measure: "device", the backend's timing of them (RunStats::kernelsTimedOnDevice),
 // or "host", the host's time around each call (on an asynchronous backend, only the issuing).
+// What "outputs" says of each output.
+struct ReportedOutput {
+  std::string name;
+  DType dtype = DType::DTYPE_UNSPECIFIED;
+  Shape shape;
+};
+std::vector<ReportedOutput> reportedOutputs(const std::vector<NamedTensor> &outputs);
+
 nlohmann::json makeReport(const LoadedSchedule &schedule, const std::string &backendName,
-                          const RunStats &stats, const std::vector<NamedTensor> &outputs);
+                          const RunStats &stats, const std::vector<ReportedOutput> &outputs);
 
 // Writes the report atomically, pretty-printed.
 void writeReport(const std::string &path, const nlohmann::json &report);

@@ -14,9 +14,8 @@
 namespace slrt::tooling {
 namespace {
 
-void printOutput(const NamedTensor &out) {
-  const HostTensor &t = out.tensor;
-  std::cout << out.name << ": " << dtypeName(t.dtype) << " " << formatShape(t.shape);
+void printOutput(const std::string &name, const HostTensorView &t) {
+  std::cout << name << ": " << dtypeName(t.dtype) << " " << formatShape(t.shape);
   constexpr uint64_t kShown = 8;
   uint64_t n = std::min(t.numel(), kShown);
   std::cout << " =";
@@ -214,7 +213,7 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
     outputPaths.emplace_back("--output", file);
   checkOutputPaths(outputPaths, runInputs(options, loaded, inputFiles));
   RunMemoryOptions memory;
-  memory.writeOutputs = !outputFiles.empty();
+  memory.outputCopies = world > 1 ? 1 + world : 0;
   checkMemory(loaded, backend, memory);
 
   Executor executor(loaded, backend, executorOptions(options));
@@ -223,13 +222,27 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
   // reported apart.
   std::vector<double> warmupSeconds;
   for (int64_t i = 0; i < options.warmupRuns; ++i) {
-    executor.run(inputs);
+    executor.execute(inputs);
     warmupSeconds.push_back(executor.stats().wallSeconds);
   }
-  std::vector<NamedTensor> outputs = executor.run(inputs);
+  // The outputs are read where the run left them, in the host pool: a file is streamed from
+  // there (a 0.5 GB logits tensor is neither copied out nor widened whole). With several ranks,
+  // every rank's rows are gathered into one tensor first.
+  executor.execute(inputs);
+  std::vector<std::pair<std::string, HostTensorView>> outputs;
+  std::vector<HostTensor> gathered;
+  gathered.reserve(static_cast<size_t>(schedule.outputs_size()));
+  for (const sl::schedule::Binding &b : schedule.outputs()) {
+    const TensorRef &ref = executor.outputBuffer(b.name());
+    HostTensorView view{ref.dtype, ref.shape, ref.data, ref.bytes};
+    if (world > 1) {
+      HostTensor mine{ref.dtype, ref.shape, std::vector<std::byte>(ref.data, ref.data + ref.bytes)};
+      gathered.push_back(rowsOfEveryRank(mine, *options.comm, b.name()));
+      view = gathered.back().view();
+    }
+    outputs.emplace_back(b.name(), view);
+  }
   if (world > 1) {
-    for (NamedTensor &out : outputs)
-      out.tensor = rowsOfEveryRank(out.tensor, *options.comm, out.name);
     // Rank 0 writes the outputs and the report; each rank its trace.
     if (!options.tracePath.empty())
       executor.writeTrace(tracePathOf(options));
@@ -237,17 +250,18 @@ int runInference(const RunOptions &options, Backend &backend, const LoadedSchedu
       return 0;
   }
 
-  for (const NamedTensor &out : outputs) {
-    auto file = outputFiles.find(out.name);
+  std::vector<ReportedOutput> reported;
+  for (const auto &[name, view] : outputs) {
+    auto file = outputFiles.find(name);
     if (file != outputFiles.end())
       // NumPy has no bf16: a bf16 output is written as float32, widened exactly.
-      writeNpy(file->second,
-               out.tensor.dtype == sl::schedule::BF16 ? widenedToF32(out.tensor) : out.tensor);
+      writeNpyAsF32(file->second, view);
     else if (outputFiles.empty())
-      printOutput(out);
+      printOutput(name, view);
+    reported.push_back({name, view.dtype, view.shape});
   }
   if (!options.reportPath.empty()) {
-    nlohmann::json report = makeReport(loaded, backend.name(), executor.stats(), outputs);
+    nlohmann::json report = makeReport(loaded, backend.name(), executor.stats(), reported);
     describeRun(report, options);
     report["warmup_seconds"] = warmupSeconds;
     writeReport(options.reportPath, report);
