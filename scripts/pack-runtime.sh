@@ -2,6 +2,9 @@
 # Packs a self-contained SpeedLoader runtime for a GPU machine that has the NVIDIA driver and the
 # CUDA toolkit's libraries (cuBLAS) but no MLIR, protobuf, BLAS or MPI: sl-run and the CUDA
 # backend's test suite (cuda_backend_test), which link protobuf, OpenBLAS and cudart statically;
+# where the build has it, the NCCL communicator plugin that sl-run loads for runs of several ranks
+# (lib/libslrt_nccl.so, 60 KB; it needs MPI, NCCL and the shared cudart on the GPU machine, and
+# its one-rank test travels apart: bench/gpu/prepare-nccl.sh);
 # the GPU suite's scripts (bench/gpu/); the tiny models of that suite, compiled here by sl-opt
 # (bench/gpu/make_models.py); and a MANIFEST (commit, ldd of each binary).
 #
@@ -43,9 +46,13 @@ if ! grep -q '^SL_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
        "(scripts/build.sh configures one where nvcc is installed)" >&2
   exit 1
 fi
+nccl=0
+grep -q '^SL_ENABLE_NCCL:BOOL=ON' "$build/CMakeCache.txt" && nccl=1
 if [ "$rebuild" = 1 ]; then
   cmake --build "$build" --target sl-run cuda_backend_test > /dev/null
+  [ "$nccl" = 0 ] || cmake --build "$build" --target slrt_nccl > /dev/null
 fi
+[ "$nccl" = 0 ] || [ -f "$build/lib/libslrt_nccl.so" ] || nccl=0
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
@@ -56,6 +63,8 @@ for tool in sl-run cuda_backend_test; do
   # with the device code's line tables (-lineinfo), which compute-sanitizer reports as file:line.
   strip --strip-debug -o "$bundle/bin/$tool" "$build/bin/$tool"
 done
+# sl-run loads lib/libslrt_nccl.so beside its bin/ when it runs as one of several ranks.
+[ "$nccl" = 0 ] || strip --strip-debug -o "$bundle/lib/libslrt_nccl.so" "$build/lib/libslrt_nccl.so"
 # Fallbacks for a machine whose C++ runtime is missing or older than this one's; the suite puts
 # them on the library path only when the loader reports a library not found.
 for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
@@ -83,10 +92,11 @@ forbidden='libprotobuf|libopenblas|libblas|liblapack|libcudart|libmpi|libnccl|li
   echo "packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm)"
   echo "build: $build ($(grep '^CMAKE_BUILD_TYPE:' "$build/CMakeCache.txt" | cut -d= -f2)," \
        "CUDA architectures $(grep '^CMAKE_CUDA_ARCHITECTURES:' "$build/CMakeCache.txt" | cut -d= -f2))"
-  for tool in sl-run cuda_backend_test; do
+  for tool in bin/sl-run bin/cuda_backend_test lib/libslrt_nccl.so; do
+    [ -e "$bundle/$tool" ] || continue
     echo
-    echo "ldd bin/$tool:"
-    ldd "$bundle/bin/$tool"
+    echo "ldd $tool:"
+    ldd "$bundle/$tool"
   done
 } > "$bundle/MANIFEST"
 for tool in sl-run cuda_backend_test; do

@@ -4,6 +4,8 @@
 // per rank: see docs/distributed.md.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -13,6 +15,13 @@
 
 namespace slrt {
 namespace {
+
+// The plugin as built beside this test, or where SLRT_NCCL_PLUGIN says: in the runtime bundle on a
+// GPU machine (bench/gpu/run-nccl-one-rank.sh), the bundle's lib/libslrt_nccl.so.
+std::string pluginPath() {
+  const char *path = std::getenv("SLRT_NCCL_PLUGIN");
+  return path && *path ? path : SLRT_NCCL_PLUGIN;
+}
 
 class NcclCommunicatorTest : public ::testing::Test {
 protected:
@@ -26,7 +35,7 @@ TEST_F(NcclCommunicatorTest, OneRankGathersScattersAndSums) {
   CommOptions options;
   options.backend = "cuda";
   options.timeoutSeconds = 60;
-  std::unique_ptr<Communicator> comm = loadCommunicatorPlugin(SLRT_NCCL_PLUGIN, options);
+  std::unique_ptr<Communicator> comm = loadCommunicatorPlugin(pluginPath(), options);
   ASSERT_EQ(comm->size(), 1);
   ASSERT_EQ(comm->rank(), 0);
   EXPECT_EQ(comm->name(), "NCCL");
