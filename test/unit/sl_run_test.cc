@@ -528,7 +528,11 @@ TEST_F(SlRunTrainTest, TrainingOptionsNeedATrainScheduleAndViceVersa) {
   r = slRun(schedule + " --data " + tokens);
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("is a train schedule: give --steps N"));
-  EXPECT_EQ(slRun(train("--steps 0")).exitCode, 1);
+  r = slRun(train("--steps 0"));
+  EXPECT_EQ(r.exitCode, 1);
+  // Said in a few words, not with CLI11's range of 0 to DBL_MAX in 309 digits.
+  EXPECT_THAT(r.output, HasSubstr("--steps: must be more than 0, not 0\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("179769")));
   EXPECT_EQ(slRun(train("--steps 1 --data-dtype int8")).exitCode, 1);
   r = slRun(train("--steps 1 --beta1 1"));
   EXPECT_EQ(r.exitCode, 1);

@@ -10,6 +10,28 @@
 #include "slrt/comm.h"
 #include "slrt/tooling/run.h"
 
+namespace {
+
+// CLI11's PositiveNumber and NonNegativeNumber name their range in full ("0.000000 to 1797693...",
+// 309 digits of DBL_MAX); these say what is wrong in a few words, under the same names in --help.
+CLI::Validator numberAbove(double low, bool inclusive, const char *name) {
+  return CLI::Validator(
+      [=](std::string &text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value))
+          return "not a number: " + text;
+        if (inclusive ? value >= low : value > low)
+          return "";
+        return std::string("must be ") + (inclusive ? "at least 0" : "more than 0") + ", not " +
+               text;
+      },
+      name);
+}
+const CLI::Validator kPositive = numberAbove(0, false, "POSITIVE");
+const CLI::Validator kNonNegative = numberAbove(0, true, "NONNEGATIVE");
+
+} // namespace
+
 int main(int argc, char **argv) {
   CLI::App app{
       "sl-run: execute a SpeedLoader schedule (written by sl-opt) on a backend.\n"
@@ -82,7 +104,7 @@ int main(int argc, char **argv) {
   app.add_option("--link-gbps", o.linkGbps,
                  "Pace host<->device copies to at most G GB/s per direction, to emulate a PCIe "
                  "link on the CPU backend; 0: unthrottled")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->capture_default_str()
       ->type_name("G");
   app.add_flag("--tf32", o.tf32,
@@ -93,7 +115,7 @@ int main(int argc, char **argv) {
   app.add_option("--collective-timeout", o.collectiveTimeout,
                  "With several ranks (mpirun -np W): seconds a collective may take before the job "
                  "is ended with an error naming the rank and the collective")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str()
       ->type_name("SECONDS");
   app.add_option("--random-weights", o.randomWeightsSeed,
@@ -150,14 +172,14 @@ int main(int argc, char **argv) {
                   ->capture_default_str());
   trainOption(app.add_option("--steps", o.steps,
                              "Training steps to run (after a --resume checkpoint's steps)")
-                  ->check(CLI::PositiveNumber)
+                  ->check(kPositive)
                   ->type_name("N"));
   trainOption(app.add_option("--vocab", o.vocab,
                              "The vocabulary size: a token id at or past it stops training, "
                              "naming its position in --data. Default: the model's (the last "
                              "dimension of the logits its loss reads); more than that is an "
                              "error")
-                  ->check(CLI::PositiveNumber)
+                  ->check(kPositive)
                   ->type_name("N"));
   trainOption(app.add_option("--lr", o.adamw.lr, "AdamW learning rate (peak, with a schedule)")
                   ->capture_default_str());
@@ -228,7 +250,7 @@ int main(int argc, char **argv) {
   generateOption(app.add_option("--max-new-tokens", o.maxNewTokens,
                                 "The most tokens generated per prompt (default and most: the "
                                 "schedule's max_new_tokens)")
-                     ->check(CLI::PositiveNumber)
+                     ->check(kPositive)
                      ->type_name("N"));
   generateOption(app.add_option("--stop-token", o.stopTokens,
                                 "A token id that ends a sequence (kept in its output, finish "
@@ -239,12 +261,12 @@ int main(int argc, char **argv) {
   generateOption(app.add_option("--temperature", o.sampling.temperature,
                                 "Sampling temperature; 0 (the default) is greedy: the most "
                                 "probable token, the lowest id on ties, deterministic")
-                     ->check(CLI::NonNegativeNumber)
+                     ->check(kNonNegative)
                      ->capture_default_str()
                      ->type_name("T"));
   generateOption(app.add_option("--top-k", o.sampling.topK,
                                 "Sample among the K most probable tokens only; 0: all")
-                     ->check(CLI::NonNegativeNumber)
+                     ->check(kNonNegative)
                      ->capture_default_str()
                      ->type_name("K"));
   generateOption(app.add_option("--top-p", o.sampling.topP,
