@@ -5,9 +5,11 @@
 // Measured: matrix products (MATMUL kernels through the backend, f32 and bf16, square, in the
 // device arena), host->device copies (host pool to device arena, through the backend's copy: a
 // pinned-memory transfer on CUDA, memcpy on the CPU backend), the host AdamW (slrt::AdamW
-// over one parameter, as sl-run's trainer steps it), and the fixed cost of a kernel (products of
-// 64 x 64 matrices launched many times, less their FLOPs at the large product's rate). Each is timed over repeated runs after a
-// warm-up run, until a minimum time has passed; the rate is the mean over the timed runs.
+// over one parameter, as sl-run's trainer steps a bf16 model: the gradient check, then the update
+// writing the bf16 weights), and the fixed cost of a kernel (products of
+// 64 x 64 matrices launched many times, less their FLOPs at the large product's rate). Each is
+// timed over repeated runs after a warm-up run, until a minimum time has passed; the rate is the
+// mean over the timed runs.
 #pragma once
 
 #include <cstdint>
