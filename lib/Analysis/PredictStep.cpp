@@ -98,8 +98,12 @@ struct Phase {
   /// Kernels launched, over all the phase's sub-batches.
   int64_t kernels = 0;
   /// Its group's parameters fetched, and its parameter gradients offloaded (none in a forward
-  /// phase): issued in the neighbouring phases, not in this one (see predict).
+  /// phase): issued in the neighbouring phases, not in this one (see predict). With W ranks these
+  /// are a rank's 1/W, and the rest of the parameters is all-gathered from the other ranks
+  /// (parameterGather) and the rest of the gradients reduce-scattered to them (gradientReduce),
+  /// when the link's copies are.
   double parameterFetch = 0, gradientOffload = 0;
+  double parameterGather = 0, gradientReduce = 0;
 };
 
 } // namespace
@@ -146,6 +150,10 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
   // pass over all the sub-batches, canonical once per sub-batch.
   bool speedloader = config.mode == PlanMode::speedloader;
   double fetches = speedloader ? 1 : n;
+  // sl-shard-parameters' step for W ranks: each rank holds and fetches 1/W of every group, and the
+  // collectives move the rest between the devices.
+  const double world = double(std::max<int64_t>(1, config.world));
+  const double ownShare = 1 / world, othersShare = (world - 1) / world;
   SmallVector<Phase> phases;
   for (auto [kind, g] : order) {
     const Group &group = groups[g];
@@ -154,8 +162,10 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
     if (kind == 'B')
       phase.hostToDevice += n * group.outputGradients;
     phase.deviceToHost = kind == 'F' ? n * group.outputs : n * group.inputGradients;
-    phase.parameterFetch = fetches * group.parameterBytes;
-    phase.gradientOffload = kind == 'F' ? 0 : fetches * group.parameterBytes;
+    phase.parameterFetch = fetches * group.parameterBytes * ownShare;
+    phase.gradientOffload = kind == 'F' ? 0 : fetches * group.parameterBytes * ownShare;
+    phase.parameterGather = fetches * group.parameterBytes * othersShare;
+    phase.gradientReduce = kind == 'F' ? 0 : fetches * group.parameterBytes * othersShare;
     double flops = kind == 'F'   ? group.forwardFlops
                    : kind == 'E' ? group.forwardFlops + group.backwardFlops
                                  : group.backwardFlops + group.recomputeFlops;
@@ -169,11 +179,15 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
 
   Prediction p;
   p.boundaryActivationBytes = boundaryActivation;
+  auto collectiveSeconds = [&](double bytes) {
+    return machine.collectiveBytesPerSecond > 0 ? bytes / machine.collectiveBytesPerSecond : 0.0;
+  };
   // The phases' time before the first backward phase: what the host optimizer waits for.
   double beforeBackward = 0;
   for (auto [index, phase] : llvm::enumerate(phases)) {
     p.hostToDeviceBytes += phase.hostToDevice + phase.parameterFetch;
     p.deviceToHostBytes += phase.deviceToHost + phase.gradientOffload;
+    p.collectiveBytes += phase.parameterGather + phase.gradientReduce;
     double compute =
         phase.flops / machine.flopsPerSecond + double(phase.kernels) * machine.kernelSeconds;
     p.computeSeconds += compute;
@@ -195,6 +209,17 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
       toHost += phases[index - 1].gradientOffload;
     if (index + 1 == phases.size())
       toHost += phase.gradientOffload * (1 - 1 / fetches);
+    // The collectives run on a stream of their own, as the copies do: the next phase's gathers
+    // and the last phase's reduce-scatters, beside this phase's work.
+    double collective = 0;
+    if (index + 1 < phases.size())
+      collective += phases[index + 1].parameterGather;
+    if (index == 0)
+      collective += phase.parameterGather * (1 - 1 / fetches);
+    if (index > 0)
+      collective += phases[index - 1].gradientReduce;
+    if (index + 1 == phases.size())
+      collective += phase.gradientReduce * (1 - 1 / fetches);
     // One sub-batch goes through prefetch, compute and offload in turn, and the next one can
     // enter a stage only when it is free: N sub-batches take the three stages of one, then N - 1
     // times the slowest stage. With one sub-batch nothing overlaps: a boundary value is
@@ -204,31 +229,33 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
     double pipeline = perSubBatch[0] + perSubBatch[1] + perSubBatch[2] +
                       (n - 1) * *std::max_element(std::begin(perSubBatch), std::end(perSubBatch));
     double seconds = std::max({pipeline, compute, toDevice / machine.linkBytesPerSecond,
-                               toHost / machine.linkBytesPerSecond});
+                               toHost / machine.linkBytesPerSecond, collectiveSeconds(collective)});
     if (order[index].first != 'B') // the forward phases and the epilogue's all come first
       beforeBackward += seconds;
     p.stepSeconds += seconds;
   }
-  // Nothing overlaps the first parameter fetch or the last gradient offload.
+  // Nothing overlaps the first parameter fetch (and gather) or the last gradient reduce-scatter
+  // (and offload).
   if (!phases.empty()) {
-    double firstFetch = phases.front().parameterFetch / fetches / machine.linkBytesPerSecond;
+    double firstFetch = phases.front().parameterFetch / fetches / machine.linkBytesPerSecond +
+                        collectiveSeconds(phases.front().parameterGather / fetches);
     beforeBackward += firstFetch;
     p.stepSeconds += firstFetch;
-    p.stepSeconds += phases.back().gradientOffload / fetches / machine.linkBytesPerSecond;
+    p.stepSeconds += phases.back().gradientOffload / fetches / machine.linkBytesPerSecond +
+                     collectiveSeconds(phases.back().gradientReduce / fetches);
   }
   // The host's AdamW updates a group once its gradients are offloaded, overlapping the rest of
   // the backward; it cannot start before the backward does, so the step takes at least the
   // forward (the epilogue's fused pass included) and then the whole update.
   if (machine.hostOptimizerParamsPerSecond > 0 && !costs.forwardOnly) {
+    // Each rank updates its own 1/W of the parameters.
     p.optimizerSeconds =
-        double(costs.parameterBytesFp32) / 4 / machine.hostOptimizerParamsPerSecond;
+        double(costs.parameterBytesFp32) / 4 / world / machine.hostOptimizerParamsPerSecond;
     p.stepSeconds = std::max(p.stepSeconds, beforeBackward + p.optimizerSeconds);
   }
   // AdamW's fp32 master weights and two moments, kept on the host outside the pool, sharded
   // over the ranks by ZeRO-3.
-  p.optimizerStateBytes = costs.forwardOnly ? 0.0
-                                             : 3 * double(costs.parameterBytesFp32) /
-                                                   double(std::max<int64_t>(1, config.world));
+  p.optimizerStateBytes = costs.forwardOnly ? 0.0 : 3 * double(costs.parameterBytesFp32) / world;
   return p;
 }
 

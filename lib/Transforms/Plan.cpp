@@ -99,6 +99,7 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     machine.hostOptimizerParamsPerSecond =
         (optimizerGParams > 0 ? double(optimizerGParams) : profile->hostOptimizerGParams) * 1e9;
     machine.kernelSeconds = profile->kernelOverheadUs * 1e-6;
+    machine.collectiveBytesPerSecond = profile->collectiveGBps * 1e9;
     return machine;
   }
 
@@ -444,6 +445,8 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
                          machine.hostOptimizerParamsPerSecond / 1e9);
     if (machine.kernelSeconds > 0)
       os << llvm::format(", %g us per kernel", machine.kernelSeconds * 1e6);
+    if (machine.collectiveBytesPerSecond > 0)
+      os << llvm::format(", collectives %g GB/s", machine.collectiveBytesPerSecond / 1e9);
     os << "\n";
     os << "stages at sub-batch size " << b
        << " (bytes; workspace: peak live bytes inside the function):\n";
@@ -479,14 +482,19 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
     if (!costs.forwardOnly)
       os << llvm::formatv("  {0,-62}{1}\n", "optimizer state (fp32 master weights, 2 moments)",
                           bytes(prediction.optimizerStateBytes));
-    os << "bytes moved per step:\n";
+    os << "bytes moved per step" << (config.world > 1 ? " by each rank" : "") << ":\n";
     for (sl::PlanMode mode : {sl::PlanMode::speedloader, sl::PlanMode::canonical}) {
       sl::PlanConfig other = config;
       other.mode = mode;
       sl::Prediction moved = sl::predict(costs, other, machine, memory);
-      os << llvm::formatv("  {0,-12} host->device {1}, device->host {2}\n",
+      os << llvm::formatv("  {0,-12} host->device {1}, device->host {2}",
                           sl::stringifyPlanMode(mode), bytes(moved.hostToDeviceBytes),
                           bytes(moved.deviceToHostBytes));
+      // With several ranks the figures are one rank's: its 1/W of the parameters over the link,
+      // the rest through the collectives.
+      if (config.world > 1)
+        os << ", collectives " << bytes(moved.collectiveBytes);
+      os << "\n";
     }
     os << llvm::formatv("step time:                  {0:e4} s predicted ({1:e4} s of compute",
                         prediction.stepSeconds, prediction.computeSeconds);
@@ -495,9 +503,12 @@ struct PlanPass : public sl::CopyPipelinePass<sl::impl::PlanPassBase<PlanPass>> 
                           prediction.kernelSeconds, prediction.kernels);
     os << ")\n";
     if (machine.hostOptimizerParamsPerSecond > 0 && !costs.forwardOnly)
-      os << llvm::formatv("host optimizer:             {0:e4} s (AdamW over every parameter, "
-                          "from the backward's start)\n",
-                          prediction.optimizerSeconds);
+      os << llvm::formatv("host optimizer:             {0:e4} s (AdamW over {1}, from the "
+                          "backward's start)\n",
+                          prediction.optimizerSeconds,
+                          config.world > 1 ? "this rank's 1/" + std::to_string(config.world) +
+                                                 " of the parameters"
+                                           : std::string("every parameter"));
   }
 
   // Per run (shared, not copied, by clones of the pass; runOnOperation starts it afresh): the

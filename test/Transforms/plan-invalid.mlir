@@ -21,7 +21,7 @@
 // RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/none.json" -verify-diagnostics -o /dev/null
 // RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{is not JSON}}/' %t/missing-profile.mlir
 // RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/not-json.json" -verify-diagnostics -o /dev/null
-// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{unknown key "tflops" (a profile has name, source, link_gbps, bf16_tflops, f32_tflops, host_optimizer_gparams and kernel_overhead_us)}}/' %t/missing-profile.mlir
+// RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{unknown key "tflops" (a profile has name, source, link_gbps, bf16_tflops, f32_tflops, host_optimizer_gparams, kernel_overhead_us and collective_gbps)}}/' %t/missing-profile.mlir
 // RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/unknown-key.json" -verify-diagnostics -o /dev/null
 // RUN: sed -i 's/^\/\/ expected-error .*$/\/\/ expected-error @+1 {{"f32_tflops" must be a positive number}}/' %t/missing-profile.mlir
 // RUN: sl-opt %t/missing-profile.mlir --sl-plan="target=%t/negative.json" -verify-diagnostics -o /dev/null

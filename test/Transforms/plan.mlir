@@ -9,6 +9,9 @@
 // RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=h100-sxm precision=bf16 report" -o /dev/null | FileCheck %s --check-prefix=H100
 // RUN: sl-run --calibrate %t-measured.json --calibrate-seconds 0.01 | FileCheck %s --check-prefix=MEASURED
 // RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 target=%t-measured.json report" -o /dev/null | FileCheck %s --check-prefix=CALIBRATED
+// RUN: echo '{"name": "two-gpus", "source": "a test", "link_gbps": 0.000001, "bf16_tflops": 0.000000001, "f32_tflops": 0.000000001, "host_optimizer_gparams": 0.000000001, "collective_gbps": 0.000002}' > %t-world.json
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 world=2 target=%t-world.json report" -o /dev/null | FileCheck %s --check-prefix=WORLD2
+// RUN: sl-opt %s --sl-plan="live-blocks=1 num-sub-batches=3 world=2 link-gbps=0.000001 tflops=0.000000001 report" -o /dev/null | FileCheck %s --check-prefix=WORLD2FREE
 // RUN: sl-opt %s --sl-plan="live-blocks=1 batch=6" | FileCheck %s --check-prefix=BATCH
 // RUN: sl-opt %s --sl-plan="live-blocks=1 host-memory=9599" | FileCheck %s --check-prefix=HOST3
 // RUN: sl-opt %s --sl-plan="live-blocks=1 host-memory=9023" | FileCheck %s --check-prefix=HOST2
@@ -240,9 +243,25 @@ module {
 // MEASURED: sl-run: wrote the machine profile
 // CALIBRATED: machine calibrated-cpu (sl-run --calibrate on the cpu backend, {{[0-9]+}} host threads: 512^3 f32 and 512^3 bf16 MATMUL
 // CALIBRATED: link {{[0-9.e+-]+}} GB/s per direction, {{[0-9.e+-]+}} TFLOP/s, host AdamW {{[0-9.e+-]+}} G parameters/s
+// Two ranks (sl-shard-parameters' step): each fetches its half of every group over the link and
+// all-gathers the other half; it reduce-scatters the gradients and offloads its half. Of
+// REPORT's 7600 bytes in, 2560 are parameter fetches (each group in the forward, all but the
+// epilogue again in the backward): 7600 - 1280 = 6320; out, 4992 - 1536 / 2 = 4224; the
+// collectives 1280 + 768 = 2048. Canonical fetches 3 x 2560 and offloads 3 x 1536: 12720 - 3840,
+// 8064 - 2304, 3840 + 2304. Each rank's AdamW updates 192 of the 384 parameters.
+// WORLD2: sl-plan: speedloader, 3 sub-batches of 2 (batch 6), live-blocks 1, world 2
+// WORLD2: link 1e-06 GB/s per direction, 1e-09 TFLOP/s, host AdamW 1e-09 G parameters/s, collectives 2e-06 GB/s
+// WORLD2: bytes moved per step by each rank:
+// WORLD2-NEXT: speedloader host->device 6.17 KiB (6320 bytes), device->host 4.12 KiB (4224 bytes), collectives 2.00 KiB (2048 bytes)
+// WORLD2-NEXT: canonical host->device 8.67 KiB (8880 bytes), device->host 5.62 KiB (5760 bytes), collectives 6.00 KiB (6144 bytes)
+// WORLD2: host optimizer: 1.9200e+02 s (AdamW over this rank's 1/2 of the parameters, from the backward's start)
+// Without a collective rate the collectives take no time: REPORT's step less half of the first
+// fetch (512 / 2) and of the last offload (512 / 2).
+// WORLD2FREE: link 1e-06 GB/s per direction, 1e-09 TFLOP/s{{$}}
+// WORLD2FREE: step time: 3.7507e+01 s predicted (3.3651e+01 s of compute)
 // A datasheet-derived preset leaves the host AdamW unmodelled.
 // H100: machine h100-sxm (NVIDIA H100 SXM, PCIe 5 host link: datasheet peaks x the H200's measured fractions (not measured))
-// H100: link 55 GB/s per direction, 771 TFLOP/s{{$}}
+// H100: link 55 GB/s per direction, 771 TFLOP/s, collectives 387 GB/s{{$}}
 // Each rate given overrides the target's: at 1 parameter a second, the optimizer's 384 s after
 // the forward is the whole step.
 // SLOWHOST: link 1e-06 GB/s per direction, 1e-09 TFLOP/s, host AdamW 1e-09 G parameters/s

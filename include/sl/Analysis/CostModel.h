@@ -137,6 +137,9 @@ struct Machine {
   /// small kernel that runs below the rate (0: not modelled). It is what makes N sub-batches of
   /// b / N slower than one of b for the same FLOPs.
   double kernelSeconds = 0;
+  /// With several ranks, the bus bandwidth of one rank's all-gather and reduce-scatter, bytes per
+  /// second (0: not modelled, the collectives take no time).
+  double collectiveBytesPerSecond = 0;
 };
 
 /// One named part of a memory prediction.
@@ -204,14 +207,19 @@ struct Prediction {
   double hostPoolBytes = 0;
   double optimizerStateBytes = 0;
   double hostBytes = 0;
-  /// Per step, over the host<->device link.
+  /// Per step and per rank, over the host<->device link: with W ranks, each fetches 1/W of a
+  /// group's parameters and offloads 1/W of its gradients.
   double hostToDeviceBytes = 0;
   double deviceToHostBytes = 0;
+  /// Per step and per rank, through the collectives: the (W - 1) / W of each group's parameters
+  /// a rank all-gathers from the others, and of its gradients it reduce-scatters to them.
+  double collectiveBytes = 0;
   double computeSeconds = 0;
   /// The part of computeSeconds that is the kernels' fixed cost (Machine::kernelSeconds).
   double kernelSeconds = 0;
   int64_t kernels = 0;
-  /// The host's AdamW over every parameter (0 when the machine does not model it).
+  /// The host's AdamW over this rank's parameters (all of them, or 1/W of them with W ranks; 0
+  /// when the machine does not model it).
   double optimizerSeconds = 0;
   double stepSeconds = 0;
   /// One sub-batch's boundary activation between blocks: the A of the traffic formulas.

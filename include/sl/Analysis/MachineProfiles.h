@@ -28,6 +28,10 @@ struct MachineProfile {
   double hostOptimizerGParams;
   /// Microseconds every kernel costs beyond its FLOPs (0: not modelled).
   double kernelOverheadUs;
+  /// The link between the devices of several ranks: the bus bandwidth of one rank's all-gather
+  /// and reduce-scatter (NCCL's busbw: a ring moves (W - 1) / W of the tensor through each rank),
+  /// GB/s. 0: not modelled (collectives cost nothing in the step's time).
+  double collectiveGBps;
   /// Where the figures come from.
   std::string source;
 };
@@ -39,8 +43,9 @@ std::optional<MachineProfile> lookupMachineProfile(llvm::StringRef name);
 std::string machineProfileNames();
 
 /// The profile in JSON file `path`: an object with "link_gbps", "bf16_tflops" and "f32_tflops"
-/// (positive), and optionally "host_optimizer_gparams" and "kernel_overhead_us" (0 or more; 0:
-/// not modelled), "name" and "source" (strings); any other key is an error. On failure, nullopt and `error` says why.
+/// (positive), and optionally "host_optimizer_gparams", "kernel_overhead_us" and
+/// "collective_gbps" (0 or more; 0: not modelled), "name" and "source" (strings); any other key is
+/// an error. On failure, nullopt and `error` says why.
 std::optional<MachineProfile> loadMachineProfile(llvm::StringRef path, std::string &error);
 
 } // namespace sl
