@@ -130,8 +130,10 @@ TEST(NpyTest, StreamedWritesAreTheEncodedBytesAndWidenBf16InChunks) {
   writeNpy(dir.file("t.npy"), t.view());
   EXPECT_EQ(readFile(dir.file("t.npy")), encodeNpy(t));
 
-  const uint64_t n = (uint64_t{1} << 20) * 2 + 3;
-  HostTensor narrow = HostTensor::zeros(BF16, {3, static_cast<int64_t>(n / 3)});
+  // 2.1M elements: two whole chunks and part of a third.
+  HostTensor narrow = HostTensor::zeros(BF16, {3, 700000});
+  const uint64_t n = narrow.numel();
+  ASSERT_GT(n, uint64_t{2} << 20);
   uint16_t *bits = reinterpret_cast<uint16_t *>(narrow.data.data());
   for (uint64_t i = 0; i < n; ++i)
     bits[i] = static_cast<uint16_t>((i * 2654435761u) >> 7); // every sign, exponent and NaN
