@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Here, before a GPU window: what bench/gpu/run-nccl-one-rank.sh needs beside the runtime bundle
-# (whose lib/libslrt_nccl.so is the NCCL communicator plugin), in OUT (default build-bundle/nccl):
+# (whose lib/libslrt_nccl.so is the NCCL communicator plugin), in OUT (default build-nccl/, apart
+# from build-bundle/, which the window call carries whole: both do not fit one call's 64 MiB):
 #  - nccl_communicator_test.gz, the plugin's one-rank test, linked like sl-run (protobuf and
 #    OpenBLAS static) but for the shared cudart that it shares with the plugin: 36 MB (9 MB
 #    compressed), so it travels apart from the bundle;
@@ -11,13 +12,13 @@
 #
 #   bench/gpu/prepare-nccl.sh [--build DIR] [OUT]
 #
-# Then, on the GPU machine, carry ["build-bundle/speedloader-runtime.tar.gz", "build-bundle/nccl"]
+# Then, on the GPU machine, carry ["build-bundle/speedloader-runtime.tar.gz", "build-nccl"]
 # (about 59 MB with the working tree; the tool carries at most 64 MiB) and run bench/gpu/run-nccl-one-rank.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$root/build"
 if [ "${1:-}" = --build ]; then build="$(cd "$2" && pwd)"; shift 2; fi
-out="${1:-$root/build-bundle/nccl}"
+out="${1:-$root/build-nccl}"
 version=5.0.11
 if ! grep -q '^SL_ENABLE_NCCL:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   echo "prepare-nccl.sh: $build has no NCCL plugin (SL_ENABLE_NCCL is off: NCCL not found)" >&2

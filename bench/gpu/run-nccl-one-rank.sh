@@ -3,10 +3,10 @@
 # bundle) with one rank on the GPU: nccl_communicator_test gathers, scatters and sums on device
 # memory and runs the host collectives. One GPU holds one NCCL rank (NCCL refuses two ranks on one
 # device), so this is as far as a one-GPU machine goes. From the repository root, carrying
-# build-bundle/speedloader-runtime.tar.gz and build-bundle/nccl (bench/gpu/prepare-nccl.sh: the
+# build-bundle/speedloader-runtime.tar.gz and build-nccl (bench/gpu/prepare-nccl.sh: the
 # test and Open MPI's wheel):
 #
-#   bash bench/gpu/run-nccl-one-rank.sh build-bundle/speedloader-runtime.tar.gz build-bundle/nccl
+#   bash bench/gpu/run-nccl-one-rank.sh build-bundle/speedloader-runtime.tar.gz build-nccl
 #
 # The machine has no MPI: Open MPI's wheel is unpacked and used in place (OPAL_PREFIX); NCCL comes
 # from the CUDA toolkit or PyTorch's nvidia-nccl wheel. Runs the test under the wheel's
@@ -14,7 +14,7 @@
 # exit 0 only when the test passed both ways (a machine without a GPU: skipped, exit 2).
 set -uo pipefail
 bundle="${1:-build-bundle/speedloader-runtime.tar.gz}"
-extras="$(cd "${2:-build-bundle/nccl}" && pwd)"
+extras="$(cd "${2:-build-nccl}" && pwd)"
 out="${OUT:-$PWD/gpu-nccl-out}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
