@@ -146,10 +146,23 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
   }
 
   // Traffic and compute per phase. Both modes offload every group's outputs and input gradients
-  // per sub-batch and prefetch them back; SpeedLoader fetches each group's parameters once per
-  // pass over all the sub-batches, canonical once per sub-batch.
+  // per sub-batch and prefetch them back. SpeedLoader runs each phase over all the sub-batches,
+  // fetching its group's parameters once; canonical (sl-schedule-subbatches' order) takes each
+  // sub-batch through the whole model in turn, N passes of one sub-batch, each fetching every
+  // group's parameters again.
   bool speedloader = config.mode == PlanMode::speedloader;
-  double fetches = speedloader ? 1 : n;
+  const double perPhase = speedloader ? n : 1; // sub-batches a phase runs
+  // The host's AdamW can start on a group only once its last sub-batch's gradients are in: not
+  // before the last pass's first backward phase.
+  size_t lastPassBackward =
+      llvm::find_if(order, [](auto &step) { return step.first == 'B'; }) - order.begin();
+  if (!speedloader) {
+    SmallVector<std::pair<char, int>> onePass = order;
+    for (int64_t pass = 1; pass < config.numSubBatches; ++pass) {
+      lastPassBackward += onePass.size();
+      order.append(onePass.begin(), onePass.end());
+    }
+  }
   // sl-shard-parameters' step for W ranks: each rank holds and fetches 1/W of every group, and the
   // collectives move the rest between the devices.
   const double world = double(std::max<int64_t>(1, config.world));
@@ -158,22 +171,22 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
   for (auto [kind, g] : order) {
     const Group &group = groups[g];
     Phase phase;
-    phase.hostToDevice = n * group.inputs;
+    phase.hostToDevice = perPhase * group.inputs;
     if (kind == 'B')
-      phase.hostToDevice += n * group.outputGradients;
-    phase.deviceToHost = kind == 'F' ? n * group.outputs : n * group.inputGradients;
-    phase.parameterFetch = fetches * group.parameterBytes * ownShare;
-    phase.gradientOffload = kind == 'F' ? 0 : fetches * group.parameterBytes * ownShare;
-    phase.parameterGather = fetches * group.parameterBytes * othersShare;
-    phase.gradientReduce = kind == 'F' ? 0 : fetches * group.parameterBytes * othersShare;
+      phase.hostToDevice += perPhase * group.outputGradients;
+    phase.deviceToHost = kind == 'F' ? perPhase * group.outputs : perPhase * group.inputGradients;
+    phase.parameterFetch = group.parameterBytes * ownShare;
+    phase.gradientOffload = kind == 'F' ? 0 : group.parameterBytes * ownShare;
+    phase.parameterGather = group.parameterBytes * othersShare;
+    phase.gradientReduce = kind == 'F' ? 0 : group.parameterBytes * othersShare;
     double flops = kind == 'F'   ? group.forwardFlops
                    : kind == 'E' ? group.forwardFlops + group.backwardFlops
                                  : group.backwardFlops + group.recomputeFlops;
-    phase.flops = n * flops;
+    phase.flops = perPhase * flops;
     int64_t kernels = kind == 'F'   ? group.forwardKernels
                       : kind == 'E' ? group.forwardKernels + group.backwardKernels
                                     : group.backwardKernels + group.recomputeKernels;
-    phase.kernels = config.numSubBatches * kernels;
+    phase.kernels = int64_t(perPhase) * kernels;
     phases.push_back(std::move(phase));
   }
 
@@ -197,52 +210,45 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
     // other. A phase cannot compute before its parameters are on the device, so their fetch
     // runs in the phase before (each pass issues the next one's fetch at its start), and its
     // parameter gradients leave after its last sub-batch, during the phase after. The first
-    // phase's first fetch and the last phase's last offload stand alone (below); canonical's
-    // other fetches and offloads of those groups overlap the phase's other sub-batches.
+    // phase's fetch and the last phase's offload stand alone (below).
     double toDevice = phase.hostToDevice;
     if (index + 1 < phases.size())
       toDevice += phases[index + 1].parameterFetch;
-    if (index == 0)
-      toDevice += phase.parameterFetch * (1 - 1 / fetches);
     double toHost = phase.deviceToHost;
     if (index > 0)
       toHost += phases[index - 1].gradientOffload;
-    if (index + 1 == phases.size())
-      toHost += phase.gradientOffload * (1 - 1 / fetches);
     // The collectives run on a stream of their own, as the copies do: the next phase's gathers
-    // and the last phase's reduce-scatters, beside this phase's work.
+    // and the previous phase's reduce-scatters, beside this phase's work.
     double collective = 0;
     if (index + 1 < phases.size())
       collective += phases[index + 1].parameterGather;
-    if (index == 0)
-      collective += phase.parameterGather * (1 - 1 / fetches);
     if (index > 0)
       collective += phases[index - 1].gradientReduce;
-    if (index + 1 == phases.size())
-      collective += phase.gradientReduce * (1 - 1 / fetches);
     // One sub-batch goes through prefetch, compute and offload in turn, and the next one can
     // enter a stage only when it is free: N sub-batches take the three stages of one, then N - 1
     // times the slowest stage. With one sub-batch nothing overlaps: a boundary value is
     // offloaded, and prefetched back by the next phase, on the critical path.
-    double perSubBatch[] = {phase.hostToDevice / n / machine.linkBytesPerSecond, compute / n,
-                            phase.deviceToHost / n / machine.linkBytesPerSecond};
-    double pipeline = perSubBatch[0] + perSubBatch[1] + perSubBatch[2] +
-                      (n - 1) * *std::max_element(std::begin(perSubBatch), std::end(perSubBatch));
+    double perSubBatch[] = {phase.hostToDevice / perPhase / machine.linkBytesPerSecond,
+                            compute / perPhase,
+                            phase.deviceToHost / perPhase / machine.linkBytesPerSecond};
+    double pipeline =
+        perSubBatch[0] + perSubBatch[1] + perSubBatch[2] +
+        (perPhase - 1) * *std::max_element(std::begin(perSubBatch), std::end(perSubBatch));
     double seconds = std::max({pipeline, compute, toDevice / machine.linkBytesPerSecond,
                                toHost / machine.linkBytesPerSecond, collectiveSeconds(collective)});
-    if (order[index].first != 'B') // the forward phases and the epilogue's all come first
+    if (index < lastPassBackward)
       beforeBackward += seconds;
     p.stepSeconds += seconds;
   }
   // Nothing overlaps the first parameter fetch (and gather) or the last gradient reduce-scatter
   // (and offload).
   if (!phases.empty()) {
-    double firstFetch = phases.front().parameterFetch / fetches / machine.linkBytesPerSecond +
-                        collectiveSeconds(phases.front().parameterGather / fetches);
+    double firstFetch = phases.front().parameterFetch / machine.linkBytesPerSecond +
+                        collectiveSeconds(phases.front().parameterGather);
     beforeBackward += firstFetch;
     p.stepSeconds += firstFetch;
-    p.stepSeconds += phases.back().gradientOffload / fetches / machine.linkBytesPerSecond +
-                     collectiveSeconds(phases.back().gradientReduce / fetches);
+    p.stepSeconds += phases.back().gradientOffload / machine.linkBytesPerSecond +
+                     collectiveSeconds(phases.back().gradientReduce);
   }
   // The host's AdamW updates a group once its gradients are offloaded, overlapping the rest of
   // the backward; it cannot start before the backward does, so the step takes at least the
