@@ -99,9 +99,8 @@ struct Phase {
   int64_t kernels = 0;
   /// Its group's parameters fetched, and its parameter gradients offloaded (none in a forward
   /// phase): issued in the neighbouring phases, not in this one (see predict). With W ranks these
-  /// are a rank's 1/W, and the rest of the parameters is all-gathered from the other ranks
-  /// (parameterGather) and the rest of the gradients reduce-scattered to them (gradientReduce),
-  /// when the link's copies are.
+  /// are a rank's 1/W; the other (W - 1)/W of the parameters is all-gathered from the other
+  /// ranks (parameterGather), and of the gradients reduce-scattered to them (gradientReduce).
   double parameterFetch = 0, gradientOffload = 0;
   double parameterGather = 0, gradientReduce = 0;
 };
@@ -195,7 +194,8 @@ Prediction predictTime(const ModelCosts &costs, const PlanConfig &config,
   auto collectiveSeconds = [&](double bytes) {
     return machine.collectiveBytesPerSecond > 0 ? bytes / machine.collectiveBytesPerSecond : 0.0;
   };
-  // The phases' time before the first backward phase: what the host optimizer waits for.
+  // The phases' time before the last pass's first backward phase: what the host optimizer waits
+  // for.
   double beforeBackward = 0;
   for (auto [index, phase] : llvm::enumerate(phases)) {
     p.hostToDeviceBytes += phase.hostToDevice + phase.parameterFetch;
