@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "slrt/shape.h"
+
 namespace slrt {
 namespace {
 
@@ -12,13 +14,6 @@ using sl::schedule::Schedule;
 
 const Buffer &operandOf(const Schedule &s, const Kernel &k, int i) {
   return s.buffers(static_cast<int>(k.operands(i)));
-}
-
-double elements(const Buffer &b) {
-  double n = 1;
-  for (int64_t d : b.shape())
-    n *= static_cast<double>(d);
-  return n;
 }
 
 // The dimension `fromEnd` places before the last (0: the last) of a buffer of at least that rank,
@@ -64,7 +59,9 @@ double kernelFlops(const Schedule &s, const Kernel &k) {
       return 0;
     bool transA = k.op() == sl::schedule::MATMUL ? k.matmul().trans_a() : k.gemm().trans_a();
     double inner = dim(operandOf(s, k, 0), transA ? 1 : 0);
-    return 2 * elements(s.buffers(static_cast<int>(k.results(0)))) * inner;
+    uint64_t results =
+        numel(toShape(s.buffers(static_cast<int>(k.results(0))).shape())).value_or(0);
+    return 2 * static_cast<double>(results) * inner;
   }
   case sl::schedule::ATTENTION:
   case sl::schedule::ATTENTION_GRAD: {

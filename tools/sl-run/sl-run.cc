@@ -14,21 +14,21 @@ namespace {
 
 // CLI11's PositiveNumber and NonNegativeNumber name their range in full ("0.000000 to 1797693...",
 // 309 digits of DBL_MAX); these say what is wrong in a few words, under the same names in --help.
-CLI::Validator numberAbove(double low, bool inclusive, const char *name) {
+CLI::Validator signCheck(bool zeroAllowed, const char *name) {
   return CLI::Validator(
       [=](std::string &text) -> std::string {
         double value = 0;
         if (!CLI::detail::lexical_cast(text, value))
           return "not a number: " + text;
-        if (inclusive ? value >= low : value > low)
+        if (value > 0 || (zeroAllowed && value == 0))
           return "";
-        return std::string("must be ") + (inclusive ? "at least 0" : "more than 0") + ", not " +
+        return std::string("must be ") + (zeroAllowed ? "at least 0" : "more than 0") + ", not " +
                text;
       },
       name);
 }
-const CLI::Validator kPositive = numberAbove(0, false, "POSITIVE");
-const CLI::Validator kNonNegative = numberAbove(0, true, "NONNEGATIVE");
+const CLI::Validator kPositive = signCheck(false, "POSITIVE");
+const CLI::Validator kNonNegative = signCheck(true, "NONNEGATIVE");
 
 } // namespace
 

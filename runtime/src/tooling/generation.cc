@@ -13,14 +13,11 @@ namespace slrt::tooling {
 
 int runGeneration(const RunOptions &options, Backend &backend, const LoadedSchedule &loaded) {
   refuseFlags(options.trainFlagsGiven, "train", loaded);
-  for (const std::string &flag : options.inferFlagsGiven) {
+  refuseInferenceOnlyFlags(options, loaded);
+  for (const std::string &flag : options.inferFlagsGiven)
     if (flag == "--input")
       throw makeError("--input: a generate schedule reads its prompts from --prompts, not .npy "
                       "files");
-    if (flag == "--warmup-runs")
-      throw makeError("--warmup-runs: only an inference schedule takes it (", loaded.path,
-                      " is of kind 'generate', whose report times prefill and decode apart)");
-  }
   if (options.promptsPath.empty())
     throw makeError(loaded.path, " is a generate schedule: give --prompts FILE.jsonl");
   if (options.outputArgs.size() > 1)

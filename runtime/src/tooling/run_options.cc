@@ -122,6 +122,14 @@ std::string flagList(const std::vector<std::string> &flags) {
   return list;
 }
 
+void refuseInferenceOnlyFlags(const RunOptions &options, const LoadedSchedule &loaded) {
+  for (const std::string &flag : options.inferFlagsGiven)
+    if (flag == "--warmup-runs")
+      throw makeError("--warmup-runs: only an inference schedule takes it (", loaded.path,
+                      " is of kind '", loaded.schedule.kind(),
+                      "', whose report times every step or batch)");
+}
+
 void refuseFlags(const std::vector<std::string> &given, const char *kind,
                  const LoadedSchedule &loaded) {
   if (!given.empty())

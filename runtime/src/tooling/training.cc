@@ -88,10 +88,7 @@ int runTraining(const RunOptions &options, Backend &backend, const LoadedSchedul
                     "measure its speed, so --save, --export-onnx and --resume are refused with it; "
                     "export the model with the weights to start from");
   refuseFlags(options.generateFlagsGiven, "generate", loaded);
-  for (const std::string &flag : options.inferFlagsGiven)
-    if (flag == "--warmup-runs")
-      throw makeError("--warmup-runs: only an inference schedule takes it (", loaded.path,
-                      " is of kind 'train', whose report has every step's seconds)");
+  refuseInferenceOnlyFlags(options, loaded);
   if (!options.inferFlagsGiven.empty())
     throw makeError(flagList(options.inferFlagsGiven),
                     ": a train schedule reads its inputs from "

@@ -58,6 +58,10 @@ struct RunOptions {
   std::vector<std::string> trainFlagsGiven, inferFlagsGiven, generateFlagsGiven;
 };
 
+// Throws Error when a flag that only inference takes (--warmup-runs) is given for `loaded`, a train
+// or generate schedule.
+void refuseInferenceOnlyFlags(const RunOptions &options, const LoadedSchedule &loaded);
+
 // Throws Error for a combination of options that no mode takes, before anything is read: the
 // flags --calibrate and --consolidate refuse, a --calibrate or --consolidate under mpirun, and a
 // --link-gbps that is not a finite number >= 0. What depends on the schedule's kind is checked by
